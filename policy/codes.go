@@ -1,0 +1,67 @@
+package policy
+
+// Code is one member of DESIGN.md's closed set of outcome codes. The
+// model-facing message, the audit reason and the tests all key off these
+// exact strings.
+type Code string
+
+// The closed set of codes.
+const (
+	CodeOK                    Code = "ok"
+	CodeUnknownTool           Code = "unknown_tool"
+	CodeToolDenied            Code = "tool_denied"
+	CodeRole                  Code = "role"
+	CodeInvalidArguments      Code = "invalid_arguments"
+	CodeCredentialUnavailable Code = "credential_unavailable"
+	CodeStoreScope            Code = "store_scope"
+	CodeOverLimit             Code = "over_limit"
+	CodeRateLimit             Code = "rate_limit"
+	CodeRejected              Code = "rejected"
+	CodeExpired               Code = "expired"
+	CodeTimeout               Code = "timeout"
+	CodeUpstreamUnavailable   Code = "upstream_unavailable"
+	CodeUpstreamError         Code = "upstream_error"
+)
+
+// Codes lists the whole closed set, in DESIGN.md's order.
+var Codes = []Code{
+	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
+	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
+	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
+}
+
+// Valid reports whether c is in the closed set.
+func (c Code) Valid() bool {
+	for _, k := range Codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Step is a position in the authorization chain of DESIGN.md.
+type Step int
+
+// The steps of the chain, in the order they run.
+const (
+	StepRegistered Step = iota
+	StepNotDenied
+	StepRole
+	StepArguments
+	StepCredential
+	StepStoreScope
+	StepHardLimit
+	StepRateLimit
+)
+
+// Steps lists the chain in order.
+var Steps = []Step{StepRegistered, StepNotDenied, StepRole, StepArguments, StepCredential, StepStoreScope, StepHardLimit, StepRateLimit}
+
+// Code is the failure code of the step.
+func (s Step) Code() Code {
+	return [...]Code{CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
+		CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit}[s]
+}
+
+func (s Step) String() string { return string(s.Code()) }

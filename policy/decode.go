@@ -1,0 +1,249 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-playground/validator/v10"
+)
+
+// MaxArgsBytes bounds the raw args a model may send.
+const MaxArgsBytes = 16 << 10
+
+// validate is safe for concurrent use and caches struct metadata; it holds no
+// state that changes a result, so sharing it keeps decoding deterministic.
+var validate = newValidator()
+
+func newValidator() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string { return jsonName(f) })
+	return v
+}
+
+// Decode strictly decodes raw args into a new value of the tool's args type
+// and validates it. Unknown fields (including case variants), duplicate
+// fields, wrong types, trailing data and failed rules are errors whose text
+// names the field, the rule and the allowed values.
+func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
+	fields := fieldsOf(spec.Args)
+	if len(raw) > MaxArgsBytes {
+		return nil, fmt.Errorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		trimmed = []byte("{}")
+	}
+	if !utf8.Valid(trimmed) {
+		return nil, errors.New("The arguments are not valid UTF-8 text. Send them again as plain JSON.")
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &keys); err != nil || keys == nil {
+		return nil, fmt.Errorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
+	}
+	if err := checkKeys(trimmed, fields); err != nil {
+		return nil, err
+	}
+	ptr := reflect.New(spec.Args)
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(ptr.Interface()); err != nil {
+		return nil, describeDecodeError(err, fields)
+	}
+	if err := validate.Struct(ptr.Interface()); err != nil {
+		return nil, describeValidation(err, spec)
+	}
+	return ptr.Interface(), nil
+}
+
+// checkKeys rejects keys that are not exact field names and keys given
+// twice; encoding/json would otherwise match case-insensitively and keep the
+// last duplicate.
+func checkKeys(raw []byte, fields []field) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("The arguments must be one JSON object: %v.", err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("The arguments are not valid JSON: %v. Send them again as one JSON object.", err)
+		}
+		key, _ := t.(string)
+		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == key }) {
+			return fmt.Errorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", clip(key), listFields(fields), clip(key))
+		}
+		if seen[key] {
+			return fmt.Errorf("Field %q is given twice. Give each field once and call again.", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("The value of %q is not valid JSON: %v.", key, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("The arguments are not valid JSON: %v.", err)
+	}
+	if dec.More() {
+		return errors.New("The arguments have extra data after the JSON object. Send exactly one object.")
+	}
+	return nil
+}
+
+func describeDecodeError(err error, fields []field) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		name := te.Field
+		if i := strings.LastIndex(name, "."); i >= 0 {
+			name = name[i+1:]
+		}
+		want := "a value of another type"
+		for _, f := range fields {
+			if f.name == name {
+				want = f.kind
+			}
+		}
+		return fmt.Errorf("Field %q must be %s, not a JSON %s. Fix %q and call again.", name, want, te.Value, name)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("The arguments are not valid JSON (%v at byte %d). Send them again as one JSON object.", se, se.Offset)
+	}
+	return fmt.Errorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
+}
+
+func describeValidation(err error, spec ToolSpec) error {
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) || len(verrs) == 0 {
+		return fmt.Errorf("The arguments are not valid: %v.", err)
+	}
+	fe := verrs[0]
+	name := fe.Field()
+	var rule string
+	switch fe.Tag() {
+	case "required":
+		rule = "is required"
+	case "min":
+		if fe.Kind() == reflect.String {
+			rule = fmt.Sprintf("must be at least %s characters long", fe.Param())
+		} else {
+			rule = fmt.Sprintf("must be at least %s", fe.Param())
+		}
+	case "max":
+		if fe.Kind() == reflect.String {
+			rule = fmt.Sprintf("must be at most %s characters long", fe.Param())
+		} else {
+			rule = fmt.Sprintf("must be at most %s", fe.Param())
+		}
+	case "oneof":
+		rule = fmt.Sprintf("must be one of: %s", strings.Join(strings.Fields(fe.Param()), ", "))
+	case "datetime":
+		rule = "must be a date written YYYY-MM-DD, e.g. 2026-12-01"
+	case "numeric":
+		rule = "must be the nextCursor of a previous answer (digits only)"
+	case "startswith":
+		rule = fmt.Sprintf("must start with %q", fe.Param())
+	default:
+		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
+	}
+	return fmt.Errorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
+}
+
+type field struct {
+	name     string
+	kind     string
+	desc     string
+	validate string
+	typ      reflect.Type
+}
+
+// fieldsOf lists the JSON fields of an args struct, flattening embedded structs.
+func fieldsOf(t reflect.Type) []field {
+	var out []field
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, fieldsOf(f.Type)...)
+			continue
+		}
+		name := jsonName(f)
+		if name == "" || !f.IsExported() {
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), typ: ft})
+	}
+	return out
+}
+
+func jsonName(f reflect.StructField) string {
+	tag := f.Tag.Get("json")
+	if tag == "-" {
+		return ""
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func kindWords(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	}
+	return "a " + t.Kind().String()
+}
+
+func listFields(fs []field) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func example(spec ToolSpec) string {
+	parts := []string{}
+	for _, f := range fieldsOf(spec.Args) {
+		if !strings.Contains(f.validate, "required") {
+			continue
+		}
+		switch f.typ.Kind() {
+		case reflect.String:
+			parts = append(parts, fmt.Sprintf("%q: \"...\"", f.name))
+		default:
+			parts = append(parts, fmt.Sprintf("%q: 1", f.name))
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// clip keeps a hostile key from flooding the message.
+func clip(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	r := []rune(s)
+	if len(r) > 40 {
+		r = r[:40]
+	}
+	return string(r) + "…"
+}

@@ -1,0 +1,283 @@
+// Package policy decides, deterministically, whether a tool call may run.
+// It is pure Go: no Temporal, no I/O, no clock. Usage counts and dry-run
+// values are inputs.
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Policy is a tool registry paired with its policy table.
+type Policy struct {
+	specs map[string]ToolSpec
+	rows  map[string]Row
+	names []string
+}
+
+// New builds a policy from specs and rows. Every tool needs exactly one row
+// and every row a tool; a row whose decision is unknown is refused.
+func New(specs []ToolSpec, rows []Row) (*Policy, error) {
+	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}}
+	for _, s := range specs {
+		if s.Name == "" || s.Args == nil {
+			return nil, fmt.Errorf("policy: tool %q needs a name and an args type", s.Name)
+		}
+		if _, dup := p.specs[s.Name]; dup {
+			return nil, fmt.Errorf("policy: tool %q registered twice", s.Name)
+		}
+		if s.Tier.Floor() == DecisionDeny && s.Tier != "" {
+			return nil, fmt.Errorf("policy: tool %q has unknown risk tier %q", s.Name, s.Tier)
+		}
+		p.specs[s.Name] = s
+		p.names = append(p.names, s.Name)
+	}
+	for _, r := range rows {
+		if _, ok := p.specs[r.Tool]; !ok {
+			return nil, fmt.Errorf("policy: row for unregistered tool %q", r.Tool)
+		}
+		if _, dup := p.rows[r.Tool]; dup {
+			return nil, fmt.Errorf("policy: tool %q has two rows", r.Tool)
+		}
+		switch r.Decision {
+		case DecisionAllow, DecisionApprove, DecisionDeny:
+		default:
+			return nil, fmt.Errorf("policy: tool %q has unknown decision %q", r.Tool, r.Decision)
+		}
+		p.rows[r.Tool] = r
+	}
+	for _, n := range p.names {
+		if _, ok := p.rows[n]; !ok {
+			return nil, fmt.Errorf("policy: tool %q has no policy row", n)
+		}
+	}
+	return p, nil
+}
+
+// Default returns the shipped registry and table.
+func Default() *Policy {
+	p, err := New(Tools, Table)
+	if err != nil {
+		panic(err) // the shipped table is checked by tests; this cannot happen at run time
+	}
+	return p
+}
+
+// Spec returns the tool's spec. Only exact, registered names match.
+func (p *Policy) Spec(name string) (ToolSpec, bool) {
+	s, ok := p.specs[name]
+	return s, ok
+}
+
+// Row returns the tool's policy row.
+func (p *Policy) Row(name string) (Row, bool) {
+	r, ok := p.rows[name]
+	return r, ok
+}
+
+// Names lists the registered tools in registry order.
+func (p *Policy) Names() []string { return slices.Clone(p.names) }
+
+// Effective is the row's decision raised to the tool's risk-tier floor.
+func (p *Policy) Effective(name string) Decision {
+	s, ok := p.specs[name]
+	if !ok {
+		return DecisionDeny
+	}
+	return Stricter(p.rows[name].Decision, s.Tier.Floor())
+}
+
+// Request is one proposed tool call with the session it came from.
+type Request struct {
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args"`
+	Session Session         `json:"session"`
+}
+
+// Facts are the system-computed inputs of steps 6 and 7.
+type Facts struct {
+	// ValueCents is the dry run's value of the call; nil when the tool has none.
+	ValueCents *int64
+	// Usage holds, per limit of the row (same order), what the audit log
+	// already counts in its window. Missing usage fails closed.
+	Usage []Usage
+}
+
+// Usage is what one limit has already admitted in its window.
+type Usage struct {
+	Calls int   `json:"calls"`
+	Cents int64 `json:"cents"`
+}
+
+// LimitKey names one limit bucket to count, e.g. create_task/store/112/86400.
+type LimitKey struct {
+	Key    string `json:"key"`
+	Tool   string `json:"tool"`
+	Scope  Scope  `json:"scope"`
+	UserID string `json:"userId,omitempty"`
+	Store  int64  `json:"store,omitempty"`
+	Window Window `json:"window"`
+}
+
+// Verdict is the outcome of the chain.
+type Verdict struct {
+	// Decision is allow, approve or deny.
+	Decision Decision `json:"decision"`
+	// Code is ok, or the code of the first failing step.
+	Code Code `json:"code"`
+	// Message tells the model what happened and what to do next.
+	Message string `json:"message"`
+	// Step is the failing step; meaningful only when Decision is deny.
+	Step Step `json:"step"`
+	// AuthRequired asks the agent to have the person sign in.
+	AuthRequired bool `json:"authRequired,omitempty"`
+	// Args are the decoded args after session fill, canonically encoded.
+	Args json.RawMessage `json:"args,omitempty"`
+	// StoreID is the store the call acts on, 0 when it names none.
+	StoreID int64 `json:"storeId,omitempty"`
+	// Limits are the buckets step 7 counts, in row order.
+	Limits []LimitKey `json:"limits,omitempty"`
+}
+
+// Allowed reports whether the call may proceed (now or after approval).
+func (v Verdict) Allowed() bool { return v.Decision != DecisionDeny }
+
+func deny(step Step, msg string) Verdict {
+	return Verdict{Decision: DecisionDeny, Code: step.Code(), Step: step, Message: msg}
+}
+
+// Check runs steps 0 to 6 of the chain, everything that needs no counting.
+// A passing verdict carries the limit buckets that step 7 must count.
+func (p *Policy) Check(req Request, valueCents *int64) Verdict {
+	spec, ok := p.specs[req.Tool]
+	if !ok {
+		return deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
+			req.Tool, strings.Join(p.Offered(req.Session.Role), ", ")))
+	}
+	row := p.rows[req.Tool]
+	decision := Stricter(row.Decision, spec.Tier.Floor())
+	if decision == DecisionDeny {
+		return deny(StepNotDenied, fmt.Sprintf("%s is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.", spec.Name))
+	}
+	if !slices.Contains(row.Roles, req.Session.Role) {
+		return deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", spec.Name, req.Session.Role))
+	}
+	args, err := Decode(spec, req.Args)
+	if err != nil {
+		return deny(StepArguments, err.Error())
+	}
+	if spec.RequiresCredential && (req.Session.CredentialRef == "" || req.Session.UserID == "") {
+		v := deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
+		v.AuthRequired = true
+		return v
+	}
+	var store int64
+	if sc, ok := args.(StoreScoped); ok {
+		if sc.Store() == nil {
+			if len(req.Session.StoreIDs) == 0 {
+				return deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
+			}
+			sc.SetStore(req.Session.StoreIDs[0])
+		}
+		store = *sc.Store()
+		if !req.Session.Owns(store) {
+			return deny(StepStoreScope, fmt.Sprintf("Store %d is not one of the signed-in person's stores (%s). Call again with storeId set to one of them, or leave storeId out.",
+				store, joinIDs(req.Session.StoreIDs)))
+		}
+	}
+	if row.HardLimitCents > 0 {
+		if valueCents == nil {
+			return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.", spec.Name))
+		}
+		if *valueCents > row.HardLimitCents {
+			return deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
+				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
+		}
+	}
+	canonical, err := json.Marshal(args)
+	if err != nil {
+		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+	}
+	v := Verdict{Decision: decision, Code: CodeOK, Args: canonical, StoreID: store}
+	for _, l := range row.Limits {
+		v.Limits = append(v.Limits, limitKey(spec.Name, l, req.Session.UserID, store))
+	}
+	v.Message = "Allowed."
+	if decision == DecisionApprove {
+		v.Message = "Waiting for a person to approve."
+	}
+	return v
+}
+
+// Authorize runs the whole chain, steps 0 to 7, stopping at the first failure.
+func (p *Policy) Authorize(req Request, f Facts) Verdict {
+	v := p.Check(req, f.ValueCents)
+	if !v.Allowed() {
+		return v
+	}
+	row := p.rows[req.Tool]
+	if len(f.Usage) != len(row.Limits) {
+		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+	}
+	var value int64
+	if f.ValueCents != nil {
+		value = *f.ValueCents
+	}
+	for i, l := range row.Limits {
+		u := f.Usage[i]
+		who := "the signed-in person"
+		if l.Scope == PerStore {
+			who = fmt.Sprintf("store %d", v.StoreID)
+		}
+		if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {
+			return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
+				req.Tool, l.MaxCalls, l.Window, who))
+		}
+		if l.MaxCents > 0 && u.Cents+value > l.MaxCents {
+			return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
+				req.Tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
+		}
+	}
+	return v
+}
+
+func limitKey(tool string, l Limit, user string, store int64) LimitKey {
+	k := LimitKey{Tool: tool, Scope: l.Scope, Window: l.Window}
+	who := ""
+	if l.Scope == PerStore {
+		k.Store = store
+		who = strconv.FormatInt(store, 10)
+	} else {
+		k.UserID = user
+		who = user
+	}
+	k.Key = fmt.Sprintf("%s/%s/%s/%d", tool, l.Scope, who, l.Window)
+	return k
+}
+
+// Dollars formats cents as $1,234.56.
+func Dollars(cents int64) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	whole := strconv.FormatInt(cents/100, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	return fmt.Sprintf("%s$%s.%02d", sign, whole, cents%100)
+}
+
+func joinIDs(ids []int64) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}

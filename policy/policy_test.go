@@ -1,0 +1,291 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// validArgs builds the smallest valid args for a tool from its own field
+// rules, so a new tool needs no test edits.
+func validArgs(t *testing.T, spec ToolSpec) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, f := range fieldsOf(spec.Args) {
+		if !strings.Contains(f.validate, "required") {
+			continue
+		}
+		switch f.typ.Kind() {
+		case reflect.Int64, reflect.Int:
+			out[f.name] = 40211
+		case reflect.String:
+			switch {
+			case strings.Contains(f.validate, "startswith=GRN-"):
+				out[f.name] = "GRN-88213"
+			case strings.Contains(f.validate, "oneof="):
+				out[f.name] = strings.Fields(strings.SplitN(strings.SplitN(f.validate, "oneof=", 2)[1], ",", 2)[0])[0]
+			default:
+				out[f.name] = "check the cooler"
+			}
+		default:
+			t.Fatalf("validArgs: teach me %s", f.typ)
+		}
+	}
+	return out
+}
+
+func storeScoped(spec ToolSpec) bool {
+	_, ok := reflect.New(spec.Args).Interface().(StoreScoped)
+	return ok
+}
+
+// reachable returns a copy of the row that every step can be reached
+// through: listed roles, a non-deny decision, a hard limit and one limit of
+// each scope. Rows already limited keep their own numbers.
+func reachable(row Row) Row {
+	r := row
+	r.Roles = []Role{RoleStoreManager, RoleAreaManager}
+	if r.Decision == DecisionDeny {
+		r.Decision = DecisionApprove
+	}
+	if r.HardLimitCents == 0 {
+		r.HardLimitCents = 1000
+	}
+	if len(r.Limits) == 0 {
+		r.Limits = []Limit{{Scope: PerStore, Window: Day, MaxCalls: 3, MaxCents: 2500}, {Scope: PerUser, Window: Hour, MaxCalls: 2}}
+	}
+	return r
+}
+
+func withRow(t *testing.T, row Row) *Policy {
+	t.Helper()
+	rows := slices.Clone(Table)
+	for i := range rows {
+		if rows[i].Tool == row.Tool {
+			rows[i] = row
+		}
+	}
+	p, err := New(Tools, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type call struct {
+	tool  string // the registered tool, even after step 0 renames the call
+	p     *Policy
+	req   Request
+	facts Facts
+}
+
+func baseCall(t *testing.T, p *Policy, tool string) call {
+	spec, _ := p.Spec(tool)
+	row, _ := p.Row(tool)
+	args, _ := json.Marshal(validArgs(t, spec))
+	usage := make([]Usage, len(row.Limits))
+	var value int64 = 100
+	return call{tool: tool, p: p, req: Request{Tool: tool, Args: args, Session: Session{
+		UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama",
+	}}, facts: Facts{ValueCents: &value, Usage: usage}}
+}
+
+// breaks makes the call fail at one step and returns false when the step
+// cannot fail for this tool (no store arg, no credential needed).
+func breaks(t *testing.T, c *call, step Step) bool {
+	spec, _ := c.p.Spec(c.tool)
+	row, _ := c.p.Row(c.tool)
+	switch step {
+	case StepRegistered:
+		c.req.Tool = "constructor"
+	case StepNotDenied:
+		row.Decision = DecisionDeny
+		c.p = withRow(t, row)
+	case StepRole:
+		c.req.Session.Role = "cashier"
+	case StepArguments:
+		var m map[string]any
+		_ = json.Unmarshal(c.req.Args, &m)
+		m["userId"] = "kofi"
+		c.req.Args, _ = json.Marshal(m)
+	case StepCredential:
+		if !spec.RequiresCredential {
+			return false
+		}
+		c.req.Session.CredentialRef = ""
+	case StepStoreScope:
+		if !storeScoped(spec) {
+			return false
+		}
+		var m map[string]any
+		_ = json.Unmarshal(c.req.Args, &m)
+		m["storeId"] = 118
+		c.req.Args, _ = json.Marshal(m)
+	case StepHardLimit:
+		over := row.HardLimitCents + 1
+		c.facts.ValueCents = &over
+	case StepRateLimit:
+		c.facts.Usage[0] = Usage{Calls: row.Limits[0].MaxCalls, Cents: row.Limits[0].MaxCents}
+	}
+	return true
+}
+
+// TestEveryRowEveryStep loops over the policy table and the chain: for each
+// row and step, a call broken at that step and at every later one fails
+// with that step's code, and the unbroken call gets the row's decision.
+func TestEveryRowEveryStep(t *testing.T) {
+	for _, shipped := range Table {
+		row := reachable(shipped)
+		p := withRow(t, row)
+		t.Run(row.Tool, func(t *testing.T) {
+			ok := baseCall(t, p, row.Tool)
+			v := ok.p.Authorize(ok.req, ok.facts)
+			if v.Code != CodeOK || v.Decision != p.Effective(row.Tool) {
+				t.Fatalf("valid call: got %s/%s %q, want ok/%s", v.Decision, v.Code, v.Message, p.Effective(row.Tool))
+			}
+			for _, step := range Steps {
+				c := baseCall(t, p, row.Tool)
+				if !breaks(t, &c, step) {
+					continue // e.g. a tool that names no store cannot fail store_scope
+				}
+				t.Run(step.String(), func(t *testing.T) {
+					for _, later := range Steps[step+1:] {
+						breaks(t, &c, later)
+					}
+					v := c.p.Authorize(c.req, c.facts)
+					if v.Decision != DecisionDeny || v.Code != step.Code() || v.Step != step {
+						t.Fatalf("got %s/%s at step %d (%q), want deny/%s", v.Decision, v.Code, v.Step, v.Message, step.Code())
+					}
+					if v.Message == "" {
+						t.Fatal("a refusal must tell the model what to do next")
+					}
+					if step == StepCredential && !v.AuthRequired {
+						t.Fatal("credential_unavailable must set authRequired")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestShippedRows checks each shipped row as it is, without the reachable
+// variant: denied rows deny, allowed rows pass with a real session.
+func TestShippedRows(t *testing.T) {
+	p := Default()
+	for _, row := range Table {
+		c := baseCall(t, p, row.Tool)
+		v := p.Authorize(c.req, c.facts)
+		want := p.Effective(row.Tool)
+		if v.Decision != want {
+			t.Errorf("%s: got %s (%s), want %s", row.Tool, v.Decision, v.Code, want)
+		}
+		if want == DecisionDeny && v.Code != CodeToolDenied {
+			t.Errorf("%s: denied row gave %s", row.Tool, v.Code)
+		}
+	}
+}
+
+// TestRiskTierFloor: a row can raise the decision but never lower it below the tier.
+func TestRiskTierFloor(t *testing.T) {
+	for _, spec := range Tools {
+		for _, d := range []Decision{DecisionAllow, DecisionApprove, DecisionDeny} {
+			row, _ := Default().Row(spec.Name)
+			row = reachable(row)
+			row.Decision = d
+			p := withRow(t, row)
+			got := p.Effective(spec.Name)
+			if Stricter(got, spec.Tier.Floor()) != got || Stricter(got, d) != got {
+				t.Errorf("%s tier %s row %s: effective %s is below the floor or the row", spec.Name, spec.Tier, d, got)
+			}
+			c := baseCall(t, p, spec.Name)
+			if v := p.Authorize(c.req, c.facts); v.Decision != got {
+				t.Errorf("%s tier %s row %s: Authorize gave %s, want %s", spec.Name, spec.Tier, d, v.Decision, got)
+			}
+		}
+	}
+	if Stricter(DecisionAllow, TierWrite.Floor()) != DecisionApprove || Stricter(DecisionAllow, TierIrreversible.Floor()) != DecisionApprove {
+		t.Fatal("write and irreversible must be at least approve")
+	}
+	if Tier("mystery").Floor() != DecisionDeny {
+		t.Fatal("an unclassified tier must deny")
+	}
+}
+
+func TestUnknownToolNames(t *testing.T) {
+	p := Default()
+	for _, name := range []string{"constructor", "__proto__", "", "toString", "hasOwnProperty", "GET_STOCK", "get_stock ", "get\u200bstock", "gеt_stock" /* Cyrillic е */} {
+		c := baseCall(t, p, "get_stock")
+		c.req.Tool = name
+		if v := p.Authorize(c.req, c.facts); v.Code != CodeUnknownTool {
+			t.Errorf("%q: got %s, want unknown_tool", name, v.Code)
+		}
+	}
+}
+
+func TestStoreDefaultsToSessionFirstStore(t *testing.T) {
+	p := Default()
+	c := baseCall(t, p, "get_stock")
+	c.req.Session.StoreIDs = []int64{112, 118}
+	v := p.Authorize(c.req, c.facts)
+	if v.StoreID != 112 || !strings.Contains(string(v.Args), `"storeId":112`) {
+		t.Fatalf("got store %d args %s, want 112 filled in", v.StoreID, v.Args)
+	}
+	c.req.Session.StoreIDs = nil
+	if v := p.Authorize(c.req, c.facts); v.Code != CodeStoreScope {
+		t.Fatalf("no stores: got %s, want store_scope", v.Code)
+	}
+}
+
+func TestLimitsCountUpToTheEdge(t *testing.T) {
+	p := Default()
+	row, _ := p.Row("create_task")
+	c := baseCall(t, p, "create_task")
+	for used := 0; used <= row.Limits[0].MaxCalls; used++ {
+		c.facts.Usage = []Usage{{Calls: used}}
+		v := p.Authorize(c.req, c.facts)
+		admitted := v.Code == CodeOK
+		if admitted != (used < row.Limits[0].MaxCalls) {
+			t.Fatalf("with %d used: got %s", used, v.Code)
+		}
+	}
+	c.facts.Usage = nil
+	if v := p.Authorize(c.req, c.facts); v.Code != CodeRateLimit {
+		t.Fatalf("missing usage must fail closed, got %s", v.Code)
+	}
+	if got := c.facts; got.Usage != nil {
+		t.Fatal("unreachable")
+	}
+	if v := p.Authorize(c.req, Facts{Usage: []Usage{{}}}); v.Limits[0].Key != "create_task/store/112/86400" {
+		t.Fatalf("limit key %q", v.Limits[0].Key)
+	}
+}
+
+func TestNewRefusesBrokenTables(t *testing.T) {
+	cases := map[string][]Row{
+		"missing row":   Table[1:],
+		"unknown tool":  append(slices.Clone(Table), Row{Tool: "launch_rocket", Decision: DecisionAllow}),
+		"duplicate row": append(slices.Clone(Table), Table[0]),
+		"bad decision":  append(slices.Clone(Table[1:]), Row{Tool: Table[0].Tool, Decision: "maybe"}),
+	}
+	for name, rows := range cases {
+		if _, err := New(Tools, rows); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+}
+
+func TestDollars(t *testing.T) {
+	for cents, want := range map[int64]string{38400: "$384.00", 200000: "$2,000.00", 5: "$0.05", 123456789: "$1,234,567.89"} {
+		if got := Dollars(cents); got != want {
+			t.Errorf("Dollars(%d) = %s, want %s", cents, got, want)
+		}
+	}
+}
+
+func ExampleDollars() {
+	fmt.Println(Dollars(38400))
+	// Output: $384.00
+}

@@ -1,0 +1,119 @@
+package policy
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Definition is a tool as offered to a model: its name, when to use it, and
+// the JSON Schema of its arguments.
+type Definition struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema map[string]any `json:"inputSchema"`
+	Tier        Tier           `json:"tier"`
+	Idempotent  bool           `json:"idempotent"`
+}
+
+// Offered lists, in registry order, the tools a role may be offered: those
+// whose row names the role and whose effective decision is not deny.
+func (p *Policy) Offered(role Role) []string {
+	var out []string
+	for _, n := range p.names {
+		if p.Effective(n) != DecisionDeny && containsRole(p.rows[n].Roles, role) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DefinitionsFor returns the definitions of the tools a role may be offered.
+func (p *Policy) DefinitionsFor(role Role) []Definition {
+	var out []Definition
+	for _, n := range p.Offered(role) {
+		s := p.specs[n]
+		out = append(out, Definition{Name: s.Name, Description: s.Description, InputSchema: Schema(s.Args), Tier: s.Tier, Idempotent: s.Idempotent})
+	}
+	return out
+}
+
+func containsRole(rs []Role, r Role) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Schema derives a JSON Schema (draft 2020-12 subset) from an args struct's
+// json, validate and desc tags. additionalProperties is always false.
+func Schema(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for _, f := range fieldsOf(t) {
+		p := map[string]any{}
+		switch f.typ.Kind() {
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			p["type"] = "integer"
+		case reflect.Float32, reflect.Float64:
+			p["type"] = "number"
+		case reflect.Bool:
+			p["type"] = "boolean"
+		default:
+			p["type"] = "string"
+		}
+		if f.desc != "" {
+			p["description"] = f.desc
+		}
+		isString := f.typ.Kind() == reflect.String
+		for _, rule := range strings.Split(f.validate, ",") {
+			name, param, _ := strings.Cut(rule, "=")
+			switch name {
+			case "required":
+				required = append(required, f.name)
+			case "min":
+				n, _ := strconv.ParseInt(param, 10, 64)
+				if isString {
+					p["minLength"] = n
+				} else {
+					p["minimum"] = n
+				}
+			case "max":
+				n, _ := strconv.ParseInt(param, 10, 64)
+				if isString {
+					p["maxLength"] = n
+				} else {
+					p["maximum"] = n
+				}
+			case "oneof":
+				p["enum"] = strings.Fields(param)
+			case "datetime":
+				p["format"] = "date"
+			case "numeric":
+				p["pattern"] = "^[0-9]+$"
+			case "startswith":
+				p["pattern"] = "^" + regexpQuote(param)
+			}
+		}
+		props[f.name] = p
+	}
+	return map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"required":             required,
+		"additionalProperties": false,
+	}
+}
+
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

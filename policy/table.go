@@ -1,0 +1,98 @@
+package policy
+
+// Decision is what the policy row says happens to a call that passes every check.
+type Decision string
+
+// Decisions, from least to most strict.
+const (
+	DecisionAllow   Decision = "allow"
+	DecisionApprove Decision = "approve"
+	DecisionDeny    Decision = "deny"
+)
+
+func (d Decision) strictness() int {
+	switch d {
+	case DecisionAllow:
+		return 0
+	case DecisionApprove:
+		return 1
+	}
+	return 2 // deny, and anything unknown
+}
+
+// Stricter returns the stricter of two decisions.
+func Stricter(a, b Decision) Decision {
+	if b.strictness() > a.strictness() {
+		return b
+	}
+	return a
+}
+
+// Role is a session role.
+type Role string
+
+// Roles of the demo domain.
+const (
+	RoleStoreManager Role = "store_manager"
+	RoleAreaManager  Role = "area_manager"
+)
+
+// Scope says whose calls a limit counts together.
+type Scope string
+
+// Limit scopes.
+const (
+	PerUser  Scope = "user"
+	PerStore Scope = "store"
+)
+
+// Window is the rolling period a limit counts over, in seconds.
+type Window int64
+
+// Windows.
+const (
+	Hour Window = 3600
+	Day  Window = 86400
+)
+
+func (w Window) String() string {
+	switch w {
+	case Hour:
+		return "hour"
+	case Day:
+		return "day"
+	}
+	return "period"
+}
+
+// Limit is a rate or spend limit counted from the audit log.
+type Limit struct {
+	Scope  Scope
+	Window Window
+	// MaxCalls caps admitted calls in the window; 0 means no call cap.
+	MaxCalls int
+	// MaxCents caps the summed value of admitted calls; 0 means no spend cap.
+	MaxCents int64
+}
+
+// Row is one line of the policy table.
+type Row struct {
+	Tool     string
+	Roles    []Role
+	Decision Decision
+	// HardLimitCents refuses any single call valued above it; 0 means none.
+	HardLimitCents int64
+	Limits         []Limit
+}
+
+var managers = []Role{RoleStoreManager, RoleAreaManager}
+
+// Table is the shipped policy table: one row per tool.
+var Table = []Row{
+	{Tool: "search_procedures", Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerUser, Window: Hour, MaxCalls: 60}}},
+	{Tool: "get_stock", Roles: managers, Decision: DecisionAllow},
+	{Tool: "get_deliveries", Roles: managers, Decision: DecisionAllow},
+	{Tool: "get_grn", Roles: managers, Decision: DecisionAllow},
+	{Tool: "create_task", Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
+	{Tool: "change_price", Roles: nil, Decision: DecisionDeny},
+}
