@@ -1,0 +1,41 @@
+// Package activities holds everything toolgate does outside the workflow:
+// admission against limits counted from the audit log, audit inserts, and
+// the upstream call made as the signed-in person.
+package activities
+
+import (
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+)
+
+// Error types carried by activity failures. The workflow maps them to codes.
+const (
+	ErrCredential  = "credential_unavailable"
+	ErrUnavailable = "upstream_unavailable"
+	ErrUpstream    = "upstream_error"
+	ErrBadInput    = "bad_input"
+)
+
+// Activities holds the dependencies of toolgate's activities.
+type Activities struct {
+	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.
+	Pool        *pgxpool.Pool
+	HTTP        *http.Client
+	UpstreamURL string
+	Sanitizer   sanitize.Sanitizer
+	Policy      *policy.Policy
+	Logger      *zap.Logger
+}
+
+// Register registers every activity on the worker.
+func Register(w worker.Registry, a *Activities) {
+	w.RegisterActivityWithOptions(a.Admit, activity.RegisterOptions{Name: "Admit"})
+	w.RegisterActivityWithOptions(a.Audit, activity.RegisterOptions{Name: "Audit"})
+	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: "CallTool"})
+}

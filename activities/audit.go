@@ -1,0 +1,225 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Audit events of DESIGN.md.
+const (
+	EventAllowed         = "allowed"
+	EventNeedsApproval   = "needs_approval"
+	EventDenied          = "denied"
+	EventApprovalRefused = "approval_refused"
+	EventApproved        = "approved"
+	EventRejected        = "rejected"
+	EventExpired         = "expired"
+	EventExecuted        = "executed"
+	EventFailed          = "failed"
+)
+
+// AuditInput is one decision event.
+type AuditInput struct {
+	// Key names the event within its run; the same key never writes twice.
+	Key       string          `json:"key"`
+	Event     string          `json:"event"`
+	Reason    policy.Code     `json:"reason"`
+	Tool      string          `json:"tool"`
+	Session   policy.Session  `json:"session"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	StoreID   int64           `json:"storeId,omitempty"`
+	Value     *int64          `json:"valueCents,omitempty"`
+	Approver  *policy.Session `json:"approver,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	RunScoped bool            `json:"-"`
+}
+
+// Audit appends one event to audit_log. Args and result are sanitized here,
+// so no caller can forget; a retry or replay of the same key writes nothing.
+func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
+	info := activity.GetInfo(ctx)
+	_, err := a.insertAudit(ctx, a.Pool, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, in)
+	return err
+}
+
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, runID string, in AuditInput) (bool, error) {
+	var args, result any
+	if len(in.Args) > 0 {
+		args = string(a.Sanitizer.Args(in.Args))
+	}
+	if len(in.Result) > 0 {
+		result = string(a.Sanitizer.Result(in.Result))
+	}
+	var approverID, approverRole any
+	if in.Approver != nil {
+		approverID, approverRole = clean(in.Approver.UserID), clean(string(in.Approver.Role))
+	}
+	var store any
+	if in.StoreID != 0 {
+		store = in.StoreID
+	}
+	tag, err := db.Exec(ctx, `
+		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, store_id, value_cents,
+		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)
+		ON CONFLICT (workflow_id, run_id, event_key) DO NOTHING`,
+		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
+		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, store, in.Value,
+		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+			// Data the database refuses will be refused again: fail loudly, do not retry forever.
+			return false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("audit %s: %v", in.Event, err), ErrBadInput, err)
+		}
+		return false, fmt.Errorf("audit %s: %w", in.Event, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// clean makes caller-supplied text safe to store and show: valid UTF-8, no
+// NUL or other control characters, at most 200 characters.
+func clean(s string) string {
+	s = strings.ToValidUTF8(s, "�")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+			return '�'
+		}
+		return r
+	}, s)
+	if utf8.RuneCountInString(s) > 200 {
+		s = string([]rune(s)[:200]) + "…"
+	}
+	return s
+}
+
+// AdmitInput asks for step 7 of the chain and the decision's audit row.
+type AdmitInput struct {
+	Request    policy.Request `json:"request"`
+	ValueCents *int64         `json:"valueCents,omitempty"`
+}
+
+// Admit runs the whole chain with usage counted from audit_log and writes
+// the decision row in the same transaction, holding an advisory lock per
+// limit bucket: N concurrent calls can never pass a limit of N-1.
+// A retry returns the decision already recorded for this run.
+func (a *Activities) Admit(ctx context.Context, in AdmitInput) (policy.Verdict, error) {
+	info := activity.GetInfo(ctx)
+	wf, run := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
+	pre := a.Policy.Check(in.Request, in.ValueCents)
+	tx, err := a.Pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return policy.Verdict{}, fmt.Errorf("admit: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
+
+	keys := slices.Clone(pre.Limits)
+	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
+	for _, k := range keys {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID(k.Key)); err != nil {
+			return policy.Verdict{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
+		}
+	}
+	var event, reason, message string
+	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, '') FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
+		Scan(&event, &reason, &message)
+	if err == nil {
+		return recorded(pre, event, reason, message), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return policy.Verdict{}, fmt.Errorf("admit: look up decision: %w", err)
+	}
+
+	facts := policy.Facts{ValueCents: in.ValueCents}
+	for _, k := range pre.Limits {
+		u, err := countUsage(ctx, tx, k)
+		if err != nil {
+			return policy.Verdict{}, err
+		}
+		facts.Usage = append(facts.Usage, u)
+	}
+	v := a.Policy.Authorize(in.Request, facts)
+	event = EventAllowed
+	switch v.Decision {
+	case policy.DecisionDeny:
+		event = EventDenied
+	case policy.DecisionApprove:
+		event = EventNeedsApproval
+	}
+	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Request.Tool, Session: in.Request.Session,
+		Args: v.Args, StoreID: v.StoreID, Value: in.ValueCents, Message: v.Message}
+	if len(row.Args) == 0 {
+		row.Args = in.Request.Args
+	}
+	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
+		return policy.Verdict{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return policy.Verdict{}, fmt.Errorf("admit: commit: %w", err)
+	}
+	return v, nil
+}
+
+// recorded rebuilds the verdict a previous attempt committed: the decision
+// row is the truth, since counting again would count that row itself.
+func recorded(pre policy.Verdict, event, reason, message string) policy.Verdict {
+	v := pre
+	v.Code, v.Message = policy.Code(reason), message
+	switch event {
+	case EventDenied:
+		v.Decision, v.Step = policy.DecisionDeny, policy.StepRateLimit
+	case EventNeedsApproval:
+		v.Decision = policy.DecisionApprove
+	default:
+		v.Decision = policy.DecisionAllow
+	}
+	return v
+}
+
+// countUsage counts what a limit bucket has admitted in its rolling window.
+// Calls that were admitted count; so does value waiting for approval.
+func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
+	var u policy.Usage
+	var err error
+	switch k.Scope {
+	case policy.PerStore:
+		err = tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log
+			WHERE tool = $1 AND store_id = $2 AND event IN ('allowed', 'needs_approval')
+			  AND at > clock_timestamp() - make_interval(secs => $3)`, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+	case policy.PerUser:
+		err = tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log
+			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
+			  AND at > clock_timestamp() - make_interval(secs => $3)`, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+	default:
+		return u, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
+	}
+	if err != nil {
+		return u, fmt.Errorf("admit: count %s: %w", k.Key, err)
+	}
+	return u, nil
+}
+
+func lockID(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("toolgate-limit:" + key))
+	return int64(h.Sum64())
+}

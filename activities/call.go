@@ -1,0 +1,178 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+)
+
+// CallInput is one upstream call: the args as authorized (after session
+// fill), whose credential to use, and the idempotency key.
+type CallInput struct {
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	StoreID        int64           `json:"storeId,omitempty"`
+	UserID         string          `json:"userId"`
+	CredentialRef  string          `json:"credentialRef"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+}
+
+// CallResult is the sanitized answer of the upstream.
+type CallResult struct {
+	Result json.RawMessage `json:"result"`
+}
+
+// CallTool exchanges the session's credential for a short-lived token and
+// makes the tool's upstream call with it. The token lives only inside this
+// function: it is never returned, logged or put in an error.
+func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, error) {
+	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", activity.GetInfo(ctx).WorkflowExecution.ID),
+		zap.Int32("attempt", activity.GetInfo(ctx).Attempt))
+	token, err := a.exchange(ctx, in)
+	if err != nil {
+		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
+		return CallResult{}, err
+	}
+	var body []byte
+	switch in.Tool {
+	case "search_procedures":
+		var args policy.SearchProceduresArgs
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		q := url.Values{"q": {args.Query}}
+		if args.Cursor != "" {
+			q.Set("offset", args.Cursor)
+		}
+		body, err = a.do(ctx, http.MethodGet, "/v1/procedures?"+q.Encode(), token, "", nil)
+	case "get_stock":
+		var args policy.GetStockArgs
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/stock/%d", in.StoreID, args.ArticleID), token, "", nil)
+	case "get_deliveries":
+		var args policy.GetDeliveriesArgs
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		q := url.Values{}
+		if args.Date != "" {
+			q.Set("date", args.Date)
+		}
+		if args.Cursor != "" {
+			q.Set("offset", args.Cursor)
+		}
+		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/deliveries?%s", in.StoreID, q.Encode()), token, "", nil)
+	case "get_grn":
+		var args policy.GetGRNArgs
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/grns/%s", in.StoreID, url.PathEscape(args.GRNNumber)), token, "", nil)
+	case "create_task":
+		var args policy.CreateTaskArgs
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		req, _ := json.Marshal(map[string]string{"title": args.Title, "details": args.Details, "priority": args.Priority, "dueDate": args.DueDate})
+		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
+	default:
+		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream call is defined for %q", in.Tool), ErrUpstream, nil)
+	}
+	if err != nil {
+		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
+		return CallResult{}, err
+	}
+	return CallResult{Result: a.Sanitizer.Result(body)}, nil
+}
+
+// exchange looks the credential up in the vault and trades it for a token.
+func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
+	var owner, secret string
+	var revoked bool
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked FROM vault.credentials WHERE ref = $1`, in.CredentialRef).Scan(&owner, &secret, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
+		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
+	}
+	if err != nil {
+		return "", temporal.NewApplicationErrorWithCause("the vault is unreachable", ErrUnavailable, err)
+	}
+	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": secret})
+	body, err := a.do(ctx, http.MethodPost, "/oauth/token", "", "", req)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == ErrUpstream {
+			return "", temporal.NewNonRetryableApplicationError("the upstream refused the credential", ErrCredential, nil)
+		}
+		return "", err
+	}
+	var tok struct {
+		AccessToken string `json:"accessToken"`
+	}
+	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+		return "", temporal.NewApplicationError("the token endpoint answered without a token", ErrUnavailable)
+	}
+	return tok.AccessToken, nil
+}
+
+// do makes one HTTP call. 5xx, 429 and transport errors are retryable
+// upstream_unavailable; other 4xx are non-retryable upstream_error carrying
+// the upstream's own message.
+func (a *Activities) do(ctx context.Context, method, path, token, idemKey string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.UpstreamURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("bad upstream request: "+err.Error(), ErrUpstream, nil)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := a.HTTP.Do(req)
+	if err != nil {
+		// The URL error text holds no header, so no token leaks through it.
+		return nil, temporal.NewApplicationError("the store system did not answer: "+err.Error(), ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, temporal.NewApplicationError("the store system's answer was cut off", ErrUnavailable)
+	}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return data, nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return nil, temporal.NewApplicationError("the store system is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
+	}
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(data, &e)
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil, resp.StatusCode, e.Code)
+}
+
+func badArgs(err error) error {
+	return temporal.NewNonRetryableApplicationError("authorized args do not decode: "+err.Error(), ErrBadInput, nil)
+}

@@ -1,0 +1,75 @@
+// Package config reads the environment variables of DESIGN.md, with the
+// defaults of `make dev`.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Defaults of DESIGN.md.
+const (
+	DefaultTemporalAddress = "127.0.0.1:7233"
+	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable"
+	DefaultUpstreamURL     = "http://127.0.0.1:8081"
+	DefaultTaskQueue       = "toolgate"
+	DefaultNamespace       = "default"
+	// DefaultUpstreamKey signs the demo upstream's tokens; set UPSTREAM_TOKEN_KEY outside a laptop.
+	DefaultUpstreamKey = "mangrove-demo-signing-key-change-me"
+)
+
+// Config is the environment a process runs with.
+type Config struct {
+	TemporalAddress string
+	Namespace       string
+	TaskQueue       string
+	DatabaseURL     string
+	UpstreamURL     string
+	UpstreamAddr    string
+	UpstreamKey     string
+	MaxResultChars  int
+	ApprovalTTL     time.Duration
+	MetricsAddr     string
+	ApprovalsAddr   string
+}
+
+// FromEnv reads the environment. A malformed value is an error naming the variable.
+func FromEnv() (Config, error) {
+	c := Config{
+		TemporalAddress: env("TEMPORAL_ADDRESS", DefaultTemporalAddress),
+		Namespace:       env("TEMPORAL_NAMESPACE", DefaultNamespace),
+		TaskQueue:       env("TOOLGATE_TASK_QUEUE", DefaultTaskQueue),
+		DatabaseURL:     env("DATABASE_URL", DefaultDatabaseURL),
+		UpstreamURL:     env("UPSTREAM_URL", DefaultUpstreamURL),
+		UpstreamAddr:    env("UPSTREAM_ADDR", ":8081"),
+		UpstreamKey:     env("UPSTREAM_TOKEN_KEY", DefaultUpstreamKey),
+		MetricsAddr:     env("METRICS_ADDR", ":9090"),
+		ApprovalsAddr:   env("APPROVALS_ADDR", ":8080"),
+		MaxResultChars:  4000,
+		ApprovalTTL:     30 * time.Minute,
+	}
+	if v := os.Getenv("TOOL_MAX_RESULT_CHARS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 200 {
+			return c, fmt.Errorf("TOOL_MAX_RESULT_CHARS=%q: want a whole number of characters, at least 200", v)
+		}
+		c.MaxResultChars = n
+	}
+	if v := os.Getenv("TOOLGATE_APPROVAL_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("TOOLGATE_APPROVAL_TTL=%q: want a positive Go duration such as 30m or 5s", v)
+		}
+		c.ApprovalTTL = d
+	}
+	return c, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,249 @@
+// Package testenv starts the real parts integration tests need: a fresh
+// PostgreSQL database with migrations, the Mangrove upstream on a real HTTP
+// port, a Temporal dev server on a free port, and a worker. Without a
+// service the tests skip, unless TOOLGATE_REQUIRE_SERVICES=1 (set by
+// `make test` and .ci/run), where they fail.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/pg"
+	"github.com/toolgate/toolgate/migrations"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/upstream"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// UpstreamKey signs the test upstream's tokens.
+var UpstreamKey = []byte("test-upstream-signing-key")
+
+// Required reports whether missing services must fail the tests.
+func Required() bool { return os.Getenv("TOOLGATE_REQUIRE_SERVICES") == "1" }
+
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("TOOLGATE_REQUIRE_SERVICES=1 but "+format, args...)
+	}
+	t.Skipf("skipped: "+format+" (set TOOLGATE_REQUIRE_SERVICES=1 to fail instead)", args...)
+}
+
+// ServerURL is the PostgreSQL server tests create their databases on.
+func ServerURL() string {
+	if v := os.Getenv("TOOLGATE_TEST_DATABASE_URL"); v != "" {
+		return v
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// Migrate applies the migrations to url.
+func Migrate(url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return migrations.Apply(ctx, url)
+}
+
+// Database creates a fresh, migrated database for the test and drops it after.
+func Database(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		unavailable(t, "PostgreSQL is not reachable at %s: %v", ServerURL(), err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "toolgate_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	cfg, _ := pgx.ParseConfig(ServerURL())
+	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), ServerURL())
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	if err := Migrate(url); err != nil {
+		t.Fatalf("migrate %s: %v", name, err)
+	}
+	return url
+}
+
+// AppPool opens a pool acting as the app role.
+func AppPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pg.Open(context.Background(), url, pg.AppRole)
+	if err != nil {
+		t.Fatalf("app pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// OwnerPool opens a pool with the URL's own role.
+func OwnerPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pg.Open(context.Background(), url, "")
+	if err != nil {
+		t.Fatalf("owner pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Upstream starts the Mangrove demo on a real loopback port.
+func Upstream(t testing.TB, url string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer((&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zap.NewNop()}).Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TemporalCLI finds the temporal binary: $TEMPORAL_CLI, the repo's bin/, or PATH.
+func TemporalCLI() (string, error) {
+	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
+		return p, nil
+	}
+	_, file, _, _ := runtime.Caller(0)
+	local := filepath.Join(filepath.Dir(file), "..", "..", "bin", "temporal")
+	if _, err := os.Stat(local); err == nil {
+		return local, nil
+	}
+	return exec.LookPath("temporal")
+}
+
+var (
+	devOnce   sync.Once
+	devServer *testsuite.DevServer
+	devErr    error
+)
+
+// DevServerArgs are the dev server flags toolgate runs with everywhere.
+var DevServerArgs = []string{
+	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+}
+
+// Temporal returns a client of a dev server shared by the test binary,
+// started on a free port from the CLI found by TemporalCLI.
+func Temporal(t testing.TB) client.Client {
+	t.Helper()
+	devOnce.Do(func() {
+		path, err := TemporalCLI()
+		if err != nil {
+			devErr = fmt.Errorf("no temporal CLI (run make tools): %w", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+			ExistingPath: path, LogLevel: "error", ExtraArgs: DevServerArgs,
+			ClientOptions: &client.Options{Namespace: "default"},
+		})
+	})
+	if devErr != nil {
+		unavailable(t, "the Temporal dev server could not start: %v", devErr)
+	}
+	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Main runs the tests and then stops the shared dev server.
+func Main(m *testing.M) {
+	code := m.Run()
+	if devServer != nil {
+		_ = devServer.Stop()
+	}
+	os.Exit(code)
+}
+
+// Stack is everything one integration test drives.
+type Stack struct {
+	DatabaseURL string
+	Owner       *pgxpool.Pool
+	App         *pgxpool.Pool
+	Upstream    *httptest.Server
+	Client      client.Client
+	TaskQueue   string
+	Logs        *observer.ObservedLogs
+	Activities  *activities.Activities
+}
+
+// NewStack starts a database, the upstream, and a worker on its own task
+// queue of the shared dev server.
+func NewStack(t testing.TB) *Stack {
+	t.Helper()
+	s := &Stack{DatabaseURL: Database(t)}
+	s.Owner = OwnerPool(t, s.DatabaseURL)
+	s.App = AppPool(t, s.DatabaseURL)
+	s.Upstream = Upstream(t, s.DatabaseURL)
+	s.Client = Temporal(t)
+	core, logs := observer.New(zap.DebugLevel)
+	s.Logs = logs
+	s.Activities = NewActivities(s.App, s.Upstream.URL, zap.New(core))
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
+	w := worker.New(s.Client, s.TaskQueue, worker.Options{})
+	workflows.Register(w)
+	activities.Register(w, s.Activities)
+	if err := w.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return s
+}
+
+// NewActivities builds the activities as the worker does.
+func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
+	return &activities.Activities{Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL,
+		Sanitizer: sanitize.Sanitizer{}, Policy: policy.Default(), Logger: log}
+}
+
+// Run starts (or attaches to) a ToolCall and waits for its result.
+func (s *Stack) Run(t testing.TB, in workflows.ToolCallInput) workflows.ToolCallResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.WorkflowID(in.Session.ConversationID, in.ToolCallID), TaskQueue: s.TaskQueue,
+	}, workflows.WorkflowType, in)
+	if err != nil {
+		t.Fatalf("start %s: %v", in.Tool, err)
+	}
+	var res workflows.ToolCallResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("%s: %v", in.Tool, err)
+	}
+	return res
+}
