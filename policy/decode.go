@@ -33,18 +33,18 @@ func newValidator() *validator.Validate {
 func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
 	fields := fieldsOf(spec.Args)
 	if len(raw) > MaxArgsBytes {
-		return nil, fmt.Errorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
+		return nil, argErrorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
 	}
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
 	}
 	if !utf8.Valid(trimmed) {
-		return nil, errors.New("The arguments are not valid UTF-8 text. Send them again as plain JSON.")
+		return nil, argErrorf("The arguments are not valid UTF-8 text. Send them again as plain JSON.")
 	}
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &keys); err != nil || keys == nil {
-		return nil, fmt.Errorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
+		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
 	}
 	if err := checkKeys(trimmed, fields); err != nil {
 		return nil, err
@@ -67,32 +67,32 @@ func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
 func checkKeys(raw []byte, fields []field) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("The arguments must be one JSON object: %v.", err)
+		return argErrorf("The arguments must be one JSON object: %v.", err)
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return fmt.Errorf("The arguments are not valid JSON: %v. Send them again as one JSON object.", err)
+			return argErrorf("The arguments are not valid JSON: %v. Send them again as one JSON object.", err)
 		}
 		key, _ := t.(string)
 		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == key }) {
-			return fmt.Errorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", clip(key), listFields(fields), clip(key))
+			return argErrorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", clip(key), listFields(fields), clip(key))
 		}
 		if seen[key] {
-			return fmt.Errorf("Field %q is given twice. Give each field once and call again.", key)
+			return argErrorf("Field %q is given twice. Give each field once and call again.", key)
 		}
 		seen[key] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("The value of %q is not valid JSON: %v.", key, err)
+			return argErrorf("The value of %q is not valid JSON: %v.", key, err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("The arguments are not valid JSON: %v.", err)
+		return argErrorf("The arguments are not valid JSON: %v.", err)
 	}
 	if dec.More() {
-		return errors.New("The arguments have extra data after the JSON object. Send exactly one object.")
+		return argErrorf("The arguments have extra data after the JSON object. Send exactly one object.")
 	}
 	return nil
 }
@@ -110,19 +110,19 @@ func describeDecodeError(err error, fields []field) error {
 				want = f.kind
 			}
 		}
-		return fmt.Errorf("Field %q must be %s, not a JSON %s. Fix %q and call again.", name, want, te.Value, name)
+		return argErrorf("Field %q must be %s, not a JSON %s. Fix %q and call again.", name, want, te.Value, name)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Errorf("The arguments are not valid JSON (%v at byte %d). Send them again as one JSON object.", se, se.Offset)
+		return argErrorf("The arguments are not valid JSON (%v at byte %d). Send them again as one JSON object.", se, se.Offset)
 	}
-	return fmt.Errorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
+	return argErrorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
 }
 
 func describeValidation(err error, spec ToolSpec) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
-		return fmt.Errorf("The arguments are not valid: %v.", err)
+		return argErrorf("The arguments are not valid: %v.", err)
 	}
 	fe := verrs[0]
 	name := fe.Field()
@@ -153,7 +153,7 @@ func describeValidation(err error, spec ToolSpec) error {
 	default:
 		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
 	}
-	return fmt.Errorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
+	return argErrorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
 }
 
 type field struct {
@@ -246,4 +246,14 @@ func clip(s string) string {
 		r = r[:40]
 	}
 	return string(r) + "…"
+}
+
+// ArgError is a model-facing explanation of why args were refused: whole
+// sentences naming the field, the rule and what to send instead.
+type ArgError struct{ Msg string }
+
+func (e *ArgError) Error() string { return e.Msg }
+
+func argErrorf(format string, args ...any) error {
+	return &ArgError{Msg: fmt.Sprintf(format, args...)}
 }

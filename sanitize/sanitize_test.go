@@ -11,12 +11,12 @@ import (
 func TestTextRedactsSecretsAndPII(t *testing.T) {
 	cases := map[string]string{
 		"Authorization: Bearer mgv1.eyJzdWIiOiJhbWEifQ.c2lnbmF0dXJl": "mgv1.",
-		"token=mgv1.abc_DEF-123.sig-456 end":                          "mgv1.",
-		"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc":                "eyJhbGci",
-		"mail ama@mangrove.example now":                               "ama@",
-		"call +233 24 123 4567 please":                                "123 4567",
-		"card 4111 1111 1111 1111 ok":                                 "4111",
-		"key sk-abcdefghijklmnopqrstuv":                               "sk-abc",
+		"token=mgv1.abc_DEF-123.sig-456 end":                         "mgv1.",
+		"jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc":               "eyJhbGci",
+		"mail ama@mangrove.example now":                              "ama@",
+		"call +233 24 123 4567 please":                               "123 4567",
+		"card 4111 1111 1111 1111 ok":                                "4111",
+		"key sk-abcdefghijklmnopqrstuv":                              "sk-abc",
 	}
 	for in, leak := range cases {
 		if out := Text(in); strings.Contains(out, leak) {

@@ -235,9 +235,7 @@ func (s *Stack) Run(t testing.TB, in workflows.ToolCallInput) workflows.ToolCall
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.WorkflowID(in.Session.ConversationID, in.ToolCallID), TaskQueue: s.TaskQueue,
-	}, workflows.WorkflowType, in)
+	run, err := workflows.Start(ctx, s.Client, s.TaskQueue, in)
 	if err != nil {
 		t.Fatalf("start %s: %v", in.Tool, err)
 	}

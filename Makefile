@@ -1,0 +1,53 @@
+# toolgate — `make dev` runs the whole stack, `make test` runs every test.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/bin:$(PATH)
+export GOBIN := $(CURDIR)/bin
+
+TEMPORAL_VERSION    := v1.5.1
+STATICCHECK_VERSION := v0.7.0
+WORKFLOWCHECK_VER   := v0.6.0
+DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
+export DATABASE_URL
+
+.PHONY: dev test lint unit tools temporal migrate build clean
+
+## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
+dev: tools build
+	./scripts/dev.sh
+
+## test: lint, then every test with the real dev server and PostgreSQL (nothing skips).
+test: tools lint
+	./scripts/require-postgres.sh
+	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
+
+## unit: the tests that need no service.
+unit:
+	go test ./policy ./sanitize
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	staticcheck ./...
+	workflowcheck ./...
+
+build:
+	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream
+
+migrate:
+	go run ./starter migrate
+
+## tools: the Temporal CLI (unless one is on PATH), staticcheck and workflowcheck, into bin/.
+tools: temporal bin/staticcheck bin/workflowcheck
+
+temporal:
+	@if command -v temporal >/dev/null 2>&1; then echo "using $$(command -v temporal)"; \
+	else echo "building the Temporal CLI $(TEMPORAL_VERSION) into bin/"; go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION); fi
+
+bin/staticcheck:
+	go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+bin/workflowcheck:
+	go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VER)
+
+clean:
+	rm -rf bin .dev

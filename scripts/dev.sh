@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the whole toolgate stack on one machine until Ctrl-C:
+# Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/bin:$PATH"
+export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable}"
+export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
+mkdir -p .dev
+pids=()
+cleanup() { trap - EXIT INT TERM; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+./scripts/require-postgres.sh
+
+host="${TEMPORAL_ADDRESS%:*}"; port="${TEMPORAL_ADDRESS##*:}"
+if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+  echo "A Temporal server already answers at $TEMPORAL_ADDRESS; using it."
+else
+  temporal server start-dev --ip "$host" --port "$port" --ui-port 8233 \
+    --db-filename .dev/temporal.db --log-level warn \
+    --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
+    --dynamic-config-value system.enableActivityEagerExecution=true \
+    >.dev/temporal.log 2>&1 &
+  pids+=($!)
+  for _ in $(seq 60); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break; sleep 1; done
+  temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null
+fi
+
+bin/starter migrate
+bin/upstream >.dev/upstream.log 2>&1 &
+pids+=($!)
+bin/worker >.dev/worker.log 2>&1 &
+pids+=($!)
+
+cat <<TXT
+
+toolgate is running (logs in .dev/):
+  Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233
+  upstream       $UPSTREAM_URL
+  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
+  PostgreSQL     $DATABASE_URL
+Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\
+        --user ama --role store_manager --stores 112 --conversation c1 --credential cred-ama
+Ctrl-C stops everything.
+TXT
+wait -n "${pids[@]}"
+echo "a process of the stack exited; see .dev/*.log" >&2
+exit 1

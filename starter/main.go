@@ -1,0 +1,177 @@
+// Command starter is the command-line client of toolgate: it starts or
+// attaches to a tool call and prints its outcome as JSON, prints the tool
+// definitions a role may be offered, queries a call's status, and applies
+// the database migrations.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/migrations"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+)
+
+const usage = `usage:
+  starter call   --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] --conversation C [--session S] [--credential REF]
+  starter call   --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}'
+  starter status --conversation C --call-id ID
+  starter tools  --role R
+  starter migrate
+
+Environment: TEMPORAL_ADDRESS, TOOLGATE_TASK_QUEUE, DATABASE_URL (see README)`
+
+var errUsage = errors.New(strings.TrimSpace(usage))
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "starter:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "call":
+		return callCmd(cfg, args[1:], out)
+	case "status":
+		return statusCmd(cfg, args[1:], out)
+	case "tools":
+		fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+		role := fs.String("role", "", "role to list the offered tools for (store_manager, area_manager)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *role == "" {
+			return errors.New("tools: --role is required, e.g. --role store_manager")
+		}
+		return printJSON(out, policy.Default().DefinitionsFor(policy.Role(*role)))
+	case "migrate":
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "migrations applied")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func callCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	input := fs.String("input", "", "the whole ToolCall input as JSON")
+	tool := fs.String("tool", "", "tool name")
+	callID := fs.String("call-id", "", "the model's tool-call ID")
+	argsJSON := fs.String("args", "{}", "tool args as a JSON object")
+	user := fs.String("user", "", "signed-in user ID")
+	role := fs.String("role", "", "the session's role")
+	stores := fs.String("stores", "", "the session's stores, comma-separated")
+	conv := fs.String("conversation", "", "conversation ID")
+	session := fs.String("session", "", "session ID (defaults to the conversation ID)")
+	cred := fs.String("credential", "", "credential reference; leave out for a signed-out session")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var in workflows.ToolCallInput
+	if *input != "" {
+		dec := json.NewDecoder(strings.NewReader(*input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			return fmt.Errorf("--input is not a ToolCall input (fields tool, toolCallId, args, session): %w", err)
+		}
+	} else {
+		ids, err := parseIDs(*stores)
+		if err != nil {
+			return err
+		}
+		if *session == "" {
+			*session = *conv
+		}
+		in = workflows.ToolCallInput{Tool: *tool, ToolCallID: *callID, Args: json.RawMessage(*argsJSON), Session: policy.Session{
+			UserID: *user, Role: policy.Role(*role), StoreIDs: ids, SessionID: *session, ConversationID: *conv, CredentialRef: *cred}}
+		if !json.Valid(in.Args) {
+			return fmt.Errorf("--args is not valid JSON: %s", *argsJSON)
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	run, err := workflows.Start(ctx, c, cfg.TaskQueue, in)
+	if err != nil {
+		return err
+	}
+	var res workflows.ToolCallResult
+	if err := run.Get(ctx, &res); err != nil {
+		return fmt.Errorf("%s: %w", run.GetID(), err)
+	}
+	return printJSON(out, res)
+}
+
+func statusCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	conv := fs.String("conversation", "", "conversation ID")
+	callID := fs.String("call-id", "", "tool-call ID")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *conv == "" || *callID == "" {
+		return errors.New("status: --conversation and --call-id are required")
+	}
+	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer c.Close()
+	v, err := c.QueryWorkflow(context.Background(), workflows.WorkflowID(*conv, *callID), "", workflows.StatusQuery)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", workflows.WorkflowID(*conv, *callID), err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		return err
+	}
+	return printJSON(out, st)
+}
+
+func parseIDs(s string) ([]int64, error) {
+	var ids []int64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--stores: %q is not a store number", p)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,59 @@
+// Command worker runs toolgate's ToolCall workflow and its activities.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/internal/pg"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+)
+
+func main() {
+	log := logging.New("worker")
+	defer log.Sync() //nolint:errcheck
+	if err := run(log); err != nil {
+		log.Error("worker stopped", zap.Error(err))
+		os.Exit(1)
+	}
+}
+
+func run(log *zap.Logger) error {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.AppRole)
+	if err != nil {
+		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
+	}
+	defer pool.Close()
+	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: logging.Temporal(log)})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer c.Close()
+	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	workflows.Register(w)
+	activities.Register(w, &activities.Activities{
+		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,
+		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Policy: policy.Default(), Logger: log,
+	})
+	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
+	return w.Run(worker.InterruptCh())
+}

@@ -1,0 +1,61 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+func ama(conv string) policy.Session {
+	return policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
+}
+
+// TestReadmeCalls runs the calls of the README and the issue's "done when"
+// against the real dev server, upstream and PostgreSQL.
+func TestReadmeCalls(t *testing.T) {
+	s := testenv.NewStack(t)
+	cases := []struct {
+		name     string
+		tool     string
+		args     string
+		session  func(policy.Session) policy.Session
+		status   string
+		code     policy.Code
+		auth     bool
+		contains string
+	}{
+		{"get_stock", "get_stock", `{"articleId":40211}`, nil, "executed", "ok", false, `"cases":6`},
+		{"other store", "get_stock", `{"articleId":40211,"storeId":118}`, nil, "denied", "store_scope", false, ""},
+		{"signed out", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, "denied", "credential_unavailable", true, ""},
+		{"constructor", "constructor", `{}`, nil, "denied", "unknown_tool", false, ""},
+		{"extra field", "get_stock", `{"articleId":40211,"userId":"kofi"}`, nil, "denied", "invalid_arguments", false, ""},
+		{"change_price", "change_price", `{"articleId":40211,"newPriceCents":1}`, nil, "denied", "tool_denied", false, ""},
+		{"revoked or foreign credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, "failed", "credential_unavailable", true, ""},
+		{"unknown article", "get_stock", `{"articleId":99999}`, nil, "failed", "upstream_error", false, ""},
+		{"deliveries", "get_deliveries", `{}`, nil, "executed", "ok", false, `"nextCursor":"10"`},
+		{"grn", "get_grn", `{"grnNumber":"GRN-88213"}`, nil, "executed", "ok", false, "6 cases short"},
+		{"other store's grn", "get_grn", `{"grnNumber":"GRN-88190"}`, nil, "failed", "upstream_error", false, ""},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sess := ama("readme")
+			if c.session != nil {
+				sess = c.session(sess)
+			}
+			res := s.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: "call" + string(rune('a'+i)), Args: json.RawMessage(c.args), Session: sess})
+			if res.Status != c.status || res.Code != c.code || res.AuthRequired != c.auth {
+				t.Fatalf("got %s/%s auth=%v %q, want %s/%s auth=%v", res.Status, res.Code, res.AuthRequired, res.Message, c.status, c.code, c.auth)
+			}
+			if !strings.Contains(string(res.Result), c.contains) {
+				t.Fatalf("result %s lacks %s", res.Result, c.contains)
+			}
+			if res.Message == "" || res.IdempotencyKey != workflows.WorkflowID("readme", "call"+string(rune('a'+i))) {
+				t.Fatalf("message %q key %q", res.Message, res.IdempotencyKey)
+			}
+		})
+	}
+}
