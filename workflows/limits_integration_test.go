@@ -1,0 +1,154 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/api/workflowservice/v1"
+)
+
+func kofi(conv string) policy.Session {
+	stores := []int64{}
+	for id := int64(110); id <= 121; id++ {
+		stores = append(stores, id)
+	}
+	return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: stores, SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
+}
+
+func task(store int64, title string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"title": title, "storeId": store})
+	return b
+}
+
+func countTasks(t *testing.T, s *testenv.Stack, store int64) int {
+	t.Helper()
+	var n int
+	if err := s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM mangrove.tasks WHERE store_id = $1`, store).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestDuplicateStartIsOneRunAndOneTask starts the same tool-call ID several
+// times, concurrently and after it ended: one run, one upstream task.
+func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
+	s := testenv.NewStack(t)
+	in := workflows.ToolCallInput{Tool: "create_task", ToolCallID: "call-dup", Args: task(112, "Check cooler 3"), Session: ama("dup")}
+	var wg sync.WaitGroup
+	runIDs := make([]string, 8)
+	for i := range runIDs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run, err := workflows.Start(context.Background(), s.Client, s.TaskQueue, in)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var res workflows.ToolCallResult
+			if err := run.Get(context.Background(), &res); err != nil || res.Status != "executed" {
+				t.Errorf("duplicate %d: %v %+v", i, err, res)
+			}
+			runIDs[i] = run.GetRunID()
+		}()
+	}
+	wg.Wait()
+	for _, id := range runIDs {
+		if id != runIDs[0] {
+			t.Fatalf("duplicate starts saw different runs: %v", runIDs)
+		}
+	}
+	after := s.Run(t, in)
+	if after.Status != "executed" || !strings.Contains(string(after.Result), "T-") {
+		t.Fatalf("start after the end: %+v", after)
+	}
+	id := workflows.WorkflowID("dup", "call-dup")
+	resp, err := s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.Executions); n != 1 {
+		t.Fatalf("%d runs of %s, want 1", n, id)
+	}
+	if n := countTasks(t, s, 112); n != 1 {
+		t.Fatalf("%d upstream tasks, want 1", n)
+	}
+	var rows int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE workflow_id = $1`, id).Scan(&rows)
+	if rows != 2 {
+		t.Fatalf("%d audit rows, want allowed + executed", rows)
+	}
+}
+
+// TestCreateTaskRateLimit: the 31st create_task for a store in a day is rate_limit.
+func TestCreateTaskRateLimit(t *testing.T) {
+	s := testenv.NewStack(t)
+	for i := 1; i <= 30; i++ {
+		res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("t", i), Args: task(112, fmt.Sprint("Task number ", i)), Session: ama("rate")})
+		if res.Status != "executed" {
+			t.Fatalf("call %d: %s/%s %s", i, res.Status, res.Code, res.Message)
+		}
+	}
+	res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "t31", Args: task(112, "Task number 31"), Session: ama("rate")})
+	if res.Status != "denied" || res.Code != policy.CodeRateLimit || !strings.Contains(res.Message, "30 calls per day") {
+		t.Fatalf("31st: %s/%s %q", res.Status, res.Code, res.Message)
+	}
+	if n := countTasks(t, s, 112); n != 30 {
+		t.Fatalf("%d tasks upstream, want 30", n)
+	}
+	// Another store's budget is its own.
+	if res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "t-other", Args: task(115, "Other store"), Session: kofi("rate")}); res.Status != "executed" {
+		t.Fatalf("store 115: %s/%s", res.Status, res.Code)
+	}
+}
+
+// TestConcurrentCallsCannotPassALimit: with 25 of 30 used, 40 concurrent
+// calls admit exactly 5.
+func TestConcurrentCallsCannotPassALimit(t *testing.T) {
+	s := testenv.NewStack(t)
+	for i := 1; i <= 25; i++ {
+		if res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("seed", i), Args: task(115, fmt.Sprint("Seed task ", i)), Session: kofi("conc")}); res.Status != "executed" {
+			t.Fatalf("seed %d: %s/%s", i, res.Status, res.Code)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for i := 1; i <= 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			run, err := workflows.Start(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("race", i),
+				Args: task(115, fmt.Sprint("Race task ", i)), Session: kofi("conc")})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var res workflows.ToolCallResult
+			if err := run.Get(ctx, &res); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			got[res.Status+"/"+string(res.Code)]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if got["executed/ok"] != 5 || got["denied/rate_limit"] != 35 {
+		t.Fatalf("outcomes %v, want 5 executed and 35 rate_limit", got)
+	}
+	if n := countTasks(t, s, 115); n != 30 {
+		t.Fatalf("%d tasks upstream, want 30", n)
+	}
+}
