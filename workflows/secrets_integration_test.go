@@ -1,0 +1,190 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// spy sits between the worker and the upstream: it records every bearer
+// token the worker sent, and can fail the first API calls with a 503.
+type spy struct {
+	tokens   []string
+	apiCalls atomic.Int32
+	fail503  atomic.Int32
+}
+
+func (sp *spy) serve(t *testing.T, target string) string {
+	u, _ := url.Parse(target)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			sp.tokens = append(sp.tokens, tok)
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			sp.apiCalls.Add(1)
+			if sp.fail503.Add(-1) >= 0 {
+				http.Error(w, `{"code":"unavailable","message":"maintenance"}`, http.StatusServiceUnavailable)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestTokenNeverLeavesTheActivity: the upstream token and the vault secret
+// appear in no workflow history, log line, result or audit row.
+func TestTokenNeverLeavesTheActivity(t *testing.T) {
+	s := testenv.NewStack(t)
+	sp := &spy{}
+	s.Activities.UpstreamURL = sp.serve(t, s.Upstream.URL)
+	calls := []workflows.ToolCallInput{
+		{Tool: "get_stock", ToolCallID: "a", Args: json.RawMessage(`{"articleId":40211}`), Session: ama("tok")},
+		{Tool: "create_task", ToolCallID: "b", Args: task(112, "Recount milk"), Session: ama("tok")},
+		{Tool: "get_grn", ToolCallID: "c", Args: json.RawMessage(`{"grnNumber":"GRN-88190"}`), Session: ama("tok")},
+	}
+	var results []string
+	for _, in := range calls {
+		b, _ := json.Marshal(s.Run(t, in))
+		results = append(results, string(b))
+	}
+	if len(sp.tokens) < len(calls) {
+		t.Fatalf("the spy saw %d tokens for %d calls", len(sp.tokens), len(calls))
+	}
+	secrets := append([]string{"demo-secret-ama", "Bearer "}, sp.tokens...)
+
+	var haystacks []string
+	for _, in := range calls {
+		iter := s.Client.GetWorkflowHistory(context.Background(), workflows.WorkflowID("tok", in.ToolCallID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := protojson.Marshal(ev)
+			haystacks = append(haystacks, string(b))
+		}
+	}
+	for _, e := range s.Logs.All() {
+		b, _ := json.Marshal(e.ContextMap())
+		haystacks = append(haystacks, e.Message+string(b))
+	}
+	rows, err := s.Owner.Query(context.Background(), `SELECT a::text FROM audit_log a`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		_ = rows.Scan(&r)
+		haystacks = append(haystacks, r)
+	}
+	haystacks = append(haystacks, results...)
+	if len(haystacks) < 20 {
+		t.Fatalf("only %d places searched", len(haystacks))
+	}
+	for _, h := range haystacks {
+		for _, secret := range secrets {
+			if strings.Contains(h, secret) {
+				t.Fatalf("%.12s… found in %.300s", secret, h)
+			}
+		}
+	}
+}
+
+// TestRetriesOnlyForIdempotentTools: a 503 is retried for a read and never
+// for create_task, which fails upstream_unavailable, not retryable.
+func TestRetriesOnlyForIdempotentTools(t *testing.T) {
+	s := testenv.NewStack(t)
+	sp := &spy{}
+	s.Activities.UpstreamURL = sp.serve(t, s.Upstream.URL)
+
+	sp.fail503.Store(1)
+	res := s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "read", Args: json.RawMessage(`{"articleId":40211}`), Session: ama("retry")})
+	if res.Status != "executed" || sp.apiCalls.Load() != 2 {
+		t.Fatalf("read: %s/%s after %d upstream calls, want executed after 2", res.Status, res.Code, sp.apiCalls.Load())
+	}
+
+	sp.apiCalls.Store(0)
+	sp.fail503.Store(1)
+	res = s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "write", Args: task(112, "Mop aisle 4"), Session: ama("retry")})
+	if res.Status != "failed" || res.Code != "upstream_unavailable" || res.Retryable || sp.apiCalls.Load() != 1 {
+		t.Fatalf("write: %s/%s retryable=%v after %d upstream calls, want failed/upstream_unavailable, not retryable, 1 call", res.Status, res.Code, res.Retryable, sp.apiCalls.Load())
+	}
+	if n := countTasks(t, s, 112); n != 0 {
+		t.Fatalf("%d tasks", n)
+	}
+
+	sp.fail503.Store(100)
+	sp.apiCalls.Store(0)
+	res = s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "down", Args: json.RawMessage(`{"articleId":40211}`), Session: ama("retry")})
+	if res.Status != "failed" || res.Code != "upstream_unavailable" || !res.Retryable || sp.apiCalls.Load() != 4 {
+		t.Fatalf("read while down: %s/%s retryable=%v after %d calls", res.Status, res.Code, res.Retryable, sp.apiCalls.Load())
+	}
+	var failed int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE event = 'failed' AND reason = 'upstream_unavailable'`).Scan(&failed)
+	if failed != 2 {
+		t.Fatalf("%d failed rows in audit_log, want 2", failed)
+	}
+}
+
+// TestLongResultIsCutOnARecordBoundary: a search answer too long for
+// TOOL_MAX_RESULT_CHARS keeps whole records, says so, and its cursor
+// continues exactly where the cut was.
+func TestLongResultIsCutOnARecordBoundary(t *testing.T) {
+	s := testenv.NewStack(t)
+	res := s.Run(t, workflows.ToolCallInput{Tool: "search_procedures", ToolCallID: "long", Args: json.RawMessage(`{"query":"milk handling"}`), Session: ama("cut")})
+	if res.Status != "executed" {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+	if n := utf8.RuneCount(res.Result); n > 4000 {
+		t.Fatalf("result has %d characters", n)
+	}
+	var page struct {
+		Items []struct {
+			ID   int    `json:"id"`
+			Text string `json:"text"`
+		} `json:"items"`
+		NextCursor string `json:"nextCursor"`
+		Note       string `json:"note"`
+	}
+	if err := json.Unmarshal(res.Result, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) == 0 || len(page.Items) >= 10 || !strings.Contains(page.Note, "Cut to fit 4000") {
+		t.Fatalf("%d items, note %q", len(page.Items), page.Note)
+	}
+	for _, it := range page.Items {
+		if strings.Contains(it.Text, "[cut") || !strings.HasSuffix(it.Text, "record the check. ") {
+			t.Fatalf("record %d was cut inside: %.80q", it.ID, it.Text)
+		}
+	}
+	if page.NextCursor != fmt.Sprint(len(page.Items)) {
+		t.Fatalf("cursor %q after %d items", page.NextCursor, len(page.Items))
+	}
+	lastID := page.Items[len(page.Items)-1].ID
+	next := s.Run(t, workflows.ToolCallInput{Tool: "search_procedures", ToolCallID: "long2",
+		Args: json.RawMessage(fmt.Sprintf(`{"query":"milk handling","cursor":%q}`, page.NextCursor)), Session: ama("cut")})
+	if err := json.Unmarshal(next.Result, &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.Items[0].ID != lastID+1 {
+		t.Fatalf("the next page starts at %d, want %d", page.Items[0].ID, lastID+1)
+	}
+}
+
+
