@@ -186,5 +186,3 @@ func TestLongResultIsCutOnARecordBoundary(t *testing.T) {
 		t.Fatalf("the next page starts at %d, want %d", page.Items[0].ID, lastID+1)
 	}
 }
-
-

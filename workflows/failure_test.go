@@ -1,0 +1,40 @@
+package workflows
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// TestUpstreamFailureCodes: a timeout or an outage is retryable if and only
+// if the tool is idempotent; every code is in the closed set.
+func TestUpstreamFailureCodes(t *testing.T) {
+	cases := []struct {
+		err  error
+		code policy.Code
+		auth bool
+	}{
+		{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), policy.CodeTimeout, false},
+		{temporal.NewApplicationError("down", activities.ErrUnavailable), policy.CodeUpstreamUnavailable, false},
+		{temporal.NewNonRetryableApplicationError("no", activities.ErrUpstream, nil), policy.CodeUpstreamError, false},
+		{temporal.NewNonRetryableApplicationError("revoked", activities.ErrCredential, nil), policy.CodeCredentialUnavailable, true},
+		{errors.New("surprise"), policy.CodeUpstreamError, false},
+	}
+	for _, idempotent := range []bool{true, false} {
+		spec := policy.ToolSpec{Name: "x", Idempotent: idempotent}
+		for _, c := range cases {
+			code, msg, retryable, auth := upstreamFailure(c.err, spec)
+			if code != c.code || auth != c.auth || msg == "" || !code.Valid() {
+				t.Errorf("%v (idempotent=%v): got %s auth=%v %q", c.err, idempotent, code, auth, msg)
+			}
+			transient := code == policy.CodeTimeout || code == policy.CodeUpstreamUnavailable
+			if retryable != (transient && idempotent) {
+				t.Errorf("%v (idempotent=%v): retryable=%v", c.err, idempotent, retryable)
+			}
+		}
+	}
+}
