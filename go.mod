@@ -10,6 +10,7 @@ require (
 	go.temporal.io/sdk v1.51.0
 	go.uber.org/zap v1.28.0
 	go.uber.org/zap/exp v0.3.0
+	go.yaml.in/yaml/v3 v3.0.4
 	google.golang.org/protobuf v1.36.12
 )
 
