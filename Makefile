@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean
+.PHONY: dev test lint unit tools temporal migrate build clean prove
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -51,3 +51,8 @@ bin/workflowcheck:
 
 clean:
 	rm -rf bin .dev
+
+## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).
+prove: tools
+	./scripts/require-postgres.sh
+	python3 scripts/prove.py

@@ -122,7 +122,11 @@ type AdmitInput struct {
 // A retry returns the decision already recorded for this run.
 func (a *Activities) Admit(ctx context.Context, in AdmitInput) (policy.Verdict, error) {
 	info := activity.GetInfo(ctx)
-	wf, run := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
+	return a.AdmitRun(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, in)
+}
+
+// AdmitRun is Admit for a named workflow run.
+func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput) (policy.Verdict, error) {
 	pre := a.Policy.Check(in.Request, in.ValueCents)
 	tx, err := a.Pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {

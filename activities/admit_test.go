@@ -1,0 +1,90 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func admitIn(title string) activities.AdmitInput {
+	args, _ := json.Marshal(map[string]any{"title": title, "storeId": 112})
+	return activities.AdmitInput{Request: policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
+		UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}}
+}
+
+// TestAdmitIsRaceFree: 60 admissions at once with 25 of 30 used admit
+// exactly 5, and each writes exactly one decision row.
+func TestAdmitIsRaceFree(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	for i := range 25 {
+		if v, err := a.AdmitRun(ctx, fmt.Sprint("seed-", i), "run", admitIn("Seed")); err != nil || v.Code != policy.CodeOK {
+			t.Fatalf("seed %d: %v %s", i, err, v.Code)
+		}
+	}
+	var mu sync.Mutex
+	codes := map[policy.Code]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			v, err := a.AdmitRun(ctx, fmt.Sprint("race-", i), "run", admitIn("Race"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			codes[v.Code]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if codes[policy.CodeOK] != 5 || codes[policy.CodeRateLimit] != 55 {
+		t.Fatalf("admitted %v, want 5 ok and 55 rate_limit", codes)
+	}
+	var rows int
+	_ = testenv.OwnerPool(t, url).QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE event_key = 'decision'`).Scan(&rows)
+	if rows != 85 {
+		t.Fatalf("%d decision rows, want 85", rows)
+	}
+}
+
+// TestAdmitRetryReturnsTheRecordedDecision: a retried admission neither
+// counts its own row nor writes a second one.
+func TestAdmitRetryReturnsTheRecordedDecision(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	for i := range 29 {
+		if _, err := a.AdmitRun(ctx, fmt.Sprint("seed-", i), "run", admitIn("Seed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := a.AdmitRun(ctx, "wf-30", "run", admitIn("Thirtieth"))
+	if err != nil || first.Code != policy.CodeOK {
+		t.Fatalf("30th: %v %s", err, first.Code)
+	}
+	again, err := a.AdmitRun(ctx, "wf-30", "run", admitIn("Thirtieth"))
+	if err != nil || again.Code != policy.CodeOK || again.Decision != first.Decision || string(again.Args) != string(first.Args) {
+		t.Fatalf("retry: %v %+v, want the first decision %+v", err, again, first)
+	}
+	var rows int
+	_ = testenv.OwnerPool(t, url).QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = 'wf-30'`).Scan(&rows)
+	if rows != 1 {
+		t.Fatalf("%d rows for the retried admission", rows)
+	}
+}

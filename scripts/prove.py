@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Guard evidence: remove each guard in turn, run the tests that should
+notice, and require them to fail; then restore the file and verify it is
+byte-for-byte what it was. Exits non-zero if any guard goes unnoticed."""
+import hashlib, subprocess, sys, os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNIT = ["go", "test", "-count=1", "./policy"]
+LIVE = ["go", "test", "-count=1", "./workflows", "./migrations", "./activities"]
+
+# (name, file, guard as written, guard removed, tests that must notice)
+GUARDS = [
+    ("step 0 unknown_tool", "policy/policy.go", "spec, ok := p.specs[req.Tool]\n\tif !ok {", "spec, ok := p.specs[req.Tool]\n\tif !ok && false {", UNIT),
+    ("step 1 tool_denied", "policy/policy.go", "if decision == DecisionDeny {", "if false {", UNIT),
+    ("risk-tier floor", "policy/policy.go", "decision := Stricter(row.Decision, spec.Tier.Floor())", "decision := row.Decision", UNIT),
+    ("step 2 role", "policy/policy.go", "if !slices.Contains(row.Roles, req.Session.Role) {", "if false {", UNIT),
+    ("step 3 invalid_arguments", "policy/policy.go", "if err != nil {\n\t\treturn deny(StepArguments, err.Error())", "if false {\n\t\treturn deny(StepArguments, err.Error())", UNIT),
+    ("step 3 unknown keys", "policy/decode.go", "if err := checkKeys(trimmed, fields); err != nil {", "if err := checkKeys(trimmed, fields); false && err != nil {", UNIT),
+    ("step 4 credential_unavailable", "policy/policy.go", "if spec.RequiresCredential && (req.Session.CredentialRef == \"\" || req.Session.UserID == \"\") {", "if false {", UNIT),
+    ("step 5 store_scope", "policy/policy.go", "if !req.Session.Owns(store) {", "if false {", UNIT),
+    ("step 6 over_limit", "policy/policy.go", "if *valueCents > row.HardLimitCents {", "if false {", UNIT),
+    ("step 7 rate_limit (calls)", "policy/policy.go", "if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {", "if false {", UNIT),
+    ("step 7 spend limit", "policy/policy.go", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents {", "if false {", UNIT),
+    ("step 7 missing usage fails closed", "policy/policy.go", "if len(f.Usage) != len(row.Limits) {", "if false {", UNIT),
+    ("admission lock", "activities/audit.go", "SELECT pg_advisory_xact_lock($1)", "SELECT $1::bigint", ["go", "test", "-count=1", "./activities"]),
+    ("admission dedup on retry", "activities/audit.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
+    ("audit_log triggers", "migrations/sql/001_audit_log.sql", "CREATE TRIGGER audit_log_no_update_delete", "CREATE OR REPLACE FUNCTION audit_log_unused() RETURNS void LANGUAGE sql AS 'SELECT 1'; CREATE TRIGGER audit_log_never BEFORE INSERT ON vault.credentials FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse(); --", LIVE),
+    ("token stays in the activity", "activities/call.go", "\tvar body []byte\n\tswitch in.Tool {", "\tlog.Debug(\"exchanged\", zap.String(\"auth\", token))\n\tvar body []byte\n\tswitch in.Tool {", LIVE),
+    ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}}", LIVE),
+]
+
+def main():
+    only = sys.argv[1:]
+    env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
+    failures = 0
+    for name, path, guard, removed, cmd in GUARDS:
+        if only and not any(o in name for o in only):
+            continue
+        full = os.path.join(ROOT, path)
+        original = open(full, "rb").read()
+        digest = hashlib.sha256(original).hexdigest()
+        text = original.decode()
+        if text.count(guard) != 1:
+            print(f"FAIL  {name}: the guard is not found exactly once in {path}; update scripts/prove.py")
+            failures += 1
+            continue
+        try:
+            open(full, "w").write(text.replace(guard, removed))
+            r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        finally:
+            open(full, "wb").write(original)
+        if hashlib.sha256(open(full, "rb").read()).hexdigest() != digest:
+            print(f"FAIL  {name}: {path} was not restored")
+            sys.exit(2)
+        if r.returncode == 0:
+            print(f"FAIL  {name}: the suite passed with the guard removed")
+            failures += 1
+        else:
+            print(f"ok    {name}: removed, suite failed, {path} restored")
+    tried = [g for g in GUARDS if not only or any(o in g[0] for o in only)]
+    print(f"{len(tried) - failures} of {len(tried)} guards proved, {failures} unnoticed")
+    sys.exit(1 if failures else 0)
+
+main()
