@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -56,3 +56,8 @@ clean:
 prove: tools
 	./scripts/require-postgres.sh
 	python3 scripts/prove.py
+
+## golden: record the golden histories under workflows/testdata/golden from a real run (commit them).
+golden: tools
+	./scripts/require-postgres.sh
+	TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_RECORD_GOLDEN=1 go test -count=1 -run RecordGoldenHistories ./workflows

@@ -26,6 +26,7 @@ GUARDS = [
     ("admission dedup on retry", "activities/audit.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
     ("audit_log triggers", "migrations/sql/001_audit_log.sql", "CREATE TRIGGER audit_log_no_update_delete", "CREATE OR REPLACE FUNCTION audit_log_unused() RETURNS void LANGUAGE sql AS 'SELECT 1'; CREATE TRIGGER audit_log_never BEFORE INSERT ON vault.credentials FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse(); --", LIVE),
     ("token stays in the activity", "activities/call.go", "\tvar body []byte\n\tswitch in.Tool {", "\tlog.Debug(\"exchanged\", zap.String(\"auth\", token))\n\tvar body []byte\n\tswitch in.Tool {", LIVE),
+    ("verdict recorded in history (replay)", "workflows/toolcall.go", "enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, nil) })\n\tif err := enc.Get(&v); err != nil {", "v = policy.Default().Check(req, nil)\n\tif false {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
     ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}}", LIVE),
 ]
 

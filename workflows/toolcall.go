@@ -73,7 +73,7 @@ type Status struct {
 }
 
 // Register registers the workflows on the worker.
-func Register(w worker.Registry) {
+func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(ToolCall, workflow.RegisterOptions{Name: WorkflowType})
 }
 
