@@ -20,7 +20,7 @@ GUARDS = [
     ("step 5 store_scope", "policy/policy.go", "if !req.Session.Owns(store) {", "if false {", UNIT),
     ("step 6 over_limit", "policy/policy.go", "if *valueCents > row.HardLimitCents {", "if false {", UNIT),
     ("step 7 rate_limit (calls)", "policy/policy.go", "if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {", "if false {", UNIT),
-    ("step 7 spend limit", "policy/policy.go", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents {", "if false {", UNIT),
+    ("step 7 spend limit", "policy/policy.go", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents {", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents && false {", UNIT),
     ("step 7 missing usage fails closed", "policy/policy.go", "if len(f.Usage) != len(row.Limits) {", "if false {", UNIT),
     ("admission lock", "activities/audit.go", "SELECT pg_advisory_xact_lock($1)", "SELECT $1::bigint", ["go", "test", "-count=1", "./activities"]),
     ("admission dedup on retry", "activities/audit.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
@@ -53,7 +53,10 @@ def main():
         if hashlib.sha256(open(full, "rb").read()).hexdigest() != digest:
             print(f"FAIL  {name}: {path} was not restored")
             sys.exit(2)
-        if r.returncode == 0:
+        if "[build failed]" in r.stdout or "[setup failed]" in r.stdout:
+            print(f"FAIL  {name}: the mutant does not compile, so it proves nothing; fix scripts/prove.py")
+            failures += 1
+        elif r.returncode == 0:
             print(f"FAIL  {name}: the suite passed with the guard removed")
             failures += 1
         else:
