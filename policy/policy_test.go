@@ -289,3 +289,27 @@ func ExampleDollars() {
 	fmt.Println(Dollars(38400))
 	// Output: $384.00
 }
+
+// TestSpendLimits: for every row, each spend cap admits a call that lands
+// exactly on the cap and refuses one cent more, independent of call caps.
+func TestSpendLimits(t *testing.T) {
+	for _, shipped := range Table {
+		row := reachable(shipped)
+		p := withRow(t, row)
+		for i, l := range row.Limits {
+			if l.MaxCents == 0 {
+				continue
+			}
+			c := baseCall(t, p, row.Tool)
+			value := *c.facts.ValueCents
+			c.facts.Usage[i] = Usage{Cents: l.MaxCents - value}
+			if v := p.Authorize(c.req, c.facts); v.Code != CodeOK {
+				t.Errorf("%s limit %d: landing on the cap gave %s", row.Tool, i, v.Code)
+			}
+			c.facts.Usage[i] = Usage{Cents: l.MaxCents - value + 1}
+			if v := p.Authorize(c.req, c.facts); v.Code != CodeRateLimit || !strings.Contains(v.Message, Dollars(l.MaxCents)) {
+				t.Errorf("%s limit %d: one cent over gave %s %q", row.Tool, i, v.Code, v.Message)
+			}
+		}
+	}
+}
