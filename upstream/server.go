@@ -33,8 +33,8 @@ const (
 
 // Scopes granted by role.
 var roleScopes = map[string][]string{
-	"store_manager": {"procedures:read", "stock:read", "deliveries:read", "grn:read", "tasks:write"},
-	"area_manager":  {"procedures:read", "stock:read", "deliveries:read", "grn:read", "tasks:write"},
+	"store_manager": {"procedures:read", "stock:read", "deliveries:read", "grn:read", "tasks:write", "transfers:write"},
+	"area_manager":  {"procedures:read", "stock:read", "deliveries:read", "grn:read", "tasks:write", "transfers:write"},
 }
 
 // Server serves the Mangrove demo API.
@@ -69,6 +69,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/stores/{store}/deliveries", s.auth("deliveries:read", s.storeScoped(s.getDeliveries)))
 	mux.Handle("GET /v1/stores/{store}/grns/{grn}", s.auth("grn:read", s.storeScoped(s.getGRN)))
 	mux.Handle("POST /v1/stores/{store}/tasks", s.auth("tasks:write", s.storeScoped(s.createTask)))
+	mux.Handle("GET /v1/stores/{store}/transfer-preview", s.auth("stock:read", s.storeScoped(s.previewTransfer)))
+	mux.Handle("POST /v1/stores/{store}/transfers", s.auth("transfers:write", s.storeScoped(s.createTransfer)))
 	return mux
 }
 

@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -120,7 +121,7 @@ func OwnerPool(t testing.TB, url string) *pgxpool.Pool {
 // Upstream starts the Mangrove demo on a real loopback port.
 func Upstream(t testing.TB, url string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer((&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zap.NewNop()}).Handler())
+	srv := httptest.NewServer((&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zaptest.NewLogger(t)}).Handler())
 	t.Cleanup(srv.Close)
 	return srv
 }
