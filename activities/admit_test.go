@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -86,5 +87,48 @@ func TestAdmitRetryReturnsTheRecordedDecision(t *testing.T) {
 	_ = testenv.OwnerPool(t, url).QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = 'wf-30'`).Scan(&rows)
 	if rows != 1 {
 		t.Fatalf("%d rows for the retried admission", rows)
+	}
+}
+
+// TestAdmitWaitsForTheBucketLock: while another transaction holds the
+// bucket's lock and adds the last 5 admissions, Admit waits and then sees
+// them, so it refuses the 31st. Without the lock it would count 25 and admit.
+func TestAdmitWaitsForTheBucketLock(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	for i := range 25 {
+		if _, err := a.AdmitRun(ctx, fmt.Sprint("seed-", i), "run", admitIn("Seed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := testenv.AppPool(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx) //nolint:errcheck
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, activities.LockID("create_task/store/112/86400")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan policy.Verdict, 1)
+	go func() {
+		v, err := a.AdmitRun(ctx, "late", "run", admitIn("Late"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- v
+	}()
+	time.Sleep(time.Second) // an unlocked Admit would count and commit in this time
+	for i := range 5 {
+		if _, err := holder.Exec(ctx, `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, store_id, workflow_id, run_id, event_key)
+			VALUES ('allowed', 'ok', 'create_task', 'ama', 'store_manager', 's1', 'c1', 112, $1, 'run', 'decision')`, fmt.Sprint("holder-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-done; v.Code != policy.CodeRateLimit {
+		t.Fatalf("Admit behind the lock gave %s, want rate_limit", v.Code)
 	}
 }

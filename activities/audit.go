@@ -137,7 +137,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	keys := slices.Clone(pre.Limits)
 	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
 	for _, k := range keys {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID(k.Key)); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
 			return policy.Verdict{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
 		}
 	}
@@ -222,7 +222,8 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 	return u, nil
 }
 
-func lockID(key string) int64 {
+// LockID is the advisory lock that serializes admissions to one limit bucket.
+func LockID(key string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("toolgate-limit:" + key))
 	return int64(h.Sum64())

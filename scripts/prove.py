@@ -22,7 +22,7 @@ GUARDS = [
     ("step 7 rate_limit (calls)", "policy/policy.go", "if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {", "if false {", UNIT),
     ("step 7 spend limit", "policy/policy.go", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents {", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents && false {", UNIT),
     ("step 7 missing usage fails closed", "policy/policy.go", "if len(f.Usage) != len(row.Limits) {", "if false {", UNIT),
-    ("admission lock", "activities/audit.go", "SELECT pg_advisory_xact_lock($1)", "SELECT $1::bigint", ["go", "test", "-count=1", "./activities"]),
+    ("admission lock", "activities/audit.go", "SELECT pg_advisory_xact_lock($1)", "SELECT $1::bigint", ["go", "test", "-count=1", "-run", "TestAdmitWaitsForTheBucketLock", "./activities"]),
     ("admission dedup on retry", "activities/audit.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
     ("audit_log triggers", "migrations/sql/001_audit_log.sql", "CREATE TRIGGER audit_log_no_update_delete", "CREATE OR REPLACE FUNCTION audit_log_unused() RETURNS void LANGUAGE sql AS 'SELECT 1'; CREATE TRIGGER audit_log_never BEFORE INSERT ON vault.credentials FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse(); --", LIVE),
     ("token stays in the activity", "activities/call.go", "\tvar body []byte\n\tswitch in.Tool {", "\tlog.Debug(\"exchanged\", zap.String(\"auth\", token))\n\tvar body []byte\n\tswitch in.Tool {", LIVE),
