@@ -33,18 +33,17 @@ const (
 // AuditInput is one decision event.
 type AuditInput struct {
 	// Key names the event within its run; the same key never writes twice.
-	Key       string          `json:"key"`
-	Event     string          `json:"event"`
-	Reason    policy.Code     `json:"reason"`
-	Tool      string          `json:"tool"`
-	Session   policy.Session  `json:"session"`
-	Args      json.RawMessage `json:"args,omitempty"`
-	StoreID   int64           `json:"storeId,omitempty"`
-	Value     *int64          `json:"valueCents,omitempty"`
-	Approver  *policy.Session `json:"approver,omitempty"`
-	Message   string          `json:"message,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	RunScoped bool            `json:"-"`
+	Key      string          `json:"key"`
+	Event    string          `json:"event"`
+	Reason   policy.Code     `json:"reason"`
+	Tool     string          `json:"tool"`
+	Session  policy.Session  `json:"session"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	StoreID  int64           `json:"storeId,omitempty"`
+	Value    *int64          `json:"valueCents,omitempty"`
+	Approver *policy.Session `json:"approver,omitempty"`
+	Message  string          `json:"message,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,
