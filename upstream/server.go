@@ -362,9 +362,8 @@ type Task struct {
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	store, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > 255 {
-		writeError(w, http.StatusBadRequest, "idempotency_key", "writes need an Idempotency-Key header (1-255 characters)")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
 		return
 	}
 	var req TaskRequest
@@ -421,6 +420,16 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, t)
+}
+
+// idempotencyKey reads the Idempotency-Key every write needs, answering 400 when it is missing.
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 {
+		writeError(w, http.StatusBadRequest, "idempotency_key", "writes need an Idempotency-Key header (1-255 characters)")
+		return "", false
+	}
+	return key, true
 }
 
 // Error is the body of every error answer.

@@ -83,9 +83,8 @@ type Transfer struct {
 // createTransfer moves stock once per Idempotency-Key, in one transaction.
 func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) {
 	to, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > 255 {
-		writeError(w, http.StatusBadRequest, "idempotency_key", "writes need an Idempotency-Key header (1-255 characters)")
+	key, ok := idempotencyKey(w, r)
+	if !ok {
 		return
 	}
 	var req TransferRequest
