@@ -33,25 +33,30 @@ const (
 // AuditInput is one decision event.
 type AuditInput struct {
 	// Key names the event within its run; the same key never writes twice.
-	Key      string          `json:"key"`
-	Event    string          `json:"event"`
-	Reason   policy.Code     `json:"reason"`
-	Tool     string          `json:"tool"`
-	Session  policy.Session  `json:"session"`
-	Args     json.RawMessage `json:"args,omitempty"`
-	StoreID  int64           `json:"storeId,omitempty"`
-	Value    *int64          `json:"valueCents,omitempty"`
-	Approver *policy.Session `json:"approver,omitempty"`
-	Message  string          `json:"message,omitempty"`
-	Result   json.RawMessage `json:"result,omitempty"`
+	Key      string           `json:"key"`
+	Event    string           `json:"event"`
+	Reason   policy.Code      `json:"reason"`
+	Tool     string           `json:"tool"`
+	Session  policy.Session   `json:"session"`
+	Args     json.RawMessage  `json:"args,omitempty"`
+	StoreID  int64            `json:"storeId,omitempty"`
+	Value    *int64           `json:"valueCents,omitempty"`
+	Approver *policy.Identity `json:"approver,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Result   json.RawMessage  `json:"result,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,
 // so no caller can forget; a retry or replay of the same key writes nothing.
 func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
-	info := activity.GetInfo(ctx)
-	_, err := a.insertAudit(ctx, a.Pool, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, in)
+	wf, run := workflowIDs(ctx)
+	_, err := a.insertAudit(ctx, a.Pool, wf, run, in)
 	return err
+}
+
+func workflowIDs(ctx context.Context) (string, string) {
+	info := activity.GetInfo(ctx)
+	return info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 }
 
 type execer interface {
@@ -113,6 +118,9 @@ func clean(s string) string {
 type AdmitInput struct {
 	Request    policy.Request `json:"request"`
 	ValueCents *int64         `json:"valueCents,omitempty"`
+	// Action, when set, is what will run (the dry run's choices included);
+	// the decision row records it instead of the model's args.
+	Action json.RawMessage `json:"action,omitempty"`
 }
 
 // Admit runs the whole chain with usage counted from audit_log and writes
@@ -120,8 +128,8 @@ type AdmitInput struct {
 // limit bucket: N concurrent calls can never pass a limit of N-1.
 // A retry returns the decision already recorded for this run.
 func (a *Activities) Admit(ctx context.Context, in AdmitInput) (policy.Verdict, error) {
-	info := activity.GetInfo(ctx)
-	return a.AdmitRun(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, in)
+	wf, run := workflowIDs(ctx)
+	return a.AdmitRun(ctx, wf, run, in)
 }
 
 // AdmitRun is Admit for a named workflow run.
@@ -168,6 +176,9 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	}
 	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Request.Tool, Session: in.Request.Session,
 		Args: v.Args, StoreID: v.StoreID, Value: in.ValueCents, Message: v.Message}
+	if len(in.Action) > 0 {
+		row.Args = in.Action
+	}
 	if len(row.Args) == 0 {
 		row.Args = in.Request.Args
 	}
@@ -196,6 +207,12 @@ func recorded(pre policy.Verdict, event, reason, message string) policy.Verdict 
 	return v
 }
 
+// freed leaves out cards that were rejected or expired: nothing ran, so
+// they give their budget back.
+const freed = `
+			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
+			                  AND d.event IN ('rejected', 'expired'))`
+
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.
 func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
@@ -204,14 +221,14 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 	switch k.Scope {
 	case policy.PerStore:
 		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
 			WHERE tool = $1 AND store_id = $2 AND event IN ('allowed', 'needs_approval')
-			  AND at > clock_timestamp() - make_interval(secs => $3)`, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
 	case policy.PerUser:
 		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
 			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
-			  AND at > clock_timestamp() - make_interval(secs => $3)`, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
 	default:
 		return u, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 	}

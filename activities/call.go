@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/upstream"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -28,6 +29,8 @@ type CallInput struct {
 	UserID         string          `json:"userId"`
 	CredentialRef  string          `json:"credentialRef"`
 	IdempotencyKey string          `json:"idempotencyKey"`
+	// ArgsHash, when set, must match the args: what runs is what was approved.
+	ArgsHash string `json:"argsHash,omitempty"`
 }
 
 // CallResult is the sanitized answer of the upstream.
@@ -41,6 +44,11 @@ type CallResult struct {
 func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, error) {
 	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", activity.GetInfo(ctx).WorkflowExecution.ID),
 		zap.Int32("attempt", activity.GetInfo(ctx).Attempt))
+	if in.ArgsHash != "" {
+		if h, err := policy.ArgsHash(in.Tool, in.Args); err != nil || h != in.ArgsHash {
+			return CallResult{}, temporal.NewNonRetryableApplicationError("the args to run do not match the approved card", ErrBadInput, nil)
+		}
+	}
 	token, err := a.exchange(ctx, in)
 	if err != nil {
 		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
@@ -90,6 +98,13 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		}
 		req, _ := json.Marshal(map[string]string{"title": args.Title, "details": args.Details, "priority": args.Priority, "dueDate": args.DueDate})
 		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
+	case "request_stock_transfer":
+		var args policy.TransferAction
+		if err := json.Unmarshal(in.Args, &args); err != nil {
+			return CallResult{}, badArgs(err)
+		}
+		req, _ := json.Marshal(upstream.TransferRequest{ArticleID: args.ArticleID, Quantity: int(args.Quantity), FromStoreID: args.FromStoreID, Reason: args.Reason})
+		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/transfers", args.StoreID), token, in.IdempotencyKey, req)
 	default:
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream call is defined for %q", in.Tool), ErrUpstream, nil)
 	}

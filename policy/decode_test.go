@@ -96,8 +96,8 @@ func TestDefinitionsNeverOfferDeniedTools(t *testing.T) {
 				t.Errorf("%s was offered to %q", d.Name, role)
 			}
 		}
-		if role == RoleStoreManager && len(defs) != 5 {
-			t.Errorf("store_manager is offered %d tools, want 5", len(defs))
+		if role == RoleStoreManager && len(defs) != 6 {
+			t.Errorf("store_manager is offered %d tools, want 6", len(defs))
 		}
 	}
 }

@@ -140,6 +140,11 @@ type Verdict struct {
 	StoreID int64 `json:"storeId,omitempty"`
 	// Limits are the buckets step 7 counts, in row order.
 	Limits []LimitKey `json:"limits,omitempty"`
+	// NeedsPreview says steps 0-5 passed and the tool's dry run must value
+	// the call before the chain can finish.
+	NeedsPreview bool `json:"needsPreview,omitempty"`
+	// ApproverRole is the role that decides an approve verdict.
+	ApproverRole Role `json:"approverRole,omitempty"`
 }
 
 // Allowed reports whether the call may proceed (now or after approval).
@@ -188,6 +193,14 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 				store, joinIDs(req.Session.StoreIDs)))
 		}
 	}
+	canonical, err := json.Marshal(args)
+	if err != nil {
+		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+	}
+	if spec.DryRun && valueCents == nil {
+		// Steps 6 and 7 need the dry run's value; the caller previews and checks again.
+		return Verdict{Decision: decision, Code: CodeOK, Args: canonical, StoreID: store, NeedsPreview: true, Message: "Needs a dry run."}
+	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
 			return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.", spec.Name))
@@ -197,11 +210,18 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
 		}
 	}
-	canonical, err := json.Marshal(args)
-	if err != nil {
-		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
-	}
 	v := Verdict{Decision: decision, Code: CodeOK, Args: canonical, StoreID: store}
+	if decision == DecisionApprove {
+		var value int64
+		if valueCents != nil {
+			value = *valueCents
+		}
+		role, ok := row.ApproverFor(value)
+		if !ok {
+			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(value)))
+		}
+		v.ApproverRole = role
+	}
 	for _, l := range row.Limits {
 		v.Limits = append(v.Limits, limitKey(spec.Name, l, req.Session.UserID, store))
 	}
@@ -217,6 +237,9 @@ func (p *Policy) Authorize(req Request, f Facts) Verdict {
 	v := p.Check(req, f.ValueCents)
 	if !v.Allowed() {
 		return v
+	}
+	if v.NeedsPreview {
+		return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limits. Retry once; if it fails again, tell the person.", req.Tool))
 	}
 	row := p.rows[req.Tool]
 	if len(f.Usage) != len(row.Limits) {

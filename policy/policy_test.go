@@ -21,6 +21,9 @@ func validArgs(t *testing.T, spec ToolSpec) map[string]any {
 		switch f.typ.Kind() {
 		case reflect.Int64, reflect.Int:
 			out[f.name] = 40211
+			if _, after, ok := strings.Cut(f.validate, "max="); ok && len(strings.Split(after, ",")[0]) <= 5 {
+				out[f.name] = 1 // a small bounded number such as a quantity
+			}
 		case reflect.String:
 			switch {
 			case strings.Contains(f.validate, "startswith=GRN-"):
@@ -56,6 +59,9 @@ func reachable(row Row) Row {
 	}
 	if len(r.Limits) == 0 {
 		r.Limits = []Limit{{Scope: PerStore, Window: Day, MaxCalls: 3, MaxCents: 2500}, {Scope: PerUser, Window: Hour, MaxCalls: 2}}
+	}
+	if len(r.Approvers) == 0 {
+		r.Approvers = []Approver{{Role: RoleStoreManager}}
 	}
 	return r
 }
@@ -311,5 +317,90 @@ func TestSpendLimits(t *testing.T) {
 				t.Errorf("%s limit %d: one cent over gave %s %q", row.Tool, i, v.Code, v.Message)
 			}
 		}
+	}
+}
+
+// TestApproverRouting: every row that can approve routes every value up to
+// its hard limit to exactly one role, and the shipped transfer row routes
+// $500.00 to a store manager and a cent more to an area manager.
+func TestApproverRouting(t *testing.T) {
+	p := Default()
+	for _, row := range Table {
+		if p.Effective(row.Tool) != DecisionApprove {
+			continue
+		}
+		if len(row.Approvers) == 0 {
+			t.Errorf("%s decides approve but routes to no one", row.Tool)
+			continue
+		}
+		for _, v := range []int64{0, 1, 50000, 50001, 96000, row.HardLimitCents} {
+			if _, ok := row.ApproverFor(v); !ok {
+				t.Errorf("%s: no approver for %s", row.Tool, Dollars(v))
+			}
+		}
+	}
+	row, _ := p.Row("request_stock_transfer")
+	for value, want := range map[int64]Role{38400: RoleStoreManager, 50000: RoleStoreManager, 50001: RoleAreaManager, 96000: RoleAreaManager} {
+		if got, _ := row.ApproverFor(value); got != want {
+			t.Errorf("%s routes to %s, want %s", Dollars(value), got, want)
+		}
+	}
+}
+
+func TestDryRunToolsWaitForTheirValue(t *testing.T) {
+	p := Default()
+	c := baseCall(t, p, "request_stock_transfer")
+	v := p.Check(c.req, nil)
+	if !v.NeedsPreview || v.Code != CodeOK || v.StoreID != 112 {
+		t.Fatalf("before the preview: %+v", v)
+	}
+	if v := p.Authorize(c.req, Facts{Usage: c.facts.Usage}); v.Code != CodeOverLimit {
+		t.Fatalf("Authorize without a value must fail closed, got %s", v.Code)
+	}
+	over := int64(250 * 960)
+	if v := p.Check(c.req, &over); v.Code != CodeOverLimit {
+		t.Fatalf("250 cases: %s", v.Code)
+	}
+	value := int64(96000)
+	if v := p.Check(c.req, &value); v.Decision != DecisionApprove || v.ApproverRole != RoleAreaManager {
+		t.Fatalf("100 cases: %s routed to %s", v.Decision, v.ApproverRole)
+	}
+}
+
+func TestCheckApproval(t *testing.T) {
+	good := Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}}
+	cases := []struct {
+		name   string
+		change func(*Approval)
+		want   Code
+	}{
+		{"valid", func(*Approval) {}, CodeOK},
+		{"reject is a decision", func(a *Approval) { a.Decision = Reject }, CodeOK},
+		{"unknown decision", func(a *Approval) { a.Decision = "maybe" }, CodeInvalidArguments},
+		{"anonymous", func(a *Approval) { a.Approver.UserID = "" }, CodeInvalidArguments},
+		{"wrong role", func(a *Approval) { a.Approver.Role = RoleAreaManager }, CodeRole},
+		{"other store", func(a *Approval) { a.Approver.StoreIDs = []int64{118} }, CodeStoreScope},
+		{"wrong hash", func(a *Approval) { a.ArgsHash = "other" }, CodeInvalidArguments},
+	}
+	for _, c := range cases {
+		a := good
+		a.Approver.StoreIDs = slices.Clone(good.Approver.StoreIDs)
+		c.change(&a)
+		if got, msg := CheckApproval(a, RoleStoreManager, 112, "h"); got != c.want || (got != CodeOK && msg == "") {
+			t.Errorf("%s: got %s %q, want %s", c.name, got, msg, c.want)
+		}
+	}
+}
+
+func TestArgsHashIsCanonical(t *testing.T) {
+	a, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{"quantity":40,"articleId":40211}`))
+	b, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{ "articleId": 40211, "quantity": 40 }`))
+	c, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":41}`))
+	d, _ := ArgsHash("create_task", json.RawMessage(`{"articleId":40211,"quantity":40}`))
+	if a != b || a == c || a == d || len(a) != 64 {
+		t.Fatalf("hashes %s %s %s %s", a, b, c, d)
+	}
+	if _, err := ArgsHash("x", json.RawMessage(`{`)); err == nil {
+		t.Fatal("bad JSON hashed")
 	}
 }

@@ -75,6 +75,13 @@ type Limit struct {
 	MaxCents int64
 }
 
+// Approver routes a card by its value: the first rule whose UpToCents
+// covers the value names the role that decides (0 means no upper bound).
+type Approver struct {
+	Role      Role
+	UpToCents int64
+}
+
 // Row is one line of the policy table.
 type Row struct {
 	Tool     string
@@ -83,6 +90,18 @@ type Row struct {
 	// HardLimitCents refuses any single call valued above it; 0 means none.
 	HardLimitCents int64
 	Limits         []Limit
+	// Approvers route approve decisions, in order.
+	Approvers []Approver
+}
+
+// ApproverFor returns the role that decides a card of this value.
+func (r Row) ApproverFor(valueCents int64) (Role, bool) {
+	for _, a := range r.Approvers {
+		if a.UpToCents == 0 || valueCents <= a.UpToCents {
+			return a.Role, true
+		}
+	}
+	return "", false
 }
 
 var managers = []Role{RoleStoreManager, RoleAreaManager}
@@ -94,5 +113,8 @@ var Table = []Row{
 	{Tool: "get_deliveries", Roles: managers, Decision: DecisionAllow},
 	{Tool: "get_grn", Roles: managers, Decision: DecisionAllow},
 	{Tool: "create_task", Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
+	{Tool: "request_stock_transfer", Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
+		Limits:    []Limit{{Scope: PerStore, Window: Day, MaxCalls: 5, MaxCents: 200000}},
+		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}}},
 	{Tool: "change_price", Roles: nil, Decision: DecisionDeny},
 }

@@ -44,6 +44,9 @@ type ToolSpec struct {
 	RequiresCredential bool
 	// Timeout bounds one upstream attempt.
 	Timeout time.Duration
+	// DryRun tools are previewed read-only, as the user, before step 6: the
+	// preview values the call and makes the choices the approver sees.
+	DryRun bool
 }
 
 // StoreScoped is implemented by args that name a store the session must own.
@@ -98,6 +101,25 @@ type CreateTaskArgs struct {
 	StoreArg
 }
 
+// RequestStockTransferArgs are what the model may say about a transfer into
+// a store. The source store and the value are the system's, from the dry run.
+type RequestStockTransferArgs struct {
+	ArticleID int64  `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number to bring in, e.g. 40211."`
+	Quantity  int64  `json:"quantity" validate:"required,min=1,max=10000" desc:"How many cases (or bags) to bring in."`
+	Reason    string `json:"reason" validate:"required,oneof=stockout_risk promotion damaged_stock other" desc:"Why the store needs it."`
+	StoreArg
+}
+
+// TransferAction is exactly what an approved transfer runs: the model's
+// args after session fill plus the dry run's choice of source store.
+type TransferAction struct {
+	ArticleID   int64  `json:"articleId"`
+	Quantity    int64  `json:"quantity"`
+	Reason      string `json:"reason"`
+	StoreID     int64  `json:"storeId"`
+	FromStoreID int64  `json:"fromStoreId"`
+}
+
 // ChangePriceArgs are the arguments of change_price.
 type ChangePriceArgs struct {
 	ArticleID     int64 `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number."`
@@ -136,6 +158,13 @@ var Tools = []ToolSpec{
 		Description: "Create a task on a store's task board for the staff to do. " +
 			"Use it when someone asks to have something done in a store. Do not use it for stock moves or price changes.",
 		Args: reflect.TypeFor[CreateTaskArgs](), Tier: TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
+	},
+	{
+		Name: "request_stock_transfer",
+		Description: "Ask for stock to be moved into a store from another store of the same area. The system picks the source store, values the move at cost, " +
+			"and a manager approves it on a card before anything moves. Use it when a store will run out before its next delivery. " +
+			"Do not use it to check stock (use get_stock) or to order from a supplier.",
+		Args: reflect.TypeFor[RequestStockTransferArgs](), Tier: TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
 	},
 	{
 		Name:        "change_price",

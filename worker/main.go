@@ -49,7 +49,7 @@ func run(log *zap.Logger) error {
 	}
 	defer c.Close()
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
-	workflows.Register(w)
+	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL})
 	activities.Register(w, &activities.Activities{
 		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,
 		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Policy: policy.Default(), Logger: log,

@@ -41,7 +41,7 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 	}
 	for _, f := range files {
 		r := worker.NewWorkflowReplayer()
-		workflows.Register(r)
+		workflows.Register(r, workflows.Settings{})
 		if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 			t.Errorf("%s no longer replays: %v", f, err)
 		}
@@ -68,7 +68,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 			h.Events = append(h.Events, ev)
 		}
 		r := worker.NewWorkflowReplayer()
-		workflows.Register(r)
+		workflows.Register(r, workflows.Settings{})
 		if err := r.ReplayWorkflowHistory(nil, h); err != nil {
 			t.Fatalf("%s: a fresh history does not replay: %v", p.name, err)
 		}

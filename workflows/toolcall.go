@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/activities"
@@ -70,24 +71,53 @@ type Status struct {
 	ApproverRole policy.Role `json:"approverRole"`
 	ExpiresAt    string      `json:"expiresAt"`
 	ArgsHash     string      `json:"argsHash"`
+	storeID      int64
 }
 
+// Settings are a deployment's choices. The workflow records the ones it
+// uses in its history, so a replay or a redeploy never changes them.
+type Settings struct {
+	// ApprovalTTL is how long a card waits for a decision; 30 minutes when zero.
+	ApprovalTTL time.Duration
+}
+
+// DefaultApprovalTTL is the wait of DESIGN.md.
+const DefaultApprovalTTL = 30 * time.Minute
+
 // Register registers the workflows on the worker.
-func Register(w worker.WorkflowRegistry) {
-	w.RegisterWorkflowWithOptions(ToolCall, workflow.RegisterOptions{Name: WorkflowType})
+func Register(w worker.WorkflowRegistry, s Settings) {
+	w.RegisterWorkflowWithOptions(s.ToolCall, workflow.RegisterOptions{Name: WorkflowType})
 }
 
 var acts *activities.Activities
 
-// ToolCall authorizes one tool call and, if allowed, runs it once as the
-// signed-in person.
-func ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResult, error) {
-	c, err := start(ctx, in)
+// ToolCall authorizes one tool call and, if allowed (or approved), runs it
+// once as the signed-in person.
+func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResult, error) {
+	c, err := start(ctx, in, s)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
-	v := c.check()
+	res, err := c.run()
+	if err != nil {
+		return res, err
+	}
+	c.finish(res)
+	return res, workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+func (c *call) run() (ToolCallResult, error) {
+	v := c.check(nil)
+	if v.Allowed() && v.NeedsPreview {
+		pv, failed, err := c.preview(v)
+		if err != nil || failed != nil {
+			return deref(failed), err
+		}
+		c.preview_ = &pv
+		v = c.check(&pv.ValueCents)
+	}
 	if v.Allowed() {
+		var err error
 		if v, err = c.admit(); err != nil {
 			return ToolCallResult{}, err
 		}
@@ -96,48 +126,96 @@ func ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResult, error) {
 		return c.denied(v)
 	}
 	if v.Decision == policy.DecisionApprove {
-		return c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeToolDenied, Step: policy.StepNotDenied,
-			Message: fmt.Sprintf("%s needs a person's approval, and approvals are not enabled in this deployment. Do not retry; tell the person.", in.Tool)})
+		c.status.storeID = v.StoreID
+		return c.approval(v)
 	}
-	return c.execute(v)
+	return c.execute(v, v.Args, "")
+}
+
+func deref(r *ToolCallResult) ToolCallResult {
+	if r == nil {
+		return ToolCallResult{}
+	}
+	return *r
 }
 
 // call is the state of one ToolCall run.
 type call struct {
-	ctx    workflow.Context
-	in     ToolCallInput
-	req    policy.Request
-	status Status
-	key    string
+	ctx      workflow.Context
+	in       ToolCallInput
+	settings Settings
+	req      policy.Request
+	status   Status
+	key      string
+	preview_ *activities.PreviewResult
+	first    *Outcome
+	refused  int
 }
 
-func start(ctx workflow.Context, in ToolCallInput) (*call, error) {
-	c := &call{ctx: ctx, in: in, key: workflow.GetInfo(ctx).WorkflowExecution.ID,
+func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
+	c := &call{ctx: ctx, in: in, settings: s, key: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		req:    policy.Request{Tool: in.Tool, Args: in.Args, Session: in.Session},
 		status: Status{Status: StatusDeciding, Tool: in.Tool}}
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}
+	err := workflow.SetUpdateHandler(ctx, FirstOutcomeUpdate, func(ctx workflow.Context) (Outcome, error) {
+		if err := workflow.Await(ctx, func() bool { return c.first != nil }); err != nil {
+			return Outcome{}, err
+		}
+		return *c.first, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("first outcome update: %w", err)
+	}
 	return c, nil
 }
 
-// check runs steps 0-6. The verdict is recorded in the history, so a later
+// check runs steps 0-6 (0-5 and a preview request for dry-run tools until
+// their value is known). The verdict is recorded in the history, so a later
 // change to the policy table never changes a call already in flight.
-func (c *call) check() policy.Verdict {
+func (c *call) check(value *int64) policy.Verdict {
 	var v policy.Verdict
 	req := c.req
-	enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, nil) })
+	enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, value) })
 	if err := enc.Get(&v); err != nil {
 		return policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Message: "The call could not be read. Check the arguments and call again."}
 	}
 	return v
 }
 
+// preview runs the tool's read-only dry run as the user. A failure ends the call.
+func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallResult, error) {
+	var pv activities.PreviewResult
+	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: "dry run of " + c.in.Tool,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
+			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
+	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.in.Session.CredentialRef}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
+	if err == nil {
+		return pv, nil, nil
+	}
+	code, msg, retryable, auth := upstreamFailure(err, policy.ToolSpec{Idempotent: true})
+	if code == policy.CodeUpstreamError {
+		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
+	}
+	c.status.Status = StatusFailed
+	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID}); err != nil {
+		return pv, nil, err
+	}
+	res := c.result(StatusFailed, code, msg, retryable, auth, nil)
+	return pv, &res, nil
+}
+
 // admit runs step 7 against the audit log and records the decision row.
 // Admission retries until PostgreSQL answers, so an error here is a bug.
 func (c *call) admit() (policy.Verdict, error) {
 	var v policy.Verdict
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx), acts.Admit, activities.AdmitInput{Request: c.req}).Get(c.ctx, &v); err != nil {
+	in := activities.AdmitInput{Request: c.req}
+	if c.preview_ != nil {
+		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
+	}
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "admit"), acts.Admit, in).Get(c.ctx, &v); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
 	return v, nil
@@ -147,7 +225,8 @@ func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
 	c.status.Status = StatusDenied
 	workflow.GetLogger(c.ctx).Info("denied", "tool", c.in.Tool, "code", v.Code)
 	if v.Step < policy.StepRateLimit {
-		err := c.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message, Args: c.argsForAudit(v), StoreID: v.StoreID})
+		err := c.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message,
+			Args: c.argsForAudit(v), StoreID: c.storeForAudit(v)})
 		if err != nil {
 			return ToolCallResult{}, err
 		}
@@ -162,32 +241,53 @@ func (c *call) argsForAudit(v policy.Verdict) json.RawMessage {
 	return c.in.Args
 }
 
+// storeForAudit is the store a refused call was about: the one it named,
+// else the session's first, so "what happened at store 112" finds it.
+func (c *call) storeForAudit(v policy.Verdict) int64 {
+	if v.StoreID != 0 {
+		return v.StoreID
+	}
+	var named struct {
+		StoreID int64 `json:"storeId"`
+	}
+	if json.Unmarshal(c.in.Args, &named) == nil && named.StoreID > 0 {
+		return named.StoreID
+	}
+	if len(c.in.Session.StoreIDs) > 0 {
+		return c.in.Session.StoreIDs[0]
+	}
+	return 0
+}
+
 // execute runs the authorized args upstream, once unless the tool is idempotent.
-func (c *call) execute(v policy.Verdict) (ToolCallResult, error) {
+func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) (ToolCallResult, error) {
 	spec, _ := policy.Default().Spec(c.in.Tool)
 	c.status.Status = StatusExecuting
-	opts := workflow.ActivityOptions{StartToCloseTimeout: spec.Timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}
+	opts := workflow.ActivityOptions{StartToCloseTimeout: spec.Timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary: c.in.Tool + " upstream"}
 	if spec.Idempotent {
 		opts.ScheduleToCloseTimeout = 4*spec.Timeout + 15*time.Second
 		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
-	in := activities.CallInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
-		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key}
+	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
+		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash}
 	var res activities.CallResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.CallTool, in).Get(c.ctx, &res)
 	if err != nil {
 		code, msg, retryable, auth := upstreamFailure(err, spec)
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
 		c.status.Status = StatusFailed
-		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID}); err != nil {
+		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
 		return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 	}
 	c.status.Status = StatusExecuted
-	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: v.Args, StoreID: v.StoreID, Result: res.Result}); err != nil {
-		return ToolCallResult{}, err
+	// Reads are audited by their decision row alone; calls that change something also get an executed row.
+	if spec.Tier != policy.TierRead || workflow.GetVersion(c.ctx, "reads-audited-by-decision-only", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value(), Result: res.Result}); err != nil {
+			return ToolCallResult{}, err
+		}
 	}
 	workflow.GetLogger(c.ctx).Info("executed", "tool", c.in.Tool)
 	return c.result(StatusExecuted, policy.CodeOK, "Done. Quote the result to the person in your own words.", false, false, res.Result), nil
@@ -221,7 +321,7 @@ func upstreamFailure(err error, spec policy.ToolSpec) (policy.Code, string, bool
 
 func (c *call) audit(in activities.AuditInput) error {
 	in.Tool, in.Session = c.in.Tool, c.in.Session
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx), acts.Audit, in).Get(c.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "audit "+in.Event), acts.Audit, in).Get(c.ctx, nil); err != nil {
 		return fmt.Errorf("audit %s: %w", in.Event, err)
 	}
 	return nil
@@ -235,11 +335,30 @@ func (c *call) result(status string, code policy.Code, msg string, retryable, au
 		Result: result, Card: c.status.Card, IdempotencyKey: c.key}
 }
 
+// finish publishes the final result as the first outcome when nothing came before it.
+func (c *call) finish(res ToolCallResult) {
+	if c.first == nil {
+		c.first = c.outcome(res)
+	}
+}
+
+func (c *call) outcome(res ToolCallResult) *Outcome {
+	return &Outcome{ToolCallResult: res, ValueCents: c.status.ValueCents, ApproverRole: c.status.ApproverRole,
+		ExpiresAt: c.status.ExpiresAt, ArgsHash: c.status.ArgsHash}
+}
+
+func (c *call) value() *int64 {
+	if c.preview_ == nil {
+		return nil
+	}
+	return &c.preview_.ValueCents
+}
+
 // bookkeeping options: audit and admission are keyed for dedup, so they
 // retry until PostgreSQL answers; nothing is dropped while it is down.
-func bookkeeping(ctx workflow.Context) workflow.Context {
+func bookkeeping(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Second,
+		StartToCloseTimeout: 15 * time.Second, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrBadInput}},
 	})

@@ -201,8 +201,14 @@ type Stack struct {
 }
 
 // NewStack starts a database, the upstream, and a worker on its own task
-// queue of the shared dev server.
+// queue of the shared dev server, with the default approval TTL.
 func NewStack(t testing.TB) *Stack {
+	t.Helper()
+	return NewStackTTL(t, 0)
+}
+
+// NewStackTTL is NewStack with the worker's approval TTL set.
+func NewStackTTL(t testing.TB, ttl time.Duration) *Stack {
 	t.Helper()
 	s := &Stack{DatabaseURL: Database(t)}
 	s.Owner = OwnerPool(t, s.DatabaseURL)
@@ -216,7 +222,7 @@ func NewStack(t testing.TB) *Stack {
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	w := worker.New(s.Client, s.TaskQueue, worker.Options{})
-	workflows.Register(w)
+	workflows.Register(w, workflows.Settings{ApprovalTTL: ttl})
 	activities.Register(w, s.Activities)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)

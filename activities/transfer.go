@@ -1,0 +1,126 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/upstream"
+	"go.temporal.io/sdk/temporal"
+)
+
+// PreviewInput asks for a tool's dry run, run as the user.
+type PreviewInput struct {
+	Tool          string          `json:"tool"`
+	Args          json.RawMessage `json:"args"`
+	StoreID       int64           `json:"storeId"`
+	UserID        string          `json:"userId"`
+	CredentialRef string          `json:"credentialRef"`
+}
+
+// PreviewResult is what the dry run decided: the exact args that will run
+// if approved, their value, and the card built only from the preview.
+type PreviewResult struct {
+	Action     json.RawMessage `json:"action"`
+	ValueCents int64           `json:"valueCents"`
+	Card       string          `json:"card"`
+}
+
+// Preview runs a tool's read-only dry run as the signed-in person.
+func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
+	if in.Tool != "request_stock_transfer" {
+		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
+	}
+	var args policy.RequestStockTransferArgs
+	if err := json.Unmarshal(in.Args, &args); err != nil {
+		return PreviewResult{}, badArgs(err)
+	}
+	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef})
+	if err != nil {
+		return PreviewResult{}, err
+	}
+	q := url.Values{"articleId": {fmt.Sprint(args.ArticleID)}, "quantity": {fmt.Sprint(args.Quantity)}}
+	body, err := a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/transfer-preview?%s", in.StoreID, q.Encode()), token, "", nil)
+	if err != nil {
+		return PreviewResult{}, err
+	}
+	var p upstream.TransferPreview
+	if err := json.Unmarshal(body, &p); err != nil || p.FromStoreID == 0 || p.ToStoreID != in.StoreID || int64(p.Quantity) != args.Quantity {
+		return PreviewResult{}, temporal.NewApplicationError("the transfer preview did not match the request", ErrUnavailable)
+	}
+	action, _ := json.Marshal(policy.TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: in.StoreID, FromStoreID: p.FromStoreID})
+	return PreviewResult{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil
+}
+
+// TransferCard is the sentence an approver decides on, from the preview alone.
+func TransferCard(p upstream.TransferPreview) string {
+	unit := p.Unit
+	if p.Quantity != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("Move %d %s of %s (%s at cost) from store %d to store %d, arriving %s.",
+		p.Quantity, unit, p.Article, policy.Dollars(p.ValueCents), p.FromStoreID, p.ToStoreID, strings.TrimSuffix(p.Arrival, "."))
+}
+
+// ProjectInput is one state of a card for the pending_action projection.
+type ProjectInput struct {
+	Version      int              `json:"version"`
+	Status       string           `json:"status"`
+	Tool         string           `json:"tool"`
+	Session      policy.Session   `json:"session"`
+	StoreID      int64            `json:"storeId"`
+	Args         json.RawMessage  `json:"args"`
+	ArgsHash     string           `json:"argsHash"`
+	Card         string           `json:"card"`
+	ValueCents   int64            `json:"valueCents"`
+	ApproverRole policy.Role      `json:"approverRole"`
+	ExpiresAt    string           `json:"expiresAt"`
+	Reason       string           `json:"reason,omitempty"`
+	DecidedBy    *policy.Identity `json:"decidedBy,omitempty"`
+	DecidedAt    string           `json:"decidedAt,omitempty"`
+	Note         string           `json:"note,omitempty"`
+	Result       json.RawMessage  `json:"result,omitempty"`
+}
+
+// Project writes the card's state to pending_action. A write older than the
+// stored version changes nothing, so retries and late writes are harmless.
+func (a *Activities) Project(ctx context.Context, in ProjectInput) error {
+	wf, run := workflowIDs(ctx)
+	var decidedBy, decidedRole, decidedAt, result any
+	if in.DecidedBy != nil {
+		decidedBy, decidedRole, decidedAt = clean(in.DecidedBy.UserID), clean(string(in.DecidedBy.Role)), in.DecidedAt
+	}
+	if len(in.Result) > 0 {
+		result = string(a.Sanitizer.Result(in.Result))
+	}
+	_, err := a.Pool.Exec(ctx, `
+		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
+		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb)
+		ON CONFLICT (workflow_id) DO UPDATE SET
+		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
+		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
+		  decided_role = coalesce(EXCLUDED.decided_role, pending_action.decided_role),
+		  decided_at = coalesce(EXCLUDED.decided_at, pending_action.decided_at),
+		  decision_note = coalesce(EXCLUDED.decision_note, pending_action.decision_note),
+		  result = coalesce(EXCLUDED.result, pending_action.result), updated_at = now()
+		WHERE pending_action.version <= EXCLUDED.version`,
+		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
+		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
+		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result)
+	if err != nil {
+		return fmt.Errorf("project card %s: %w", in.Status, err)
+	}
+	return nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,197 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/workflow"
+)
+
+// FirstOutcomeUpdate is the Update an agent backend sends with the start
+// (Update-with-Start) to learn the first outcome in one round trip: the
+// final result, or the pending card.
+const FirstOutcomeUpdate = "firstOutcome"
+
+// Outcome is the first outcome: a final result, or status pending_approval
+// with the card, its value, the approver role, the expiry and the args hash.
+type Outcome struct {
+	ToolCallResult
+	ValueCents   int64       `json:"valueCents"`
+	ApproverRole policy.Role `json:"approverRole"`
+	ExpiresAt    string      `json:"expiresAt"`
+	ArgsHash     string      `json:"argsHash"`
+}
+
+// Card versions in pending_action: a later state never yields to an earlier one.
+const (
+	cardPending = 1
+	cardDecided = 2
+	cardFinal   = 3
+)
+
+// approval puts the card up, waits for a decision that counts or for the
+// timer, and runs the stored args once if approved.
+func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
+	ctx := c.ctx
+	action := v.Args
+	if c.preview_ != nil {
+		action = c.preview_.Action
+		c.status.Card, c.status.ValueCents = c.preview_.Card, c.preview_.ValueCents
+	}
+	hash, err := policy.ArgsHash(c.in.Tool, action)
+	if err != nil {
+		return ToolCallResult{}, fmt.Errorf("hash the action: %w", err)
+	}
+	var ttl time.Duration
+	set := c.settings.ApprovalTTL
+	if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval TTL in force"}, func(workflow.Context) any {
+		if set <= 0 {
+			return DefaultApprovalTTL
+		}
+		return set
+	}).Get(&ttl); err != nil {
+		return ToolCallResult{}, fmt.Errorf("approval TTL: %w", err)
+	}
+	expires := workflow.Now(ctx).Add(ttl)
+	c.status.Status, c.status.ApproverRole, c.status.ArgsHash = StatusPendingApproval, v.ApproverRole, hash
+	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
+	card := activities.ProjectInput{Version: cardPending, Status: StatusPendingApproval, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
+		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt}
+	if err := c.project(card); err != nil {
+		return ToolCallResult{}, err
+	}
+	pending := c.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for a %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
+		v.ApproverRole, c.status.ExpiresAt), false, false, nil)
+	c.first = c.outcome(pending)
+	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
+
+	decision, expired, err := c.wait(v, hash, ttl, expires)
+	if err != nil {
+		return ToolCallResult{}, err
+	}
+	var res ToolCallResult
+	switch {
+	case expired:
+		res, err = c.end(card, StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
+			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", ttl, c.in.Tool))
+	case decision.Decision == policy.Reject:
+		res, err = c.end(card, StatusRejected, policy.CodeRejected, activities.EventRejected, &decision,
+			fmt.Sprintf("%s rejected the card, so nothing ran. Do not propose it again unless the person asks.", decision.Approver.UserID))
+	default:
+		res, err = c.approved(v, card, decision, action, hash)
+	}
+	if err != nil {
+		return res, err
+	}
+	return res, c.drain(res.Status)
+}
+
+// wait returns the first decision that counts, or expired. Every other
+// decision is refused, audited, and the wait goes on.
+func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires time.Time) (policy.Approval, bool, error) {
+	ctx, cancel := workflow.WithCancel(c.ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
+	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
+	for {
+		var a policy.Approval
+		expired := false
+		sel := workflow.NewSelector(c.ctx)
+		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(c.ctx, &a) })
+		sel.AddFuture(timer, func(workflow.Future) { expired = true })
+		sel.Select(c.ctx)
+		if expired {
+			return a, true, nil
+		}
+		if !workflow.Now(c.ctx).Before(expires) {
+			if err := c.refuse(a, policy.CodeExpired, "the card expired before this decision arrived"); err != nil {
+				return a, false, err
+			}
+			return a, true, nil
+		}
+		code, why := policy.CheckApproval(a, v.ApproverRole, v.StoreID, hash)
+		if code == policy.CodeOK {
+			return a, false, nil
+		}
+		if err := c.refuse(a, code, why); err != nil {
+			return a, false, err
+		}
+	}
+}
+
+// refuse audits a decision that does not count.
+func (c *call) refuse(a policy.Approval, code policy.Code, why string) error {
+	c.refused++
+	workflow.GetLogger(c.ctx).Warn("approval refused", "code", code, "approver", a.Approver.UserID)
+	who := a.Approver
+	return c.audit(activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: code,
+		Message: "Refused: " + why, StoreID: c.status.storeID, Value: c.value(), Approver: &who})
+}
+
+// drain refuses decisions that arrived after the card was decided or expired.
+func (c *call) drain(final string) error {
+	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
+	code := map[string]policy.Code{StatusExpired: policy.CodeExpired, StatusRejected: policy.CodeRejected}[final]
+	if code == "" {
+		code = policy.CodeInvalidArguments
+	}
+	for {
+		var a policy.Approval
+		if !ch.ReceiveAsync(&a) {
+			return nil
+		}
+		if err := c.refuse(a, code, "the card is no longer pending (it is "+final+")"); err != nil {
+			return err
+		}
+	}
+}
+
+// end closes a card that will not run: rejected or expired.
+func (c *call) end(card activities.ProjectInput, status string, code policy.Code, event string, by *policy.Approval, msg string) (ToolCallResult, error) {
+	c.status.Status = status
+	in := activities.AuditInput{Key: event, Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
+	card.Version, card.Status = cardFinal, status
+	if by != nil {
+		in.Approver, card.DecidedBy, card.Note = &by.Approver, &by.Approver, by.Reason
+		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
+	}
+	if err := c.audit(in); err != nil {
+		return ToolCallResult{}, err
+	}
+	if err := c.project(card); err != nil {
+		return ToolCallResult{}, err
+	}
+	return c.result(status, code, msg, false, false, nil), nil
+}
+
+// approved records the approval and runs exactly the stored action, once.
+func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy.Approval, action json.RawMessage, hash string) (ToolCallResult, error) {
+	if h, err := policy.ArgsHash(c.in.Tool, action); err != nil || h != hash {
+		return ToolCallResult{}, fmt.Errorf("stored args changed after the card was shown (hash %s, card %s)", h, hash)
+	}
+	if err := c.audit(activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
+		Value: c.value(), Approver: &a.Approver, Message: a.Reason}); err != nil {
+		return ToolCallResult{}, err
+	}
+	card.Version, card.Status, card.DecidedBy, card.Note = cardDecided, "approved", &a.Approver, a.Reason
+	card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
+	if err := c.project(card); err != nil {
+		return ToolCallResult{}, err
+	}
+	res, err := c.execute(v, action, hash)
+	if err != nil {
+		return res, err
+	}
+	card.Version, card.Status, card.Result = cardFinal, res.Status, res.Result
+	return res, c.project(card)
+}
+
+func (c *call) project(card activities.ProjectInput) error {
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+card.Status), acts.Project, card).Get(c.ctx, nil); err != nil {
+		return fmt.Errorf("project card: %w", err)
+	}
+	return nil
+}
