@@ -28,6 +28,8 @@ type PreviewResult struct {
 	Action     json.RawMessage `json:"action"`
 	ValueCents int64           `json:"valueCents"`
 	Card       string          `json:"card"`
+	// Shortfall says why nothing can be planned, though the call was valued.
+	Shortfall string `json:"shortfall,omitempty"`
 }
 
 // Preview runs a tool's read-only dry run as the signed-in person.
@@ -49,8 +51,11 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 		return PreviewResult{}, err
 	}
 	var p upstream.TransferPreview
-	if err := json.Unmarshal(body, &p); err != nil || p.FromStoreID == 0 || p.ToStoreID != in.StoreID || int64(p.Quantity) != args.Quantity {
+	if err := json.Unmarshal(body, &p); err != nil || p.ToStoreID != in.StoreID || int64(p.Quantity) != args.Quantity {
 		return PreviewResult{}, temporal.NewApplicationError("the transfer preview did not match the request", ErrUnavailable)
+	}
+	if p.FromStoreID == 0 {
+		return PreviewResult{ValueCents: p.ValueCents, Shortfall: p.Shortfall}, nil
 	}
 	action, _ := json.Marshal(policy.TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: in.StoreID, FromStoreID: p.FromStoreID})
 	return PreviewResult{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil

@@ -24,6 +24,8 @@ type TransferPreview struct {
 	ValueCents  int64   `json:"valueCents"`
 	Arrival     string  `json:"arrival"`
 	ArrivalDate string  `json:"arrivalDate"`
+	// Shortfall is set, and FromStoreID 0, when no store can supply it.
+	Shortfall string `json:"shortfall,omitempty"`
 }
 
 // previewTransfer picks the nearest other store of the receiving store's
@@ -37,19 +39,29 @@ func (s *Server) previewTransfer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := TransferPreview{ArticleID: article, Quantity: qty, ToStoreID: to}
-	err := s.Pool.QueryRow(r.Context(), `
-		SELECT a.name, a.unit, a.cost_cents * $3, src.store_id,
-		       round(sqrt(power(src.x_km - dst.x_km, 2) + power(src.y_km - dst.y_km, 2))::numeric, 1)::float8,
-		       to_char(current_date + 1, 'YYYY-MM-DD')
-		FROM mangrove.articles a
-		JOIN mangrove.stores dst ON dst.store_id = $1
-		JOIN mangrove.stores src ON src.area = dst.area AND src.store_id <> dst.store_id
-		JOIN mangrove.stock st ON st.store_id = src.store_id AND st.article_id = a.article_id AND st.cases >= $3
-		WHERE a.article_id = $2
-		ORDER BY power(src.x_km - dst.x_km, 2) + power(src.y_km - dst.y_km, 2), src.store_id
-		LIMIT 1`, to, article, qty).Scan(&p.Article, &p.Unit, &p.ValueCents, &p.FromStoreID, &p.DistanceKm, &p.ArrivalDate)
+	err := s.Pool.QueryRow(r.Context(), `SELECT name, unit, cost_cents * $2 FROM mangrove.articles WHERE article_id = $1`, article, qty).
+		Scan(&p.Article, &p.Unit, &p.ValueCents)
 	if errors.Is(err, pgx.ErrNoRows) {
-		writeError(w, http.StatusNotFound, "no_source", fmt.Sprintf("no store in the area holds %d of article %d", qty, article))
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no article %d", article))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	err = s.Pool.QueryRow(r.Context(), `
+		SELECT src.store_id, round(sqrt(power(src.x_km - dst.x_km, 2) + power(src.y_km - dst.y_km, 2))::numeric, 1)::float8,
+		       to_char(current_date + 1, 'YYYY-MM-DD')
+		FROM mangrove.stores dst
+		JOIN mangrove.stores src ON src.area = dst.area AND src.store_id <> dst.store_id
+		JOIN mangrove.stock st ON st.store_id = src.store_id AND st.article_id = $2 AND st.cases >= $3
+		WHERE dst.store_id = $1
+		ORDER BY power(src.x_km - dst.x_km, 2) + power(src.y_km - dst.y_km, 2), src.store_id
+		LIMIT 1`, to, article, qty).Scan(&p.FromStoreID, &p.DistanceKm, &p.ArrivalDate)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Still valued, so limits can judge it; there is just nothing to move.
+		p.Shortfall = fmt.Sprintf("no store in the area holds %d of %s", qty, p.Article)
+		writeJSON(w, http.StatusOK, p)
 		return
 	}
 	if err != nil {

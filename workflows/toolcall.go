@@ -115,6 +115,9 @@ func (c *call) run() (ToolCallResult, error) {
 		}
 		c.preview_ = &pv
 		v = c.check(&pv.ValueCents)
+		if v.Allowed() && pv.Shortfall != "" {
+			return c.failed(v, policy.CodeUpstreamError, fmt.Sprintf("Nothing can be planned: %s. Propose a smaller quantity, or tell the person.", pv.Shortfall), false, false)
+		}
 	}
 	if v.Allowed() {
 		var err error
@@ -199,12 +202,17 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	if code == policy.CodeUpstreamError {
 		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
 	}
+	res, err := c.failed(v, code, msg, retryable, auth)
+	return pv, &res, err
+}
+
+// failed ends a call that could not run, with its audit row.
+func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable, auth bool) (ToolCallResult, error) {
 	c.status.Status = StatusFailed
-	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID}); err != nil {
-		return pv, nil, err
+	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID, Value: c.value()}); err != nil {
+		return ToolCallResult{}, err
 	}
-	res := c.result(StatusFailed, code, msg, retryable, auth, nil)
-	return pv, &res, nil
+	return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 }
 
 // admit runs step 7 against the audit log and records the decision row.

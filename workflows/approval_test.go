@@ -1,0 +1,307 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.uber.org/zap"
+)
+
+// fixture is a database and the upstream for time-skipping workflow tests,
+// which run the real activities against them.
+type fixture struct {
+	db   string
+	acts *activities.Activities
+}
+
+func newFixture(t *testing.T) *fixture {
+	db := testenv.Database(t)
+	srv := testenv.Upstream(t, db)
+	return &fixture{db: db, acts: testenv.NewActivities(testenv.AppPool(t, db), srv.URL, zap.NewNop())}
+}
+
+// run executes one ToolCall in a time-skipping environment; during(env)
+// registers delayed callbacks (signals) before it starts.
+func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy.Session, during func(env *testsuite.TestWorkflowEnvironment)) workflows.ToolCallResult {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(logging.Temporal(zap.NewNop()))
+	env := suite.NewTestWorkflowEnvironment()
+	workflows.Register(env, workflows.Settings{})
+	activities.Register(env, f.acts)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})
+	if during != nil {
+		during(env)
+	}
+	sess.ConversationID = conv
+	env.ExecuteWorkflow(workflows.WorkflowType, workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: json.RawMessage(args), Session: sess})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow failed (a bug): %v", err)
+	}
+	var res workflows.ToolCallResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.Status {
+	t.Helper()
+	v, err := env.QueryWorkflow(workflows.StatusQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+var (
+	amaID  = policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
+	efuaID = policy.Identity{UserID: "efua", Role: policy.RoleStoreManager, StoreIDs: []int64{118}}
+	kofiID = policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
+)
+
+// decide sends decisions at a moment of the wait; hash "" means the card's own.
+func decide(t *testing.T, env *testsuite.TestWorkflowEnvironment, at time.Duration, seen *workflows.Status, approvals ...policy.Approval) {
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env)
+		if seen != nil {
+			*seen = st
+		}
+		for _, a := range approvals {
+			if a.ArgsHash == "" {
+				a.ArgsHash = st.ArgsHash
+			}
+			env.SignalWorkflow(workflows.ApprovalSignal, a)
+		}
+	}, at)
+}
+
+// storeManager is a manager of one store, for stores the seed gives none.
+func storeManager(store int64) policy.Identity {
+	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: policy.RoleStoreManager, StoreIDs: []int64{store}}
+}
+
+func approve(who policy.Identity) policy.Approval {
+	return policy.Approval{Decision: policy.Approve, Approver: who}
+}
+
+const fortyCases = `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`
+
+type auditRow struct {
+	Event, Reason, Tool string
+	Store               int64
+	Approver            string
+}
+
+func (f *fixture) audit(t *testing.T, workflowID string) []auditRow {
+	t.Helper()
+	pool := testenv.OwnerPool(t, f.db)
+	rows, err := pool.Query(context.Background(), `SELECT event, reason, tool, coalesce(store_id, 0), coalesce(approver_id, '') FROM audit_log WHERE workflow_id = $1 ORDER BY id`, workflowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditRow
+	for rows.Next() {
+		var r auditRow
+		if err := rows.Scan(&r.Event, &r.Reason, &r.Tool, &r.Store, &r.Approver); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (f *fixture) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := testenv.OwnerPool(t, f.db).QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func events(rows []auditRow) string {
+	var s []string
+	for _, r := range rows {
+		s = append(s, r.Event+"/"+r.Reason)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestApprovalAt29MinutesExecutes(t *testing.T) {
+	f := newFixture(t)
+	var seen workflows.Status
+	res := f.run(t, "t29", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, 29*time.Minute, &seen, approve(amaID))
+	})
+	if res.Status != "executed" || !strings.Contains(string(res.Result), "TR-") || res.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." {
+		t.Fatalf("%+v", res)
+	}
+	if seen.Status != "pending_approval" || seen.ValueCents != 38400 || seen.ApproverRole != policy.RoleStoreManager || len(seen.ArgsHash) != 64 || seen.ExpiresAt == "" {
+		t.Fatalf("card while pending: %+v", seen)
+	}
+	if got := events(f.audit(t, "toolcall-t29-c1")); got != "needs_approval/ok approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = 'toolcall-t29-c1' AND from_store_id = 118 AND quantity = 40`); n != 1 {
+		t.Fatalf("%d transfers", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'executed' AND decided_by = 'ama' AND value_cents = 38400 AND args->>'fromStoreId' = '118'`); n != 1 {
+		t.Fatalf("pending_action not executed")
+	}
+}
+
+func TestApprovalAt30MinutesIsExpired(t *testing.T) {
+	f := newFixture(t)
+	res := f.run(t, "t30", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, 30*time.Minute, nil, approve(amaID))
+	})
+	if res.Status != "expired" || res.Code != policy.CodeExpired || !strings.Contains(res.Message, "fresh preview") {
+		t.Fatalf("%+v", res)
+	}
+	rows := f.audit(t, "toolcall-t30-c1")
+	if got := events(rows); !strings.HasPrefix(got, "needs_approval/ok") || !strings.Contains(got, "expired/expired") || strings.Contains(got, "approved") || strings.Contains(got, "executed") {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
+		t.Fatalf("%d transfers after expiry", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'expired'`); n != 1 {
+		t.Fatal("pending_action not expired")
+	}
+}
+
+func TestRejectRunsNothing(t *testing.T) {
+	f := newFixture(t)
+	rej := policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "we get a delivery tomorrow"}
+	res := f.run(t, "rej", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, 5*time.Minute, nil, rej, approve(amaID))
+	})
+	if res.Status != "rejected" || res.Code != policy.CodeRejected {
+		t.Fatalf("%+v", res)
+	}
+	if got := events(f.audit(t, "toolcall-rej-c1")); got != "needs_approval/ok rejected/rejected approval_refused/rejected" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
+		t.Fatalf("%d transfers after reject", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'rejected' AND decision_note = 'we get a delivery tomorrow'`); n != 1 {
+		t.Fatal("pending_action not rejected with the note")
+	}
+}
+
+// TestRefusedDecisionsAreAuditedAndTheWaitGoesOn: wrong role, wrong store,
+// wrong hash, a malformed decision and decisions after the approval are
+// refused and audited; the valid approval in between runs once.
+func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
+	f := newFixture(t)
+	wrongHash := approve(amaID)
+	wrongHash.ArgsHash = strings.Repeat("0", 64)
+	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID})
+		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), policy.Approval{Decision: policy.Reject, Approver: amaID})
+	})
+	if res.Status != "executed" {
+		t.Fatalf("%+v", res)
+	}
+	want := "needs_approval/ok approval_refused/role approval_refused/store_scope approval_refused/invalid_arguments approval_refused/invalid_arguments " +
+		"approved/ok executed/ok approval_refused/invalid_arguments approval_refused/invalid_arguments"
+	if got := events(f.audit(t, "toolcall-ref-c1")); got != want {
+		t.Fatalf("audit:\n got %s\nwant %s", got, want)
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 1 {
+		t.Fatalf("%d transfers", n)
+	}
+}
+
+func TestHundredCasesRouteToTheAreaManager(t *testing.T) {
+	f := newFixture(t)
+	var seen workflows.Status
+	res := f.run(t, "hundred", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion"}`, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, time.Minute, &seen, approve(amaID))
+		decide(t, env, 2*time.Minute, nil, approve(kofiID))
+	})
+	if seen.ValueCents != 96000 || seen.ApproverRole != policy.RoleAreaManager || res.Status != "executed" {
+		t.Fatalf("card %+v, result %s", seen, res.Status)
+	}
+	if got := events(f.audit(t, "toolcall-hundred-c1")); got != "needs_approval/ok approval_refused/role approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+}
+
+func TestOverLimitBeforeAnyCard(t *testing.T) {
+	f := newFixture(t)
+	res := f.run(t, "big", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"promotion"}`, kofi(""), nil)
+	if res.Status != "denied" || res.Code != policy.CodeOverLimit || !strings.Contains(res.Message, "$2,400.00") {
+		t.Fatalf("%+v", res)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action`); n != 0 {
+		t.Fatalf("%d cards exist", n)
+	}
+	if got := events(f.audit(t, "toolcall-big-c1")); got != "denied/over_limit" {
+		t.Fatalf("audit: %s", got)
+	}
+}
+
+func TestTransferLimitsPerStorePerDay(t *testing.T) {
+	f := newFixture(t)
+	approveAt := func(env *testsuite.TestWorkflowEnvironment) {
+		decide(t, env, time.Minute, nil, approve(kofiID), approve(storeManager(113)), approve(storeManager(114)))
+	}
+	for i := 1; i <= 5; i++ {
+		if res := f.run(t, "six", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":113}`, kofi(""), approveAt); res.Status != "executed" {
+			t.Fatalf("transfer %d: %s/%s %s", i, res.Status, res.Code, res.Message)
+		}
+	}
+	if res := f.run(t, "six", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":113}`, kofi(""), approveAt); res.Code != policy.CodeRateLimit {
+		t.Fatalf("sixth: %s/%s", res.Status, res.Code)
+	}
+	// Spend: two 100-case transfers (192000 cents) then 10 more cases (9600) pass $2,000.00 in a day.
+	for i := 1; i <= 2; i++ {
+		if res := f.run(t, "spend", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion","storeId":114}`, kofi(""), approveAt); res.Status != "executed" {
+			t.Fatalf("spend %d: %s/%s %s", i, res.Status, res.Code, res.Message)
+		}
+	}
+	res := f.run(t, "spend", "c3", "request_stock_transfer", `{"articleId":40211,"quantity":10,"reason":"promotion","storeId":114}`, kofi(""), approveAt)
+	if res.Code != policy.CodeRateLimit || !strings.Contains(res.Message, "$2,000.00") {
+		t.Fatalf("over the daily spend: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+}
+
+// TestRejectedAndExpiredCardsFreeTheirBudget: nothing ran, so they do not count.
+func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
+	f := newFixture(t)
+	for i := 1; i <= 5; i++ {
+		during := func(env *testsuite.TestWorkflowEnvironment) {
+			decide(t, env, time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: storeManager(116)})
+		}
+		if i%2 == 0 {
+			during = nil // left to expire
+		}
+		f.run(t, "free", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""), during)
+	}
+	res := f.run(t, "free", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""),
+		func(env *testsuite.TestWorkflowEnvironment) { decide(t, env, time.Minute, nil, approve(storeManager(116))) })
+	if res.Status != "executed" {
+		t.Fatalf("after 5 rejected/expired cards: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+}
