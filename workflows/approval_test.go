@@ -300,7 +300,9 @@ func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 		f.run(t, "free", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""), during)
 	}
 	res := f.run(t, "free", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""),
-		func(env *testsuite.TestWorkflowEnvironment) { decide(t, env, time.Minute, nil, approve(storeManager(116))) })
+		func(env *testsuite.TestWorkflowEnvironment) {
+			decide(t, env, time.Minute, nil, approve(storeManager(116)))
+		})
 	if res.Status != "executed" {
 		t.Fatalf("after 5 rejected/expired cards: %s/%s %s", res.Status, res.Code, res.Message)
 	}
