@@ -24,11 +24,16 @@ import (
 )
 
 const usage = `usage:
-  starter call   --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] --conversation C [--session S] [--credential REF]
-  starter call   --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}'
-  starter status --conversation C --call-id ID
-  starter tools  --role R
+  starter call    --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] --conversation C [--session S] [--credential REF] [--wait]
+  starter call    --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}' [--wait]
+  starter status  --conversation C --call-id ID
+  starter wait    --conversation C --call-id ID
+  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
+  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
+  starter tools   --role R
   starter migrate
+
+call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 
 Environment: TEMPORAL_ADDRESS, TOOLGATE_TASK_QUEUE, DATABASE_URL (see README)`
 
@@ -54,6 +59,10 @@ func run(args []string, out io.Writer) error {
 		return callCmd(cfg, args[1:], out)
 	case "status":
 		return statusCmd(cfg, args[1:], out)
+	case "wait":
+		return waitCmd(cfg, args[1:], out)
+	case "approve", "reject":
+		return decideCmd(cfg, args[0], args[1:], out)
 	case "tools":
 		fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 		role := fs.String("role", "", "role to list the offered tools for (store_manager, area_manager)")
@@ -88,6 +97,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	conv := fs.String("conversation", "", "conversation ID")
 	session := fs.String("session", "", "session ID (defaults to the conversation ID)")
 	cred := fs.String("credential", "", "credential reference; leave out for a signed-out session")
+	wait := fs.Bool("wait", false, "after the first outcome, wait for the final one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,14 +122,17 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 			return fmt.Errorf("--args is not valid JSON: %s", *argsJSON)
 		}
 	}
-	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	c, err := dial(cfg)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return err
 	}
 	defer c.Close()
 	ctx := context.Background()
-	run, err := workflows.Start(ctx, c, cfg.TaskQueue, in)
+	first, run, err := workflows.Call(ctx, c, cfg.TaskQueue, in)
 	if err != nil {
+		return err
+	}
+	if err := printJSON(out, first); err != nil || !*wait || first.Status != workflows.StatusPendingApproval {
 		return err
 	}
 	var res workflows.ToolCallResult
@@ -129,24 +142,104 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	return printJSON(out, res)
 }
 
-func statusCmd(cfg config.Config, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	conv := fs.String("conversation", "", "conversation ID")
-	callID := fs.String("call-id", "", "tool-call ID")
+func dial(cfg config.Config) (client.Client, error) {
+	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// callFlags are the flags naming one call.
+func callFlags(fs *flag.FlagSet) (conv, callID *string) {
+	return fs.String("conversation", "", "conversation ID"), fs.String("call-id", "", "tool-call ID")
+}
+
+func callID(conv, id string) (string, error) {
+	if conv == "" || id == "" {
+		return "", errors.New("--conversation and --call-id are required")
+	}
+	return workflows.WorkflowID(conv, id), nil
+}
+
+func waitCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	conv, id := callFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *conv == "" || *callID == "" {
-		return errors.New("status: --conversation and --call-id are required")
-	}
-	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	wf, err := callID(*conv, *id)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return fmt.Errorf("wait: %w", err)
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
 	}
 	defer c.Close()
-	v, err := c.QueryWorkflow(context.Background(), workflows.WorkflowID(*conv, *callID), "", workflows.StatusQuery)
+	var res workflows.ToolCallResult
+	if err := c.GetWorkflow(context.Background(), wf, "").Get(context.Background(), &res); err != nil {
+		return fmt.Errorf("%s: %w", wf, err)
+	}
+	return printJSON(out, res)
+}
+
+// decideCmd sends an approval decision as the approver the flags name. It
+// stands in for the card UI; the approver's identity is theirs, not the requester's.
+func decideCmd(cfg config.Config, decision string, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(decision, flag.ContinueOnError)
+	conv, id := callFlags(fs)
+	user := fs.String("user", "", "approver's user ID")
+	role := fs.String("role", "", "approver's role")
+	stores := fs.String("stores", "", "approver's stores, comma-separated")
+	reason := fs.String("reason", "", "optional note")
+	hash := fs.String("hash", "", "the args hash shown on the card (read from the call when left out)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	wf, err := callID(*conv, *id)
 	if err != nil {
-		return fmt.Errorf("query %s: %w", workflows.WorkflowID(*conv, *callID), err)
+		return fmt.Errorf("%s: %w", decision, err)
+	}
+	ids, err := parseIDs(*stores)
+	if err != nil {
+		return err
+	}
+	if *user == "" || *role == "" {
+		return fmt.Errorf("%s: --user and --role are required", decision)
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a := policy.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
+		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), StoreIDs: ids}}
+	if err := workflows.Decide(context.Background(), c, wf, a); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s sent to %s; `starter wait` shows the outcome\n", decision, wf)
+	return nil
+}
+
+func statusCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	conv, id := callFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	wf, err := callID(*conv, *id)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.QueryWorkflow(context.Background(), wf, "", workflows.StatusQuery)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", wf, err)
 	}
 	var st workflows.Status
 	if err := v.Get(&st); err != nil {

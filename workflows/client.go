@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/toolgate/toolgate/policy"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -32,4 +33,65 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallIn
 		return nil, fmt.Errorf("start %s: %w", id, err)
 	}
 	return run, nil
+}
+
+// Call starts the call's workflow (or attaches to it) and returns its first
+// outcome in one round trip, using Update-with-Start: the final result
+// when it needs no person, or the pending card. run.Get waits for the end.
+func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInput) (Outcome, client.WorkflowRun, error) {
+	if in.ToolCallID == "" || in.Session.ConversationID == "" {
+		return Outcome{}, nil, errors.New("toolCallId and session.conversationId are required: together they name the call and its idempotency key")
+	}
+	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
+	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, WorkflowType, in)
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		// The call already ended: its final result is its outcome.
+		run := c.GetWorkflow(ctx, id, "")
+		var res ToolCallResult
+		if err := run.Get(ctx, &res); err != nil {
+			return Outcome{}, nil, fmt.Errorf("%s: %w", id, err)
+		}
+		return Outcome{ToolCallResult: res}, run, nil
+	}
+	if err != nil {
+		return Outcome{}, nil, fmt.Errorf("start %s: %w", id, err)
+	}
+	var out Outcome
+	if err := h.Get(ctx, &out); err != nil {
+		return Outcome{}, nil, fmt.Errorf("first outcome of %s: %w", id, err)
+	}
+	return out, c.GetWorkflow(ctx, id, h.RunID()), nil
+}
+
+// Decide sends an approval decision for a call. An empty args hash is
+// filled from the card the call shows now.
+func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval) error {
+	if a.ArgsHash == "" {
+		v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
+		if err != nil {
+			return fmt.Errorf("read the card of %s: %w", workflowID, err)
+		}
+		var st Status
+		if err := v.Get(&st); err != nil {
+			return err
+		}
+		if st.Status != StatusPendingApproval {
+			return fmt.Errorf("%s is %s, not pending approval", workflowID, st.Status)
+		}
+		a.ArgsHash = st.ArgsHash
+	}
+	if err := c.SignalWorkflow(ctx, workflowID, "", ApprovalSignal, a); err != nil {
+		return fmt.Errorf("signal %s: %w", workflowID, err)
+	}
+	return nil
 }

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -22,14 +24,24 @@ const goldenDir = "testdata/golden"
 var goldenPaths = []struct {
 	name string
 	in   workflows.ToolCallInput
+	// decisions are sent once the card is up (their hash filled from it).
+	decisions []policy.Approval
 }{
-	{"allowed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}},
-	{"executed_task", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"title":"Check cooler 3"}`)}},
-	{"denied_unknown_tool", workflows.ToolCallInput{Tool: "constructor", Args: json.RawMessage(`{}`)}},
-	{"denied_tool_denied", workflows.ToolCallInput{Tool: "change_price", Args: json.RawMessage(`{"articleId":40211,"newPriceCents":1}`)}},
-	{"denied_invalid_arguments", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"userId":"kofi"}`)}},
-	{"denied_store_scope", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`)}},
-	{"failed_upstream_error", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":99999}`)}},
+	{"allowed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
+	{"executed_task", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"title":"Check cooler 3"}`)}, nil},
+	{"denied_unknown_tool", workflows.ToolCallInput{Tool: "constructor", Args: json.RawMessage(`{}`)}, nil},
+	{"denied_tool_denied", workflows.ToolCallInput{Tool: "change_price", Args: json.RawMessage(`{"articleId":40211,"newPriceCents":1}`)}, nil},
+	{"denied_invalid_arguments", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"userId":"kofi"}`)}, nil},
+	{"denied_store_scope", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`)}, nil},
+	{"failed_upstream_error", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":99999}`)}, nil},
+	{"transfer_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
+	{"transfer_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
+		[]policy.Approval{approve(kofiID), approve(efuaID), approve(amaID), approve(amaID)}},
+	{"transfer_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
+		[]policy.Approval{{Decision: policy.Reject, Approver: amaID, Reason: "delivery due"}}},
+	{"transfer_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{}},
+	{"transfer_over_limit", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":250,"reason":"promotion"}`)}, nil},
+	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"promotion"}`)}, nil},
 }
 
 // TestGoldenHistoriesReplay replays every history under testdata/golden
@@ -50,14 +62,31 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 
 // TestRecordGoldenHistories runs each golden path on the real stack and
 // replays its fresh history. With TOOLGATE_RECORD_GOLDEN=1 (make golden) it
-// also writes the histories to testdata/golden.
+// writes the histories of paths that have none yet to testdata/golden;
+// =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	s := testenv.NewStack(t)
-	record := os.Getenv("TOOLGATE_RECORD_GOLDEN") == "1"
+	s := testenv.NewStackTTL(t, 2*time.Second)
+	record := os.Getenv("TOOLGATE_RECORD_GOLDEN") != ""
 	for _, p := range goldenPaths {
 		in := p.in
 		in.ToolCallID, in.Session = p.name, ama("golden")
-		s.Run(t, in)
+		if p.decisions == nil {
+			s.Run(t, in)
+		} else {
+			first, run, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)
+			if err != nil || first.Status != workflows.StatusPendingApproval {
+				t.Fatalf("%s: %v %+v", p.name, err, first)
+			}
+			for _, a := range p.decisions {
+				a.ArgsHash = first.ArgsHash
+				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := run.Get(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
 		iter := s.Client.GetWorkflowHistory(context.Background(), workflows.WorkflowID("golden", p.name), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		h := &historypb.History{}
 		for iter.HasNext() {
@@ -72,12 +101,16 @@ func TestRecordGoldenHistories(t *testing.T) {
 		if err := r.ReplayWorkflowHistory(nil, h); err != nil {
 			t.Fatalf("%s: a fresh history does not replay: %v", p.name, err)
 		}
+		file := filepath.Join(goldenDir, p.name+".json")
+		if _, err := os.Stat(file); err == nil && os.Getenv("TOOLGATE_RECORD_GOLDEN") != "overwrite" {
+			continue // a recorded history is kept: it stands for calls already in flight
+		}
 		if record {
 			b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(goldenDir, p.name+".json"), b, 0o644); err != nil {
+			if err := os.WriteFile(file, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

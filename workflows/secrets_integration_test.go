@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -185,4 +186,32 @@ func TestLongResultIsCutOnARecordBoundary(t *testing.T) {
 	if page.Items[0].ID != lastID+1 {
 		t.Fatalf("the next page starts at %d, want %d", page.Items[0].ID, lastID+1)
 	}
+}
+
+func upstreamToken(t *testing.T, base, user, secret string) string {
+	t.Helper()
+	resp, err := http.Post(base+"/oauth/token", "application/json", strings.NewReader(fmt.Sprintf(`{"userId":%q,"clientSecret":%q}`, user, secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tr struct {
+		AccessToken string `json:"accessToken"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&tr)
+	return tr.AccessToken
+}
+
+func upstreamPost(t *testing.T, url, token, key, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

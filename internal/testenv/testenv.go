@@ -179,6 +179,12 @@ func Temporal(t testing.TB) client.Client {
 	return c
 }
 
+// TemporalAddress is the shared dev server's frontend, for CLI calls in tests.
+func TemporalAddress(t testing.TB) string {
+	Temporal(t)
+	return devServer.FrontendHostPort()
+}
+
 // Main runs the tests and then stops the shared dev server.
 func Main(m *testing.M) {
 	code := m.Run()
