@@ -28,6 +28,11 @@ type Approval struct {
 	ArgsHash string   `json:"argsHash"`
 	Approver Identity `json:"approver"`
 	Reason   string   `json:"reason,omitempty"`
+	// KeyID, SignedAt and Signature are set by the approvals service; the
+	// worker verifies them before a decision counts.
+	KeyID     string `json:"keyId,omitempty"`
+	SignedAt  string `json:"signedAt,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // CheckApproval decides whether an approval counts for a card routed to

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -402,5 +404,42 @@ func TestArgsHashIsCanonical(t *testing.T) {
 	}
 	if _, err := ArgsHash("x", json.RawMessage(`{`)); err == nil {
 		t.Fatal("bad JSON hashed")
+	}
+}
+
+func TestApprovalSignatures(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	keys := ApprovalKeys{"k1": pub}
+	a := SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}},
+		"toolcall-c1-call8", "k1", priv, "2026-11-30T10:00:00Z")
+	if ok, why := VerifyApproval(a, "toolcall-c1-call8", keys); !ok {
+		t.Fatalf("a good signature failed: %s", why)
+	}
+	_, other, _ := ed25519.GenerateKey(nil)
+	forged := func(f func(*Approval)) Approval { b := a; b.Approver.StoreIDs = []int64{112}; f(&b); return b }
+	for name, bad := range map[string]Approval{
+		"unsigned":             forged(func(b *Approval) { b.Signature = "" }),
+		"unknown key":          forged(func(b *Approval) { b.KeyID = "k9" }),
+		"other workflow":       a,
+		"changed decision":     forged(func(b *Approval) { b.Decision = Reject }),
+		"changed hash":         forged(func(b *Approval) { b.ArgsHash = "x" }),
+		"widened stores":       forged(func(b *Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
+		"changed role":         forged(func(b *Approval) { b.Approver.Role = RoleAreaManager }),
+		"signed by a stranger": SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, "toolcall-c1-call8", "k1", other, a.SignedAt),
+		"garbage signature":    forged(func(b *Approval) { b.Signature = "!!" }),
+	} {
+		wf := "toolcall-c1-call8"
+		if name == "other workflow" {
+			wf = "toolcall-c1-call9"
+		}
+		if ok, why := VerifyApproval(bad, wf, keys); ok || why == "" {
+			t.Errorf("%s: verified", name)
+		}
+	}
+	if _, err := ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub) + ", k2:nope"); err == nil {
+		t.Fatal("a bad key entry was accepted")
+	}
+	if k, err := ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub)); err != nil || !k["k1"].Equal(pub) {
+		t.Fatalf("parse: %v", err)
 	}
 }

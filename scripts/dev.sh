@@ -28,6 +28,10 @@ else
   temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null
 fi
 
+if [ ! -s .dev/approval-keys.env ]; then
+  bin/starter keygen --id dev >.dev/approval-keys.env   # the worker trusts it; the card UI and starter sign with it
+fi
+set -a; . .dev/approval-keys.env; set +a
 bin/starter migrate
 bin/upstream >.dev/upstream.log 2>&1 &
 pids+=($!)

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +33,7 @@ const usage = `usage:
   starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
   starter tools   --role R
+  starter keygen  [--id KEY_ID]
   starter migrate
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
@@ -73,6 +76,19 @@ func run(args []string, out io.Writer) error {
 			return errors.New("tools: --role is required, e.g. --role store_manager")
 		}
 		return printJSON(out, policy.Default().DefinitionsFor(policy.Role(*role)))
+	case "keygen":
+		fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+		id := fs.String("id", "k1", "key ID, so keys can be rotated")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		pub, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "# worker: the public keys it trusts (comma-separate several while rotating)\nTOOLGATE_APPROVAL_KEYS=%s:%s\n", *id, base64.StdEncoding.EncodeToString(pub))
+		fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
+		return nil
 	case "migrate":
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -213,9 +229,12 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 		return err
 	}
 	defer c.Close()
+	if cfg.SigningKey == nil {
+		return fmt.Errorf("%s: decisions must be signed; set TOOLGATE_APPROVAL_SIGNING_KEY (make dev writes one to %s)", decision, config.DevKeysFile)
+	}
 	a := policy.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
 		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), StoreIDs: ids}}
-	if err := workflows.Decide(context.Background(), c, wf, a); err != nil {
+	if err := workflows.Decide(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "%s sent to %s; `starter wait` shows the outcome\n", decision, wf)

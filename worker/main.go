@@ -48,8 +48,11 @@ func run(log *zap.Logger) error {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer c.Close()
+	if len(cfg.ApprovalKeys) == 0 {
+		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")
+	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
-	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL})
+	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys})
 	activities.Register(w, &activities.Activities{
 		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,
 		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Policy: policy.Default(), Logger: log,

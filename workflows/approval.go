@@ -55,6 +55,17 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}).Get(&ttl); err != nil {
 		return ToolCallResult{}, fmt.Errorf("approval TTL: %w", err)
 	}
+	// Calls recorded before decisions were signed replay without the check.
+	var keys policy.ApprovalKeys
+	signed := workflow.GetVersion(ctx, "signed-approvals", workflow.DefaultVersion, 1) == 1
+	if signed {
+		trusted := c.settings.ApprovalKeys
+		if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
+			return trusted
+		}).Get(&keys); err != nil {
+			return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
+		}
+	}
 	expires := workflow.Now(ctx).Add(ttl)
 	c.status.Status, c.status.ApproverRole, c.status.ArgsHash = StatusPendingApproval, v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
@@ -68,7 +79,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
-	decision, expired, err := c.wait(v, hash, ttl, expires)
+	decision, expired, err := c.wait(v, hash, ttl, expires, signed, keys)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
@@ -91,7 +102,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 
 // wait returns the first decision that counts, or expired. Every other
 // decision is refused, audited, and the wait goes on.
-func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires time.Time) (policy.Approval, bool, error) {
+func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires time.Time, signed bool, keys policy.ApprovalKeys) (policy.Approval, bool, error) {
 	ctx, cancel := workflow.WithCancel(c.ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
@@ -111,6 +122,14 @@ func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires ti
 				return a, false, err
 			}
 			return a, true, nil
+		}
+		if signed {
+			if ok, why := policy.VerifyApproval(a, c.key, keys); !ok {
+				if err := c.refuse(a, policy.CodeCredentialUnavailable, why); err != nil {
+					return a, false, err
+				}
+				continue
+			}
 		}
 		code, why := policy.CheckApproval(a, v.ApproverRole, v.StoreID, hash)
 		if code == policy.CodeOK {

@@ -76,7 +76,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {
 		t.Fatalf("attach: %v %+v", err, again)
 	}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID}); err != nil {
+	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
@@ -107,7 +107,7 @@ func TestTenConcurrentApprovalsMakeOneTransfer(t *testing.T) {
 			defer wg.Done()
 			<-start
 			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID})
+				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID()))
 		}()
 	}
 	close(start)
@@ -134,7 +134,7 @@ func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 		t.Fatalf("%v %+v", err, first)
 	}
 	time.Sleep(3 * time.Second)
-	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID})
+	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID()))
 	var res workflows.ToolCallResult
 	if gerr := run.Get(ctx, &res); gerr != nil || res.Status != "expired" {
 		t.Fatalf("%v %+v", gerr, res)
@@ -171,11 +171,11 @@ func TestDemoStory(t *testing.T) {
 		t.Fatalf("card: %v %+v", err, first)
 	}
 	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), a); err != nil {
+	if err := workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	// The network drops: the approver's client sends the approval again.
-	_ = workflows.Decide(ctx, s.Client, run.GetID(), a)
+	_ = workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner)
 	var res workflows.ToolCallResult
 	if err := run.Get(ctx, &res); err != nil || res.Status != "executed" {
 		t.Fatalf("%v %+v", err, res)

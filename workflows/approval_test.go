@@ -31,18 +31,24 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{db: db, acts: testenv.NewActivities(testenv.AppPool(t, db), srv.URL, zap.NewNop())}
 }
 
+// tenv is a time-skipping environment and the ID of the workflow it runs.
+type tenv struct {
+	*testsuite.TestWorkflowEnvironment
+	id string
+}
+
 // run executes one ToolCall in a time-skipping environment; during(env)
 // registers delayed callbacks (signals) before it starts.
-func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy.Session, during func(env *testsuite.TestWorkflowEnvironment)) workflows.ToolCallResult {
+func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy.Session, during func(env tenv)) workflows.ToolCallResult {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(logging.Temporal(zap.NewNop()))
 	env := suite.NewTestWorkflowEnvironment()
-	workflows.Register(env, workflows.Settings{})
+	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys})
 	activities.Register(env, f.acts)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})
 	if during != nil {
-		during(env)
+		during(tenv{env, workflows.WorkflowID(conv, callID)})
 	}
 	sess.ConversationID = conv
 	env.ExecuteWorkflow(workflows.WorkflowType, workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: json.RawMessage(args), Session: sess})
@@ -59,7 +65,7 @@ func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy
 	return res
 }
 
-func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.Status {
+func status(t *testing.T, env tenv) workflows.Status {
 	t.Helper()
 	v, err := env.QueryWorkflow(workflows.StatusQuery)
 	if err != nil {
@@ -78,8 +84,9 @@ var (
 	kofiID = policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
 )
 
-// decide sends decisions at a moment of the wait; hash "" means the card's own.
-func decide(t *testing.T, env *testsuite.TestWorkflowEnvironment, at time.Duration, seen *workflows.Status, approvals ...policy.Approval) {
+// decide sends signed decisions at a moment of the wait; hash "" means the
+// card's own; a decision with Signature "unsigned" goes without one.
+func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, approvals ...policy.Approval) {
 	env.RegisterDelayedCallback(func() {
 		st := status(t, env)
 		if seen != nil {
@@ -88,6 +95,12 @@ func decide(t *testing.T, env *testsuite.TestWorkflowEnvironment, at time.Durati
 		for _, a := range approvals {
 			if a.ArgsHash == "" {
 				a.ArgsHash = st.ArgsHash
+			}
+			switch a.Signature {
+			case "unsigned":
+				a.Signature = ""
+			case "":
+				a = testenv.Sign(a, env.id)
 			}
 			env.SignalWorkflow(workflows.ApprovalSignal, a)
 		}
@@ -149,7 +162,7 @@ func events(rows []auditRow) string {
 func TestApprovalAt29MinutesExecutes(t *testing.T) {
 	f := newFixture(t)
 	var seen workflows.Status
-	res := f.run(t, "t29", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+	res := f.run(t, "t29", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		decide(t, env, 29*time.Minute, &seen, approve(amaID))
 	})
 	if res.Status != "executed" || !strings.Contains(string(res.Result), "TR-") || res.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." {
@@ -171,7 +184,7 @@ func TestApprovalAt29MinutesExecutes(t *testing.T) {
 
 func TestApprovalAt30MinutesIsExpired(t *testing.T) {
 	f := newFixture(t)
-	res := f.run(t, "t30", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+	res := f.run(t, "t30", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		decide(t, env, 30*time.Minute, nil, approve(amaID))
 	})
 	if res.Status != "expired" || res.Code != policy.CodeExpired || !strings.Contains(res.Message, "fresh preview") {
@@ -192,7 +205,7 @@ func TestApprovalAt30MinutesIsExpired(t *testing.T) {
 func TestRejectRunsNothing(t *testing.T) {
 	f := newFixture(t)
 	rej := policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "we get a delivery tomorrow"}
-	res := f.run(t, "rej", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+	res := f.run(t, "rej", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		decide(t, env, 5*time.Minute, nil, rej, approve(amaID))
 	})
 	if res.Status != "rejected" || res.Code != policy.CodeRejected {
@@ -216,14 +229,19 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 	f := newFixture(t)
 	wrongHash := approve(amaID)
 	wrongHash.ArgsHash = strings.Repeat("0", 64)
-	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
-		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID})
+	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		forged := approve(amaID)
+		forged.Signature = "unsigned"
+		otherKey := testenv.Sign(approve(amaID), env.id)
+		otherKey.KeyID = "stolen"
+		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID}, forged, otherKey)
 		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), policy.Approval{Decision: policy.Reject, Approver: amaID})
 	})
 	if res.Status != "executed" {
 		t.Fatalf("%+v", res)
 	}
 	want := "needs_approval/ok approval_refused/role approval_refused/store_scope approval_refused/invalid_arguments approval_refused/invalid_arguments " +
+		"approval_refused/credential_unavailable approval_refused/credential_unavailable " +
 		"approved/ok executed/ok approval_refused/invalid_arguments approval_refused/invalid_arguments"
 	if got := events(f.audit(t, "toolcall-ref-c1")); got != want {
 		t.Fatalf("audit:\n got %s\nwant %s", got, want)
@@ -236,7 +254,7 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 func TestHundredCasesRouteToTheAreaManager(t *testing.T) {
 	f := newFixture(t)
 	var seen workflows.Status
-	res := f.run(t, "hundred", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion"}`, ama(""), func(env *testsuite.TestWorkflowEnvironment) {
+	res := f.run(t, "hundred", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion"}`, ama(""), func(env tenv) {
 		decide(t, env, time.Minute, &seen, approve(amaID))
 		decide(t, env, 2*time.Minute, nil, approve(kofiID))
 	})
@@ -264,7 +282,7 @@ func TestOverLimitBeforeAnyCard(t *testing.T) {
 
 func TestTransferLimitsPerStorePerDay(t *testing.T) {
 	f := newFixture(t)
-	approveAt := func(env *testsuite.TestWorkflowEnvironment) {
+	approveAt := func(env tenv) {
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(storeManager(113)), approve(storeManager(114)))
 	}
 	for i := 1; i <= 5; i++ {
@@ -291,7 +309,7 @@ func TestTransferLimitsPerStorePerDay(t *testing.T) {
 func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 	f := newFixture(t)
 	for i := 1; i <= 5; i++ {
-		during := func(env *testsuite.TestWorkflowEnvironment) {
+		during := func(env tenv) {
 			decide(t, env, time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: storeManager(116)})
 		}
 		if i%2 == 0 {
@@ -300,7 +318,7 @@ func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 		f.run(t, "free", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""), during)
 	}
 	res := f.run(t, "free", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""),
-		func(env *testsuite.TestWorkflowEnvironment) {
+		func(env tenv) {
 			decide(t, env, time.Minute, nil, approve(storeManager(116)))
 		})
 	if res.Status != "executed" {

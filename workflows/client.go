@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -73,9 +74,9 @@ func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInp
 	return out, c.GetWorkflow(ctx, id, h.RunID()), nil
 }
 
-// Decide sends an approval decision for a call. An empty args hash is
-// filled from the card the call shows now.
-func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval) error {
+// Decide sends an approval decision for a call, signed by signer. An empty
+// args hash is filled from the card the call shows now.
+func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
 	if a.ArgsHash == "" {
 		v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
 		if err != nil {
@@ -90,6 +91,7 @@ func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Ap
 		}
 		a.ArgsHash = st.ArgsHash
 	}
+	a = signer.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
 	if err := c.SignalWorkflow(ctx, workflowID, "", ApprovalSignal, a); err != nil {
 		return fmt.Errorf("signal %s: %w", workflowID, err)
 	}

@@ -79,6 +79,8 @@ type Status struct {
 type Settings struct {
 	// ApprovalTTL is how long a card waits for a decision; 30 minutes when zero.
 	ApprovalTTL time.Duration
+	// ApprovalKeys verify decisions; with none, every decision is refused.
+	ApprovalKeys policy.ApprovalKeys
 }
 
 // DefaultApprovalTTL is the wait of DESIGN.md.

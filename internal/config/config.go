@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // Defaults of DESIGN.md.
@@ -33,6 +36,10 @@ type Config struct {
 	ApprovalTTL     time.Duration
 	MetricsAddr     string
 	ApprovalsAddr   string
+	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
+	ApprovalKeys policy.ApprovalKeys
+	// SigningKey (TOOLGATE_APPROVAL_SIGNING_KEY) signs decisions in the approvals server and starter.
+	SigningKey *policy.Signer
 }
 
 // FromEnv reads the environment. A malformed value is an error naming the variable.
@@ -57,6 +64,18 @@ func FromEnv() (Config, error) {
 		}
 		c.MaxResultChars = n
 	}
+	keys, err := policy.ParseApprovalKeys(env("TOOLGATE_APPROVAL_KEYS", devEnv("TOOLGATE_APPROVAL_KEYS")))
+	if err != nil {
+		return c, fmt.Errorf("TOOLGATE_APPROVAL_KEYS: %w", err)
+	}
+	c.ApprovalKeys = keys
+	if v := env("TOOLGATE_APPROVAL_SIGNING_KEY", devEnv("TOOLGATE_APPROVAL_SIGNING_KEY")); v != "" {
+		id, key, err := policy.ParseSigningKey(v)
+		if err != nil {
+			return c, fmt.Errorf("TOOLGATE_APPROVAL_SIGNING_KEY: %w", err)
+		}
+		c.SigningKey = &policy.Signer{KeyID: id, Key: key}
+	}
 	if v := os.Getenv("TOOLGATE_APPROVAL_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -65,6 +84,24 @@ func FromEnv() (Config, error) {
 		c.ApprovalTTL = d
 	}
 	return c, nil
+}
+
+// DevKeysFile is where `make dev` keeps its approval key pair. Processes
+// started from the repo read it when the variables are unset.
+const DevKeysFile = ".dev/approval-keys.env"
+
+// devEnv reads NAME=value from DevKeysFile, or "".
+func devEnv(name string) string {
+	b, err := os.ReadFile(DevKeysFile)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func env(name, def string) string {

@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -36,6 +37,17 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 )
+
+// ApprovalSigner signs the tests' decisions; ApprovalKeys verify them.
+var ApprovalSigner, ApprovalKeys = func() (policy.Signer, policy.ApprovalKeys) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	return policy.Signer{KeyID: "test", Key: priv}, policy.ApprovalKeys{"test": pub}
+}()
+
+// Sign signs a decision for a workflow, now.
+func Sign(a policy.Approval, workflowID string) policy.Approval {
+	return ApprovalSigner.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
+}
 
 // UpstreamKey signs the test upstream's tokens.
 var UpstreamKey = []byte("test-upstream-signing-key")
@@ -228,7 +240,7 @@ func NewStackTTL(t testing.TB, ttl time.Duration) *Stack {
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	w := worker.New(s.Client, s.TaskQueue, worker.Options{})
-	workflows.Register(w, workflows.Settings{ApprovalTTL: ttl})
+	workflows.Register(w, workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys})
 	activities.Register(w, s.Activities)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
