@@ -27,16 +27,17 @@ GUARDS = [
     ("admission dedup on retry", "activities/audit.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
     ("audit_log triggers", "migrations/sql/001_audit_log.sql", "CREATE TRIGGER audit_log_no_update_delete", "CREATE OR REPLACE FUNCTION audit_log_unused() RETURNS void LANGUAGE sql AS 'SELECT 1'; CREATE TRIGGER audit_log_never BEFORE INSERT ON vault.credentials FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse(); --", LIVE),
     ("token stays in the activity", "activities/call.go", "\tvar body []byte\n\tswitch in.Tool {", "\tlog.Debug(\"exchanged\", zap.String(\"auth\", token))\n\tvar body []byte\n\tswitch in.Tool {", LIVE),
-    ("verdict recorded in history (replay)", "workflows/toolcall.go", "enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, nil) })\n\tif err := enc.Get(&v); err != nil {", "v = policy.Default().Check(req, nil)\n\tif false {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
+    ("verdict recorded in history (replay)", "workflows/toolcall.go", "enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, value) })\n\tif err := enc.Get(&v); err != nil {", "v = policy.Default().Check(req, value)\n\tif false {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
     ("approval: routed role", "policy/approval.go", "if a.Approver.Role != role {", "if false {", APPROVAL),
     ("approval: approver's stores", "policy/approval.go", "if store != 0 && !slices.Contains(a.Approver.StoreIDs, store) {", "if store != 0 && !slices.Contains(a.Approver.StoreIDs, store) && false {", APPROVAL),
+    ("approval: signature verified", "policy/signature.go", "if err != nil || !ed25519.Verify(pub, ApprovalMessage(a, workflowID), sig) {", "if err != nil || (!ed25519.Verify(pub, ApprovalMessage(a, workflowID), sig) && false) {", APPROVAL),
     ("approval: card's args hash", "policy/approval.go", "if a.ArgsHash != argsHash {", "if false {", APPROVAL),
     ("approval: decision is approve or reject", "policy/approval.go", "if a.Decision != Approve && a.Decision != Reject {", "if false {", APPROVAL),
     ("approval: decisions after the end refused", "workflows/approval.go", "func (c *call) drain(final string) error {\n", "func (c *call) drain(final string) error {\n\tif true {\n\t\treturn nil\n\t}\n", APPROVAL),
     ("approval: activity runs only the approved args", "activities/call.go", "err != nil || h != in.ArgsHash {", "false && (err != nil || h != in.ArgsHash) {", ["go", "test", "-count=1", "-run", "CallTool", "./activities"]),
     ("approval: rejected and expired cards free budget only", "activities/audit.go", "AND d.event IN ('rejected', 'expired'))`", "AND d.event IN ('rejected', 'expired', 'approved'))`", APPROVAL),
     ("reads keep old histories replaying (GetVersion)", "workflows/toolcall.go", "if spec.Tier != policy.TierRead || workflow.GetVersion(c.ctx, \"reads-audited-by-decision-only\", workflow.DefaultVersion, 1) == workflow.DefaultVersion {", "if spec.Tier != policy.TierRead {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
-    ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}}", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}}", LIVE),
+    ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}, Summary", LIVE),
 ]
 
 def main():
