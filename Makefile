@@ -9,14 +9,14 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
 	./scripts/dev.sh
 
-## test: lint, then every test with the real dev server and PostgreSQL (nothing skips).
-test: tools lint
+## test: lint, then every test with the real dev server, PostgreSQL and Chromium (nothing skips).
+test: tools browser lint
 	./scripts/require-postgres.sh
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 
@@ -31,10 +31,20 @@ lint:
 	workflowcheck -config .workflowcheck.yaml ./...
 
 build:
-	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream
+	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream ./approvals/cmd/approvals
 
 migrate:
 	go run ./starter migrate
+
+## browser: Debian's Chromium for the card UI's browser tests, unless one is installed.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$CHROMIUM" ]; then echo "using $$(command -v chromium || echo $$CHROMIUM)"; \
+	else echo "installing Debian's chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
+
+## screenshot: the card UI as docs/card.png, from the browser test.
+screenshot: tools browser
+	./scripts/require-postgres.sh
+	TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_SCREENSHOT=$(CURDIR)/docs/card.png go test -count=1 -run TestCardUIInABrowser ./approvals
 
 ## tools: the Temporal CLI (unless one is on PATH), staticcheck and workflowcheck, into bin/.
 tools: temporal bin/staticcheck bin/workflowcheck

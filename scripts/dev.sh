@@ -37,6 +37,8 @@ bin/upstream >.dev/upstream.log 2>&1 &
 pids+=($!)
 bin/worker >.dev/worker.log 2>&1 &
 pids+=($!)
+bin/approvals >.dev/approvals.log 2>&1 &
+pids+=($!)
 
 cat <<TXT
 
@@ -44,6 +46,7 @@ toolgate is running (logs in .dev/):
   Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233
   upstream       $UPSTREAM_URL
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
+  card UI        http://127.0.0.1${APPROVALS_ADDR:-:8080}   (sign in as ama, efua, kofi or yaw; password demo)
   PostgreSQL     $DATABASE_URL
 Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\
         --user ama --role store_manager --stores 112 --conversation c1 --credential cred-ama

@@ -29,7 +29,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &f); err != nil {
 		t.Fatalf("docker-compose.yml is not valid YAML: %v", err)
 	}
-	for _, name := range []string{"postgres", "temporal", "migrate", "upstream", "worker"} {
+	for _, name := range []string{"postgres", "temporal", "migrate", "upstream", "worker", "approvals"} {
 		svc, ok := f.Services[name]
 		if !ok {
 			t.Fatalf("service %s is missing", name)
@@ -38,18 +38,18 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			t.Errorf("service %s names no image and no build", name)
 		}
 	}
-	for _, name := range []string{"migrate", "upstream", "worker"} {
+	for _, name := range []string{"migrate", "upstream", "worker", "approvals"} {
 		env := f.Services[name].Environment
 		for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "UPSTREAM_URL", "TOOLGATE_TASK_QUEUE"} {
 			if env[k] == "" {
 				t.Errorf("%s lacks %s", name, k)
 			}
 		}
-		if _, err := os.Stat("../../" + strings.TrimPrefix(map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker"}[name], "/")); err != nil {
+		if _, err := os.Stat("../../" + strings.TrimPrefix(map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals"}[name], "/")); err != nil {
 			t.Errorf("%s: its command's package is missing: %v", name, err)
 		}
 	}
-	want := map[string]string{"temporal": "7233:7233", "upstream": "8081:8081", "postgres": "5432:5432"}
+	want := map[string]string{"temporal": "7233:7233", "upstream": "8081:8081", "postgres": "5432:5432", "approvals": "8080:8080"}
 	for svc, port := range want {
 		found := false
 		for _, p := range f.Services[svc].Ports {
@@ -58,6 +58,10 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		if !found {
 			t.Errorf("%s does not publish %s", svc, port)
 		}
+	}
+	if !strings.Contains(f.Services["worker"].Environment["TOOLGATE_APPROVAL_KEYS"], "TOOLGATE_APPROVAL_KEYS") ||
+		!strings.Contains(f.Services["approvals"].Environment["TOOLGATE_APPROVAL_SIGNING_KEY"], "TOOLGATE_APPROVAL_SIGNING_KEY") {
+		t.Error("the worker must get the public keys and the card UI the signing key")
 	}
 	if !strings.Contains(f.Services["worker"].Environment["DATABASE_URL"], "@postgres:5432/toolgate") {
 		t.Errorf("worker DATABASE_URL %q does not point at the postgres service", f.Services["worker"].Environment["DATABASE_URL"])

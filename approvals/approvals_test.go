@@ -1,0 +1,228 @@
+package approvals_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.uber.org/zap/zaptest"
+)
+
+// ui is the whole stack plus the card UI on a real loopback port.
+type ui struct {
+	*testenv.Stack
+	URL string
+}
+
+func newUI(t *testing.T, ttl time.Duration) *ui {
+	s := testenv.NewStackTTL(t, ttl)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	srv := httptest.NewServer((&approvals.Server{Pool: s.App, Temporal: s.Client, Identity: approvals.DemoIdentity{},
+		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
+	t.Cleanup(srv.Close)
+	return &ui{Stack: s, URL: srv.URL}
+}
+
+var amaSession = policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}
+
+// request puts a transfer card up and returns its first outcome.
+func (u *ui) request(t *testing.T, conv, call string, quantity int) workflows.Outcome {
+	t.Helper()
+	sess := amaSession
+	sess.ConversationID = conv
+	first, _, err := workflows.Call(context.Background(), u.Client, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call,
+		Args: json.RawMessage(fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, quantity)), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("card %s: %v %+v", call, err, first)
+	}
+	return first
+}
+
+func (u *ui) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := u.Owner.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// browserless is one signed-in HTTP session of the card UI.
+type browserless struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func (u *ui) signIn(t *testing.T, user string) *browserless {
+	jar, _ := cookiejar.New(nil)
+	b := &browserless{t: t, base: u.URL, c: &http.Client{Jar: jar}}
+	resp, err := b.c.PostForm(u.URL+"/signin", url.Values{"user": {user}, "password": {approvals.DemoPassword}})
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.Path, "/") {
+		t.Fatalf("sign in %s: %v", user, err)
+	}
+	resp.Body.Close()
+	return b
+}
+
+func (b *browserless) get(path string) (int, string) {
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var (
+	csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	hashRe = regexp.MustCompile(`name="argsHash" value="([^"]+)"`)
+)
+
+// decide posts a decision from the card page's own form values.
+func (b *browserless) decide(id, decision string) (int, string) {
+	_, page := b.get("/cards/" + id)
+	form := url.Values{"decision": {decision}}
+	if m := csrfRe.FindStringSubmatch(page); m != nil {
+		form.Set("csrf", m[1])
+	}
+	if m := hashRe.FindStringSubmatch(page); m != nil {
+		form.Set("argsHash", m[1])
+	}
+	resp, err := b.c.PostForm(b.base+"/cards/"+id+"/decision", form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestTwoSessionsDoubleSubmitOneTransfer: the same approver, signed in
+// twice, double-submits from both sessions; one transfer exists.
+func TestTwoSessionsDoubleSubmitOneTransfer(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "dbl", "c1", 40)
+	id := workflows.WorkflowID("dbl", "c1")
+	tabs := []*browserless{u.signIn(t, "ama"), u.signIn(t, "ama")}
+	var wg sync.WaitGroup
+	pages := make([]string, 4)
+	for i := range pages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, pages[i] = tabs[i%2].decide(id, policy.Approve)
+		}()
+	}
+	wg.Wait()
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 1 {
+		t.Fatalf("%d transfers, want 1", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved'`, id); n != 1 {
+		t.Fatalf("%d approved rows, want 1", n)
+	}
+	executed := 0
+	for _, p := range pages {
+		if strings.Contains(p, "Executed: transfer TR-") {
+			executed++
+		}
+	}
+	if executed == 0 {
+		t.Fatalf("no page showed the outcome:\n%s", pages[0])
+	}
+}
+
+// TestForgedDecisionRunsNothing: correct JSON sent straight to Temporal,
+// without a valid signature, is refused and audited; nothing runs.
+func TestForgedDecisionRunsNothing(t *testing.T) {
+	u := newUI(t, 0)
+	first := u.request(t, "forge", "c1", 40)
+	id := workflows.WorkflowID("forge", "c1")
+	amaID := policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
+	bare := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
+	stolen := testenv.Sign(bare, id)
+	stolen.Approver.StoreIDs = []int64{112, 118}
+	for _, a := range []policy.Approval{bare, stolen} {
+		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'credential_unavailable'`, id) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the forged decisions were not audited as refused")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
+		t.Fatalf("%d transfers after forged decisions", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = $1 AND status = 'pending_approval'`, id); n != 1 {
+		t.Fatal("the card should still be pending")
+	}
+}
+
+// TestUIGuards: no session, a tampered cookie, a missing CSRF token, or
+// another store's card all fail, and none sends a decision.
+func TestUIGuards(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "guards", "c1", 40)
+	id := workflows.WorkflowID("guards", "c1")
+	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := anon.Get(u.URL + "/cards/" + id)
+	if err != nil || resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Fatalf("no session: %v %v", err, resp.StatusCode)
+	}
+	ama := u.signIn(t, "ama")
+	cookies := ama.c.Jar.Cookies(mustURL(u.URL))
+	if len(cookies) != 1 || cookies[0].Name != approvals.SessionCookie {
+		t.Fatalf("cookies %v", cookies)
+	}
+	// Keep ama's signature but claim to be kofi: the cookie must not verify.
+	_, sig, _ := strings.Cut(cookies[0].Value, ".")
+	body, _ := json.Marshal(map[string]any{"u": map[string]any{"userId": "kofi", "role": "area_manager", "storeIds": []int{112}, "Name": "Kofi"},
+		"n": "x", "e": time.Now().Add(time.Hour).Unix()})
+	jar, _ := cookiejar.New(nil)
+	jar.SetCookies(mustURL(u.URL), []*http.Cookie{{Name: approvals.SessionCookie, Value: base64.RawURLEncoding.EncodeToString(body) + "." + sig}})
+	tampered := &http.Client{Jar: jar, CheckRedirect: anon.CheckRedirect}
+	if resp, _ := tampered.Get(u.URL + "/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("tampered cookie: %d", resp.StatusCode)
+	}
+	resp, _ = ama.c.PostForm(u.URL+"/cards/"+id+"/decision", url.Values{"decision": {"approve"}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("no CSRF token: %d", resp.StatusCode)
+	}
+	efua := u.signIn(t, "efua")
+	if code, _ := efua.get("/cards/" + id); code != http.StatusNotFound {
+		t.Fatalf("efua opening ama's card: %d", code)
+	}
+	if code, _ := efua.decide(id, policy.Approve); code != http.StatusNotFound {
+		t.Fatalf("efua deciding ama's card: %d", code)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approved', 'approval_refused')`, id); n != 0 {
+		t.Fatalf("%d decisions reached the call", n)
+	}
+}
+
+func mustURL(s string) *url.URL {
+	u, _ := url.Parse(s)
+	return u
+}

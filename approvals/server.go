@@ -1,0 +1,318 @@
+// Package approvals is the card UI: approvers sign in, see the cards routed
+// to their role at their stores, and approve or reject them. Each decision
+// is signed here and verified by the worker before it counts.
+package approvals
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"dollars": policy.Dollars,
+	"short":   func(s string) string { return s[:min(12, len(s))] },
+	"words":   func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"clock":   func(t time.Time) string { return t.UTC().Format("15:04 UTC, 2 Jan") },
+}).ParseFS(assets, "templates/*.html"))
+
+// Server serves the card UI.
+type Server struct {
+	// Pool reads pending_action and audit_log (as the app role).
+	Pool *pgxpool.Pool
+	// Temporal sends the approval signal.
+	Temporal client.Client
+	Identity Identity
+	// Signer signs each decision; the worker trusts its public key.
+	Signer policy.Signer
+	// SessionKey signs session cookies and CSRF tokens.
+	SessionKey []byte
+	// SecureCookies marks cookies Secure (set it behind HTTPS).
+	SecureCookies bool
+	Logger        *zap.Logger
+	// DecisionWait bounds how long a decision waits to show its outcome.
+	DecisionWait time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	static, _ := fs.Sub(assets, "static")
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /signin", s.signInPage)
+	mux.HandleFunc("POST /signin", s.signIn)
+	mux.HandleFunc("POST /signout", s.signedIn(s.signOut))
+	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
+	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
+	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
+	return securityHeaders(mux)
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type handler func(w http.ResponseWriter, r *http.Request, sess session)
+
+func (s *Server) signedIn(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess, ok := s.sessionOf(r)
+		if !ok {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "Your sign-in has ended. Sign in again.", http.StatusUnauthorized)
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+type pageData struct {
+	Title string
+	User  *User
+	CSRF  string
+	Users []User
+	Error string
+	Cards []Card
+	Card  *Card
+	Flash string
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := pages.ExecuteTemplate(w, name, d); err != nil {
+		s.Logger.Error("render", zap.String("page", name), zap.Error(err))
+	}
+}
+
+func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
+	s.render(w, http.StatusOK, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users()})
+}
+
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	u, ok := s.Identity.SignIn(r.PostFormValue("user"), r.PostFormValue("password"))
+	if !ok {
+		s.render(w, http.StatusUnauthorized, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users(), Error: "That user and password do not match."})
+		return
+	}
+	s.setSession(w, u)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, sess session) {
+	if !s.csrfOK(sess, r.PostFormValue("csrf")) {
+		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
+		return
+	}
+	s.clearSession(w)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// Card is one pending_action row as an approver sees it.
+type Card struct {
+	WorkflowID   string
+	Tool         string
+	Text         string
+	ValueCents   int64
+	RequestedBy  string
+	Reason       string
+	StoreID      int64
+	ApproverRole string
+	ArgsHash     string
+	Status       string
+	ExpiresAt    time.Time
+	CreatedAt    time.Time
+	DecidedBy    string
+	DecidedAt    *time.Time
+	Note         string
+	Transfer     string
+	Outcome      string
+	Pending      bool
+	Refusal      string
+}
+
+const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
+	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', '')`
+
+func scanCard(row pgx.Row) (Card, error) {
+	var c Card
+	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer)
+	return c, err
+}
+
+// inbox lists the pending, unexpired cards routed to the approver's role at their stores.
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
+	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
+		WHERE status = 'pending_approval' AND expires_at > now() AND approver_role = $1 AND store_id = ANY($2)
+		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.StoreIDs)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) { return scanCard(row) })
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards})
+}
+
+// load returns a card the approver may see: routed to their role, at one
+// of their stores. Anything else is reported as not found.
+func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
+	c, err := scanCard(s.Pool.QueryRow(ctx, `SELECT `+cardColumns+` FROM pending_action WHERE workflow_id = $1`, id))
+	if err != nil {
+		return c, err
+	}
+	if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {
+		return Card{}, pgx.ErrNoRows
+	}
+	c.Pending = c.Status == workflows.StatusPendingApproval && s.now().Before(c.ExpiresAt)
+	switch {
+	case c.Pending:
+	case c.Status == workflows.StatusPendingApproval || c.Status == workflows.StatusExpired:
+		c.Outcome = "Expired: nobody decided in time, so nothing ran."
+	case c.Status == workflows.StatusExecuted && c.Transfer != "":
+		c.Outcome = fmt.Sprintf("Executed: transfer %s, approved by %s.", c.Transfer, c.DecidedBy)
+	case c.Status == workflows.StatusExecuted:
+		c.Outcome = fmt.Sprintf("Executed, approved by %s.", c.DecidedBy)
+	case c.Status == "approved":
+		c.Outcome = fmt.Sprintf("Approved by %s; running now.", c.DecidedBy)
+	case c.Status == workflows.StatusRejected:
+		c.Outcome = fmt.Sprintf("Rejected by %s: nothing ran.", c.DecidedBy)
+	case c.Status == workflows.StatusFailed:
+		c.Outcome = fmt.Sprintf("Approved by %s, but the store system could not run it.", c.DecidedBy)
+	}
+	return c, nil
+}
+
+func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
+	c, err := s.load(r.Context(), r.PathValue("id"), sess.User)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if id, err := strconv.ParseInt(r.URL.Query().Get("refused"), 10, 64); err == nil {
+		_ = s.Pool.QueryRow(r.Context(), `SELECT coalesce(message, reason) FROM audit_log WHERE id = $1 AND workflow_id = $2 AND approver_id = $3 AND event = 'approval_refused'`,
+			id, c.WorkflowID, sess.User.UserID).Scan(&c.Refusal)
+	}
+	s.render(w, http.StatusOK, "card.html", pageData{Title: "Card", User: &sess.User, CSRF: s.csrf(sess), Card: &c})
+}
+
+// decide signs the approver's decision and signals the call, then waits
+// briefly to show what happened. The workflow makes it count at most once.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
+	if !s.csrfOK(sess, r.PostFormValue("csrf")) {
+		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
+		return
+	}
+	id := r.PathValue("id")
+	c, err := s.load(r.Context(), id, sess.User)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	back := "/cards/" + id
+	decision := r.PostFormValue("decision")
+	if !c.Pending || (decision != policy.Approve && decision != policy.Reject) {
+		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
+		return
+	}
+	hash := r.PostFormValue("argsHash")
+	if hash == "" {
+		hash = c.ArgsHash
+	}
+	start := s.now()
+	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Approver: sess.User.Identity}, id, start.UTC().Format(time.RFC3339))
+	if err := s.Temporal.SignalWorkflow(r.Context(), id, "", workflows.ApprovalSignal, a); err != nil {
+		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	s.Logger.Info("decision sent", zap.String("workflowId", id), zap.String("approver", sess.User.UserID), zap.String("decision", decision))
+	if refused := s.awaitOutcome(r.Context(), id, sess.User.UserID, start); refused != 0 {
+		back += "?refused=" + strconv.FormatInt(refused, 10)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// awaitOutcome waits until the card leaves pending or this approver's
+// decision is refused, returning the refusal's audit row ID.
+func (s *Server) awaitOutcome(ctx context.Context, id, user string, since time.Time) int64 {
+	wait := s.DecisionWait
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		var status string
+		var refused int64
+		err := s.Pool.QueryRow(ctx, `SELECT p.status, coalesce((SELECT max(a.id) FROM audit_log a WHERE a.workflow_id = p.workflow_id
+			AND a.event = 'approval_refused' AND a.approver_id = $2 AND a.at >= $3), 0)
+			FROM pending_action p WHERE p.workflow_id = $1`, id, user, since.Add(-time.Second)).Scan(&status, &refused)
+		if err == nil && (refused != 0 || (status != workflows.StatusPendingApproval && status != "approved")) {
+			return refused
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	s.Logger.Error("approvals request failed", zap.Error(err))
+	http.Error(w, "Something went wrong on our side. Try again in a moment.", http.StatusInternalServerError)
+}
+
