@@ -315,4 +315,3 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	s.Logger.Error("approvals request failed", zap.Error(err))
 	http.Error(w, "Something went wrong on our side. Try again in a moment.", http.StatusInternalServerError)
 }
-
