@@ -7,6 +7,7 @@ import hashlib, subprocess, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNIT = ["go", "test", "-count=1", "./policy"]
 LIVE = ["go", "test", "-count=1", "./workflows", "./migrations", "./activities"]
+UI = ["go", "test", "-count=1", "./approvals"]
 APPROVAL = ["go", "test", "-count=1", "-run", "CheckApproval|Approval|Reject|Refused|Hundred|TransferLimits|Free", "./policy", "./workflows"]
 
 # (name, file, guard as written, guard removed, tests that must notice)
@@ -37,6 +38,10 @@ GUARDS = [
     ("approval: activity runs only the approved args", "activities/call.go", "err != nil || h != in.ArgsHash {", "false && (err != nil || h != in.ArgsHash) {", ["go", "test", "-count=1", "-run", "CallTool", "./activities"]),
     ("approval: rejected and expired cards free budget only", "activities/audit.go", "AND d.event IN ('rejected', 'expired'))`", "AND d.event IN ('rejected', 'expired', 'approved'))`", APPROVAL),
     ("reads keep old histories replaying (GetVersion)", "workflows/toolcall.go", "if spec.Tier != policy.TierRead || workflow.GetVersion(c.ctx, \"reads-audited-by-decision-only\", workflow.DefaultVersion, 1) == workflow.DefaultVersion {", "if spec.Tier != policy.TierRead {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
+    ("card UI: CSRF token on decisions", "approvals/server.go", "func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {\n\tif !s.csrfOK(sess, r.PostFormValue(\"csrf\")) {", "func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {\n\tif false {", UI),
+    ("card UI: signed session cookie", "approvals/session.go", "if !ok || err != nil || !hmac.Equal(got, s.mac(\"session\", b64)) {", "if !ok || err != nil || (!hmac.Equal(got, s.mac(\"session\", b64)) && false) {", UI),
+    ("card UI: card visible only to its role and stores", "approvals/server.go", "if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {", "if false && !slices.Contains(u.StoreIDs, c.StoreID) {", UI),
+    ("card UI: inbox filtered by role and stores", "approvals/server.go", "AND approver_role = $1 AND store_id = ANY($2)", "AND $1::text IS NOT NULL AND $2::bigint[] IS NOT NULL", UI),
     ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}, Summary", LIVE),
 ]
 
