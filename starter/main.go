@@ -32,7 +32,7 @@ const usage = `usage:
   starter wait    --conversation C --call-id ID
   starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
-  starter tools   --role R
+  starter tools   --role R [--format openai|anthropic|mcp]
   starter keygen  [--id KEY_ID]
   starter migrate
 
@@ -69,13 +69,18 @@ func run(args []string, out io.Writer) error {
 	case "tools":
 		fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 		role := fs.String("role", "", "role to list the offered tools for (store_manager, area_manager)")
+		format := fs.String("format", "", "openai, anthropic or mcp (default: toolgate's own, with tier and idempotency)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *role == "" {
 			return errors.New("tools: --role is required, e.g. --role store_manager")
 		}
-		return printJSON(out, policy.Default().DefinitionsFor(policy.Role(*role)))
+		defs, err := policy.Default().DefinitionsAs(policy.Role(*role), *format)
+		if err != nil {
+			return fmt.Errorf("tools: %w", err)
+		}
+		return printJSON(out, defs)
 	case "keygen":
 		fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 		id := fs.String("id", "k1", "key ID, so keys can be rotated")
