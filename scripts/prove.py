@@ -42,6 +42,7 @@ GUARDS = [
     ("card UI: signed session cookie", "approvals/session.go", "if !ok || err != nil || !hmac.Equal(got, s.mac(\"session\", b64)) {", "if !ok || err != nil || (!hmac.Equal(got, s.mac(\"session\", b64)) && false) {", UI),
     ("card UI: card visible only to its role and stores", "approvals/server.go", "if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {", "if false && !slices.Contains(u.StoreIDs, c.StoreID) {", UI),
     ("card UI: inbox filtered by role and stores", "approvals/server.go", "AND approver_role = $1 AND store_id = ANY($2)", "AND $1::text IS NOT NULL AND $2::bigint[] IS NOT NULL", UI),
+    ("replay catches a command added without versioning", "workflows/toolcall.go", "func (c *call) run() (ToolCallResult, error) {\n", "func (c *call) run() (ToolCallResult, error) {\n\t_ = workflow.Sleep(c.ctx, time.Millisecond)\n", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
     ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}, Summary", LIVE),
 ]
 
