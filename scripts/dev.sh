@@ -15,6 +15,7 @@ trap cleanup EXIT INT TERM
 ./scripts/require-postgres.sh
 
 host="${TEMPORAL_ADDRESS%:*}"; port="${TEMPORAL_ADDRESS##*:}"
+sa_flags=(); for sa in $(bin/starter search-attributes); do sa_flags+=(--search-attribute "$sa"); done
 if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
   echo "A Temporal server already answers at $TEMPORAL_ADDRESS; using it."
 else
@@ -22,11 +23,18 @@ else
     --db-filename .dev/temporal.db --log-level warn \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value system.enableActivityEagerExecution=true \
+    --ui-codec-endpoint "http://127.0.0.1${CODEC_ADDR:-:8089}" "${sa_flags[@]}" \
     >.dev/temporal.log 2>&1 &
   pids+=($!)
   for _ in $(seq 60); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break; sleep 1; done
   temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null
 fi
+# A kept .dev/temporal.db or a server of your own may predate an attribute: register any missing one.
+existing=$(temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" 2>/dev/null || true)
+for sa in $(bin/starter search-attributes); do
+  name="${sa%=*}"
+  grep -qw "$name" <<<"$existing" || temporal operator search-attribute create --address "$TEMPORAL_ADDRESS" --name "$name" --type "${sa#*=}" >/dev/null
+done
 
 if [ ! -s .dev/approval-keys.env ]; then
   bin/starter keygen --id dev >.dev/approval-keys.env   # the worker trusts it; the card UI and starter sign with it

@@ -34,6 +34,7 @@ const usage = `usage:
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
   starter tools   --role R [--format openai|anthropic|mcp]
   starter keygen  [--id KEY_ID]
+  starter search-attributes
   starter migrate
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
@@ -81,6 +82,12 @@ func run(args []string, out io.Writer) error {
 			return fmt.Errorf("tools: %w", err)
 		}
 		return printJSON(out, defs)
+	case "search-attributes":
+		// One per line as NAME=TYPE, for --search-attribute and operator search-attribute create.
+		for _, sa := range workflows.SearchAttributes {
+			fmt.Fprintf(out, "%s=%s\n", sa.Name, sa.Type)
+		}
+		return nil
 	case "keygen":
 		fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 		id := fs.String("id", "k1", "key ID, so keys can be rotated")

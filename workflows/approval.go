@@ -67,8 +67,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		}
 	}
 	expires := workflow.Now(ctx).Add(ttl)
-	c.status.Status, c.status.ApproverRole, c.status.ArgsHash = StatusPendingApproval, v.ApproverRole, hash
+	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
+	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	card := activities.ProjectInput{Version: cardPending, Status: StatusPendingApproval, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt}
 	if err := c.project(card); err != nil {
@@ -170,7 +171,7 @@ func (c *call) drain(final string) error {
 
 // end closes a card that will not run: rejected or expired.
 func (c *call) end(card activities.ProjectInput, status string, code policy.Code, event string, by *policy.Approval, msg string) (ToolCallResult, error) {
-	c.status.Status = status
+	c.setStatus(status, code)
 	in := activities.AuditInput{Key: event, Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
 	card.Version, card.Status = cardFinal, status
 	if by != nil {

@@ -71,6 +71,18 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "pending_approval") || !strings.Contains(string(out), "$384.00 at cost") || !strings.Contains(string(out), first.ArgsHash) {
 		t.Fatalf("temporal workflow query: %v\n%s", err, out)
 	}
+	// Ops find it by its search attributes.
+	var listed []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		listed, err = exec.Command(cli, "workflow", "list", "--address", testenv.TemporalAddress(t),
+			"--query", `ToolStatus="pending_approval" AND StoreId=112 AND ApproverRole="store_manager" AND ValueCents=38400`).CombinedOutput()
+		if err == nil && strings.Contains(string(listed), run.GetID()) {
+			break
+		}
+	}
+	if !strings.Contains(string(listed), run.GetID()) {
+		t.Fatalf("temporal workflow list does not find the pending card: %v\n%s", err, listed)
+	}
 	// A second Call with the same IDs attaches and sees the same card.
 	again, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {

@@ -20,12 +20,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallIn
 		return nil, errors.New("toolCallId and session.conversationId are required: together they name the call and its idempotency key")
 	}
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, WorkflowType, in)
+	run, err := c.ExecuteWorkflow(ctx, startOptions(id, taskQueue, in), WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return c.GetWorkflow(ctx, id, ""), nil
@@ -44,12 +39,7 @@ func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInp
 		return Outcome{}, nil, errors.New("toolCallId and session.conversationId are required: together they name the call and its idempotency key")
 	}
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
-	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, WorkflowType, in)
+	op := c.NewWithStartWorkflowOperation(startOptions(id, taskQueue, in), WorkflowType, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted},
@@ -96,4 +86,17 @@ func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Ap
 		return fmt.Errorf("signal %s: %w", workflowID, err)
 	}
 	return nil
+}
+
+// startOptions attach duplicates to the existing call, never run one twice,
+// and make the call findable and readable in Temporal Web from its start.
+func startOptions(id, taskQueue string, in ToolCallInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes:    StartAttributes(in),
+		StaticSummary:            StaticSummary(in),
+	}
 }

@@ -22,6 +22,11 @@ import (
 
 const goldenDir = "testdata/golden"
 
+// goldenGeneration names the histories recorded by today's code. Bump it
+// with each versioned change to the workflow, so make golden records every
+// path again beside the older generations, which keep replaying.
+const goldenGeneration = "g3"
+
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
 var goldenPaths = []struct {
@@ -110,7 +115,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), p.name+".failed.json"), b, 0o644)
 			t.Fatalf("%s: a fresh history does not replay: %v", p.name, err)
 		}
-		file := filepath.Join(goldenDir, p.name+".json")
+		file := filepath.Join(goldenDir, p.name+"."+goldenGeneration+".json")
 		if _, err := os.Stat(file); err == nil && os.Getenv("TOOLGATE_RECORD_GOLDEN") != "overwrite" {
 			continue // a recorded history is kept: it stands for calls already in flight
 		}
@@ -135,8 +140,8 @@ func replay(h *historypb.History, workflowID string) error {
 		OriginalExecution: workflow.Execution{ID: workflowID, RunID: "replay"}})
 }
 
-// replayFile replays a golden file; every golden call ran as conversation
-// "golden" with its path name as the tool-call ID.
+// replayFile replays a golden file, <path>[.<generation>].json; every golden
+// call ran as conversation "golden" with its path name as the tool-call ID.
 func replayFile(file string) error {
 	f, err := os.Open(file)
 	if err != nil {
@@ -147,7 +152,7 @@ func replayFile(file string) error {
 	if err != nil {
 		return err
 	}
-	name := strings.TrimSuffix(filepath.Base(file), ".json")
+	name, _, _ := strings.Cut(strings.TrimSuffix(filepath.Base(file), ".json"), ".")
 	if name == "allowed_read_with_executed_row" {
 		name = "allowed_read" // recorded before reads lost their executed row, under the old name
 	}

@@ -130,8 +130,8 @@ func (c *call) run() (ToolCallResult, error) {
 	if !v.Allowed() {
 		return c.denied(v)
 	}
+	c.status.storeID = v.StoreID
 	if v.Decision == policy.DecisionApprove {
-		c.status.storeID = v.StoreID
 		return c.approval(v)
 	}
 	return c.execute(v, v.Args, "")
@@ -155,6 +155,8 @@ type call struct {
 	preview_ *activities.PreviewResult
 	first    *Outcome
 	refused  int
+	// visible is false when replaying calls recorded before search attributes.
+	visible bool
 }
 
 func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
@@ -173,6 +175,8 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("first outcome update: %w", err)
 	}
+	c.visible = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 1) == 1
+	c.setStatus(StatusDeciding, "")
 	return c, nil
 }
 
@@ -182,7 +186,11 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 func (c *call) check(value *int64) policy.Verdict {
 	var v policy.Verdict
 	req := c.req
-	enc := workflow.SideEffect(c.ctx, func(workflow.Context) any { return policy.Default().Check(req, value) })
+	summary := "policy check, steps 0-5 (value pending the dry run)"
+	if value != nil {
+		summary = fmt.Sprintf("policy check, steps 0-6 at %s", policy.Dollars(*value))
+	}
+	enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return policy.Default().Check(req, value) })
 	if err := enc.Get(&v); err != nil {
 		return policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Message: "The call could not be read. Check the arguments and call again."}
 	}
@@ -210,7 +218,7 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 
 // failed ends a call that could not run, with its audit row.
 func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable, auth bool) (ToolCallResult, error) {
-	c.status.Status = StatusFailed
+	c.setStatus(StatusFailed, code)
 	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID, Value: c.value()}); err != nil {
 		return ToolCallResult{}, err
 	}
@@ -232,7 +240,8 @@ func (c *call) admit() (policy.Verdict, error) {
 }
 
 func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
-	c.status.Status = StatusDenied
+	c.status.storeID = c.storeForAudit(v)
+	c.setStatus(StatusDenied, v.Code)
 	workflow.GetLogger(c.ctx).Info("denied", "tool", c.in.Tool, "code", v.Code)
 	if v.Step < policy.StepRateLimit {
 		err := c.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message,
@@ -272,7 +281,7 @@ func (c *call) storeForAudit(v policy.Verdict) int64 {
 // execute runs the authorized args upstream, once unless the tool is idempotent.
 func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) (ToolCallResult, error) {
 	spec, _ := policy.Default().Spec(c.in.Tool)
-	c.status.Status = StatusExecuting
+	c.setStatus(StatusExecuting, "")
 	opts := workflow.ActivityOptions{StartToCloseTimeout: spec.Timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary: c.in.Tool + " upstream"}
 	if spec.Idempotent {
 		opts.ScheduleToCloseTimeout = 4*spec.Timeout + 15*time.Second
@@ -286,13 +295,13 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	if err != nil {
 		code, msg, retryable, auth := upstreamFailure(err, spec)
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
-		c.status.Status = StatusFailed
+		c.setStatus(StatusFailed, code)
 		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
 		return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 	}
-	c.status.Status = StatusExecuted
+	c.setStatus(StatusExecuted, policy.CodeOK)
 	// Reads are audited by their decision row alone; calls that change something also get an executed row.
 	if spec.Tier != policy.TierRead || workflow.GetVersion(c.ctx, "reads-audited-by-decision-only", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value(), Result: res.Result}); err != nil {

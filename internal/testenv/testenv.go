@@ -175,8 +175,12 @@ func Temporal(t testing.TB) client.Client {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		args := append([]string{}, DevServerArgs...)
+		for _, sa := range workflows.SearchAttributes {
+			args = append(args, "--search-attribute", sa.Name+"="+sa.Type)
+		}
 		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-			ExistingPath: path, LogLevel: "error", ExtraArgs: DevServerArgs,
+			ExistingPath: path, LogLevel: "error", ExtraArgs: args,
 			ClientOptions: &client.Options{Namespace: "default"},
 		})
 	})
