@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -58,6 +58,11 @@ bin/staticcheck:
 
 bin/workflowcheck:
 	go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VER)
+
+## reset: forget the dev stack's state (toolgate database, Temporal history, keys) so the demo numbers start over.
+reset:
+	psql "$(subst /toolgate?,/postgres?,$(DATABASE_URL))" -c 'DROP DATABASE IF EXISTS toolgate WITH (FORCE)'
+	rm -rf .dev
 
 clean:
 	rm -rf bin .dev

@@ -36,10 +36,11 @@ for sa in $(bin/starter search-attributes); do
   grep -qw "$name" <<<"$existing" || temporal operator search-attribute create --address "$TEMPORAL_ADDRESS" --name "$name" --type "${sa#*=}" >/dev/null
 done
 
-if [ ! -s .dev/approval-keys.env ]; then
-  bin/starter keygen --id dev >.dev/approval-keys.env   # the worker trusts it; the card UI and starter sign with it
+if [ ! -s .dev/keys.env ]; then
+  # Approval signing pair and payload encryption key for this laptop.
+  bin/starter keygen --id dev >.dev/keys.env
 fi
-set -a; . .dev/approval-keys.env; set +a
+set -a; . .dev/keys.env; set +a
 bin/starter migrate
 bin/upstream >.dev/upstream.log 2>&1 &
 pids+=($!)
@@ -54,6 +55,7 @@ toolgate is running (logs in .dev/):
   Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233
   upstream       $UPSTREAM_URL
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
+  codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://127.0.0.1${APPROVALS_ADDR:-:8080}   (sign in as ama, efua, kofi or yaw; password demo)
   PostgreSQL     $DATABASE_URL
 Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -100,6 +101,7 @@ func run(args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "# worker: the public keys it trusts (comma-separate several while rotating)\nTOOLGATE_APPROVAL_KEYS=%s:%s\n", *id, base64.StdEncoding.EncodeToString(pub))
 		fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
+		fmt.Fprintf(out, "# every Temporal client and worker: the payload encryption keys (comma-separate while rotating) and the one to write with\nTOOLGATE_CODEC_KEYS=%s\nTOOLGATE_CODEC_KEY_ID=%s\n", codec.NewKey(*id), *id)
 		return nil
 	case "migrate":
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -171,7 +173,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 }
 
 func dial(cfg config.Config) (client.Client, error) {
-	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
+	c, err := client.Dial(cfg.ClientOptions())
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}

@@ -43,11 +43,16 @@ func run(log *zap.Logger) error {
 		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
 	}
 	defer pool.Close()
-	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: logging.Temporal(log)})
+	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer c.Close()
+	if cfg.Codec == nil {
+		log.Warn("TOOLGATE_CODEC_KEYS is empty: payloads are stored in plaintext (starter keygen makes a key)")
+	} else {
+		go serve(log, "codec endpoint", cfg.CodecAddr, cfg.Codec.Handler(cfg.CodecOrigins))
+	}
 	if len(cfg.ApprovalKeys) == 0 {
 		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")
 	}
@@ -59,4 +64,18 @@ func run(log *zap.Logger) error {
 	})
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())
+}
+
+func withLogger(o client.Options, log *zap.Logger) client.Options {
+	o.Logger = logging.Temporal(log)
+	return o
+}
+
+// serve runs a side HTTP endpoint of the worker; failing to bind is logged, not fatal.
+func serve(log *zap.Logger, what, addr string, h http.Handler) {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	log.Info(what+" listening", zap.String("addr", addr))
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error(what+" stopped", zap.String("addr", addr), zap.Error(err))
+	}
 }

@@ -67,7 +67,8 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(cli, "workflow", "query", "--address", testenv.TemporalAddress(t), "--workflow-id", run.GetID(), "--name", "status", "-o", "json").CombinedOutput()
+	out, err := exec.Command(cli, "workflow", "query", "--address", testenv.TemporalAddress(t), "--codec-endpoint", testenv.CodecServer(t),
+		"--workflow-id", run.GetID(), "--name", "status", "-o", "json").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "pending_approval") || !strings.Contains(string(out), "$384.00 at cost") || !strings.Contains(string(out), first.ArgsHash) {
 		t.Fatalf("temporal workflow query: %v\n%s", err, out)
 	}

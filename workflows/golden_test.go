@@ -134,7 +134,10 @@ func TestRecordGoldenHistories(t *testing.T) {
 // replay replays a history as the execution it was recorded from: the
 // workflow ID is part of what a decision's signature covers.
 func replay(h *historypb.History, workflowID string) error {
-	r := worker.NewWorkflowReplayer()
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: testenv.Codec.DataConverter()})
+	if err != nil {
+		return err
+	}
 	workflows.Register(r, workflows.Settings{})
 	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: workflowID, RunID: "replay"}})

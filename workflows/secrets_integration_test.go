@@ -79,6 +79,14 @@ func TestTokenNeverLeavesTheActivity(t *testing.T) {
 			}
 			b, _ := protojson.Marshal(ev)
 			haystacks = append(haystacks, string(b))
+			// Payloads are encrypted: search what they say, decrypted.
+			plain, err := testenv.Codec.Decode(payloadsOf(ev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range plain {
+				haystacks = append(haystacks, string(p.Data))
+			}
 		}
 	}
 	for _, e := range s.Logs.All() {

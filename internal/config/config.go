@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/client"
 )
 
 // Defaults of DESIGN.md.
@@ -40,6 +42,22 @@ type Config struct {
 	ApprovalKeys policy.ApprovalKeys
 	// SigningKey (TOOLGATE_APPROVAL_SIGNING_KEY) signs decisions in the approvals server and starter.
 	SigningKey *policy.Signer
+	// Codec (TOOLGATE_CODEC_KEYS, TOOLGATE_CODEC_KEY_ID) encrypts payloads; nil means plaintext.
+	Codec *codec.Codec
+	// CodecAddr serves the codec endpoint for Temporal Web and the CLI.
+	CodecAddr string
+	// CodecOrigins may call the codec endpoint from a browser (Temporal Web).
+	CodecOrigins []string
+}
+
+// ClientOptions are the Temporal client options every process uses: the
+// address, the namespace, and the payload codec.
+func (c Config) ClientOptions() client.Options {
+	o := client.Options{HostPort: c.TemporalAddress, Namespace: c.Namespace}
+	if c.Codec != nil {
+		o.DataConverter = c.Codec.DataConverter()
+	}
+	return o
 }
 
 // FromEnv reads the environment. A malformed value is an error naming the variable.
@@ -53,6 +71,8 @@ func FromEnv() (Config, error) {
 		UpstreamAddr:    env("UPSTREAM_ADDR", ":8081"),
 		UpstreamKey:     env("UPSTREAM_TOKEN_KEY", DefaultUpstreamKey),
 		MetricsAddr:     env("METRICS_ADDR", ":9090"),
+		CodecAddr:       env("CODEC_ADDR", "127.0.0.1:8089"),
+		CodecOrigins:    strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
 		ApprovalsAddr:   env("APPROVALS_ADDR", ":8080"),
 		MaxResultChars:  4000,
 		ApprovalTTL:     30 * time.Minute,
@@ -76,6 +96,13 @@ func FromEnv() (Config, error) {
 		}
 		c.SigningKey = &policy.Signer{KeyID: id, Key: key}
 	}
+	if v := env("TOOLGATE_CODEC_KEYS", devEnv("TOOLGATE_CODEC_KEYS")); v != "" {
+		cd, err := codec.Parse(v, env("TOOLGATE_CODEC_KEY_ID", devEnv("TOOLGATE_CODEC_KEY_ID")))
+		if err != nil {
+			return c, fmt.Errorf("TOOLGATE_CODEC_KEYS: %w", err)
+		}
+		c.Codec = cd
+	}
 	if v := os.Getenv("TOOLGATE_APPROVAL_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -88,7 +115,7 @@ func FromEnv() (Config, error) {
 
 // DevKeysFile is where `make dev` keeps its approval key pair. Processes
 // started from the repo read it when the variables are unset.
-const DevKeysFile = ".dev/approval-keys.env"
+const DevKeysFile = ".dev/keys.env"
 
 // devEnv reads NAME=value from DevKeysFile, or "".
 func devEnv(name string) string {

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -47,6 +48,23 @@ var ApprovalSigner, ApprovalKeys = func() (policy.Signer, policy.ApprovalKeys) {
 // Sign signs a decision for a workflow, now.
 func Sign(a policy.Approval, workflowID string) policy.Approval {
 	return ApprovalSigner.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
+}
+
+// Codec encrypts the tests' payloads. Its key is fixed, so histories
+// recorded by tests (the golden files) stay readable by later tests.
+var Codec = func() *codec.Codec {
+	c, err := codec.Parse("test:dG9vbGdhdGUtdGVzdC1rZXktb25seS1mb3ItdGVzdHM=", "")
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+// CodecServer serves the codec endpoint on a loopback port, for CLI calls.
+func CodecServer(t testing.TB) string {
+	srv := httptest.NewServer(Codec.Handler([]string{"http://localhost:8233"}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // UpstreamKey signs the test upstream's tokens.
@@ -187,7 +205,7 @@ func Temporal(t testing.TB) client.Client {
 	if devErr != nil {
 		unavailable(t, "the Temporal dev server could not start: %v", devErr)
 	}
-	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default"})
+	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default", DataConverter: Codec.DataConverter()})
 	if err != nil {
 		t.Fatal(err)
 	}

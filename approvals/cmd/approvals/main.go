@@ -49,7 +49,7 @@ func run(log *zap.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: logging.Temporal(log)})
+	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
 	if err != nil {
 		return err
 	}
@@ -68,4 +68,9 @@ func run(log *zap.Logger) error {
 		return err
 	}
 	return nil
+}
+
+func withLogger(o client.Options, log *zap.Logger) client.Options {
+	o.Logger = logging.Temporal(log)
+	return o
 }
