@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
@@ -43,7 +44,14 @@ func run(log *zap.Logger) error {
 		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
 	}
 	defer pool.Close()
-	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
+	m, err := metrics.New(pool, log)
+	if err != nil {
+		return err
+	}
+	go serve(log, "metrics", cfg.MetricsAddr, metricsMux(m))
+	opts := withLogger(cfg.ClientOptions(), log)
+	opts.MetricsHandler = m.SDK
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
@@ -78,4 +86,10 @@ func serve(log *zap.Logger, what, addr string, h http.Handler) {
 	if err := srv.ListenAndServe(); err != nil {
 		log.Error(what+" stopped", zap.String("addr", addr), zap.Error(err))
 	}
+}
+
+func metricsMux(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return mux
 }

@@ -80,9 +80,22 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
+	upAt := workflow.Now(ctx)
 	decision, expired, err := c.wait(v, hash, ttl, expires, signed, keys)
 	if err != nil {
 		return ToolCallResult{}, err
+	}
+	outcome := "approved"
+	switch {
+	case expired:
+		outcome = "expired"
+	case decision.Decision == policy.Reject:
+		outcome = "rejected"
+	}
+	c.countApproval(outcome)
+	if !expired {
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
+			Timer(MetricTimeToDecision).Record(workflow.Now(ctx).Sub(upAt))
 	}
 	var res ToolCallResult
 	switch {
@@ -145,6 +158,7 @@ func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires ti
 // refuse audits a decision that does not count.
 func (c *call) refuse(a policy.Approval, code policy.Code, why string) error {
 	c.refused++
+	c.countApproval("refused_" + string(code))
 	workflow.GetLogger(c.ctx).Warn("approval refused", "code", code, "approver", a.Approver.UserID)
 	who := a.Approver
 	return c.audit(activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: code,

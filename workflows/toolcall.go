@@ -127,6 +127,7 @@ func (c *call) run() (ToolCallResult, error) {
 			return ToolCallResult{}, err
 		}
 	}
+	c.countDecision(v)
 	if !v.Allowed() {
 		return c.denied(v)
 	}

@@ -49,7 +49,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			t.Errorf("%s: its command's package is missing: %v", name, err)
 		}
 	}
-	want := map[string]string{"temporal": "7233:7233", "upstream": "8081:8081", "postgres": "5432:5432", "approvals": "8080:8080"}
+	want := map[string]string{"temporal": "7233:7233", "upstream": "8081:8081", "postgres": "5432:5432", "approvals": "8080:8080", "worker": "9090:9090"}
 	for svc, port := range want {
 		found := false
 		for _, p := range f.Services[svc].Ports {

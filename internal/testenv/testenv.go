@@ -250,11 +250,33 @@ func NewStack(t testing.TB) *Stack {
 // NewStackTTL is NewStack with the worker's approval TTL set.
 func NewStackTTL(t testing.TB, ttl time.Duration) *Stack {
 	t.Helper()
+	return NewStackWith(t, StackOptions{ApprovalTTL: ttl})
+}
+
+// StackOptions change how NewStackWith builds the stack.
+type StackOptions struct {
+	ApprovalTTL time.Duration
+	// Metrics, when set, receives the worker's and client's SDK metrics.
+	Metrics client.MetricsHandler
+}
+
+// NewStackWith starts a stack with options.
+func NewStackWith(t testing.TB, o StackOptions) *Stack {
+	t.Helper()
+	ttl := o.ApprovalTTL
 	s := &Stack{DatabaseURL: Database(t)}
 	s.Owner = OwnerPool(t, s.DatabaseURL)
 	s.App = AppPool(t, s.DatabaseURL)
 	s.Upstream = Upstream(t, s.DatabaseURL)
 	s.Client = Temporal(t)
+	if o.Metrics != nil {
+		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		s.Client = c
+	}
 	core, logs := observer.New(zap.DebugLevel)
 	s.Logs = logs
 	s.Activities = NewActivities(s.App, s.Upstream.URL, zap.New(core))

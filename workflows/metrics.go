@@ -1,0 +1,34 @@
+package workflows
+
+import (
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Metric names of toolgate's own metrics (Prometheus adds _total to counters).
+const (
+	MetricDecisions      = "toolgate_decisions"
+	MetricApprovals      = "toolgate_approvals"
+	MetricTimeToDecision = "toolgate_time_to_decision"
+)
+
+// countDecision records the chain's verdict once per call.
+func (c *call) countDecision(v policy.Verdict) {
+	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{
+		"tool": metricTool(c.in.Tool), "decision": string(v.Decision), "code": string(v.Code),
+	}).Counter(MetricDecisions).Inc(1)
+}
+
+// countApproval records what happened to a card or to one decision on it.
+func (c *call) countApproval(outcome string) {
+	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
+		Counter(MetricApprovals).Inc(1)
+}
+
+// metricTool keeps unknown (model-made) names from growing the label set.
+func metricTool(name string) string {
+	if _, ok := policy.Default().Spec(name); ok {
+		return name
+	}
+	return "unknown"
+}
