@@ -4,66 +4,116 @@ package compose
 
 import (
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/workflows"
 	"go.yaml.in/yaml/v3"
 )
 
-type composeFile struct {
-	Services map[string]struct {
-		Image       string            `yaml:"image"`
-		Build       any               `yaml:"build"`
-		Entrypoint  []string          `yaml:"entrypoint"`
-		Environment map[string]string `yaml:"environment"`
-		Ports       []string          `yaml:"ports"`
-	} `yaml:"services"`
+type service struct {
+	Image       string            `yaml:"image"`
+	Build       any               `yaml:"build"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	DependsOn   map[string]any    `yaml:"depends_on"`
 }
 
-func TestComposeMatchesTheCode(t *testing.T) {
+func load(t *testing.T) map[string]service {
 	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f composeFile
+	var f struct {
+		Services map[string]service `yaml:"services"`
+	}
 	if err := yaml.Unmarshal(raw, &f); err != nil {
 		t.Fatalf("docker-compose.yml is not valid YAML: %v", err)
 	}
-	for _, name := range []string{"postgres", "temporal", "migrate", "upstream", "worker", "approvals"} {
-		svc, ok := f.Services[name]
-		if !ok {
+	return f.Services
+}
+
+// TestComposeMatchesTheCode checks every service, port and env name.
+func TestComposeMatchesTheCode(t *testing.T) {
+	svcs := load(t)
+	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals"}
+	for _, name := range want {
+		if _, ok := svcs[name]; !ok {
 			t.Fatalf("service %s is missing", name)
 		}
+	}
+	for name, svc := range svcs {
+		if !slices.Contains(want, name) {
+			t.Errorf("unexpected service %s: add it to this test", name)
+		}
 		if svc.Image == "" && svc.Build == nil {
-			t.Errorf("service %s names no image and no build", name)
+			t.Errorf("%s names no image and no build", name)
+		}
+		for dep := range svc.DependsOn {
+			if _, ok := svcs[dep]; !ok || dep == name {
+				t.Errorf("%s depends on %q", name, dep)
+			}
 		}
 	}
-	for _, name := range []string{"migrate", "upstream", "worker", "approvals"} {
-		env := f.Services[name].Environment
-		for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "UPSTREAM_URL", "TOOLGATE_TASK_QUEUE"} {
-			if env[k] == "" {
+	// toolgate's own processes: one Dockerfile, the code's env names, the code's commands.
+	commands := map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals"}
+	for name, pkg := range commands {
+		svc := svcs[name]
+		if svc.Build == nil {
+			t.Errorf("%s must be built from the repo's Dockerfile", name)
+		}
+		if _, err := os.Stat("../../" + pkg); err != nil {
+			t.Errorf("%s: its command's package %s is missing", name, pkg)
+		}
+		if len(svc.Entrypoint) == 0 || !strings.HasSuffix(svc.Entrypoint[0], "/"+path.Base(pkg)) {
+			t.Errorf("%s runs %v, want the %s binary", name, svc.Entrypoint, pkg)
+		}
+		for k := range svc.Environment {
+			if !slices.Contains(config.Vars, k) {
+				t.Errorf("%s sets %s, which the code never reads", name, k)
+			}
+		}
+		for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "UPSTREAM_URL", "TOOLGATE_TASK_QUEUE", "TOOLGATE_CODEC_KEYS"} {
+			if svc.Environment[k] == "" {
 				t.Errorf("%s lacks %s", name, k)
 			}
 		}
-		if _, err := os.Stat("../../" + strings.TrimPrefix(map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals"}[name], "/")); err != nil {
-			t.Errorf("%s: its command's package is missing: %v", name, err)
-		}
 	}
-	want := map[string]string{"temporal": "7233:7233", "upstream": "8081:8081", "postgres": "5432:5432", "approvals": "8080:8080", "worker": "9090:9090"}
-	for svc, port := range want {
-		found := false
-		for _, p := range f.Services[svc].Ports {
-			found = found || p == port
-		}
-		if !found {
+	ports := map[string]string{"postgres": "5432:5432", "temporal": "7233:7233", "temporal-ui": "8233:8080",
+		"upstream": "8081:8081", "approvals": "8080:8080", "worker": "9090:9090"}
+	for svc, port := range ports {
+		if !slices.Contains(svcs[svc].Ports, port) {
 			t.Errorf("%s does not publish %s", svc, port)
 		}
 	}
-	if !strings.Contains(f.Services["worker"].Environment["TOOLGATE_APPROVAL_KEYS"], "TOOLGATE_APPROVAL_KEYS") ||
-		!strings.Contains(f.Services["approvals"].Environment["TOOLGATE_APPROVAL_SIGNING_KEY"], "TOOLGATE_APPROVAL_SIGNING_KEY") {
-		t.Error("the worker must get the public keys and the card UI the signing key")
+	env := func(svc, k string) string { return svcs[svc].Environment[k] }
+	checks := map[string]bool{
+		"worker DATABASE_URL points at the postgres service":     strings.Contains(env("worker", "DATABASE_URL"), "@postgres:5432/toolgate"),
+		"worker UPSTREAM_URL points at the upstream service":     env("worker", "UPSTREAM_URL") == "http://upstream:8081",
+		"the worker trusts approval keys":                         env("worker", "TOOLGATE_APPROVAL_KEYS") != "",
+		"the card UI signs decisions":                             env("approvals", "TOOLGATE_APPROVAL_SIGNING_KEY") != "",
+		"the upstream listens on its published port":              env("upstream", "UPSTREAM_ADDR") == ":8081",
+		"the card UI listens on its published port":               env("approvals", "APPROVALS_ADDR") == ":8080",
+		"metrics on the published port":                           env("worker", "METRICS_ADDR") == ":9090",
+		"Temporal Web decodes through the worker's codec address": strings.HasSuffix(env("temporal-ui", "TEMPORAL_CODEC_ENDPOINT"), env("worker", "CODEC_ADDR")) && slices.Contains(svcs["worker"].Ports, "8089:8089"),
+		"the codec endpoint allows Temporal Web's origin":         env("worker", "CODEC_CORS_ORIGINS") == env("temporal-ui", "TEMPORAL_CORS_ORIGINS"),
+		"Temporal stores its data in the postgres service":        env("temporal", "POSTGRES_SEEDS") == "postgres",
 	}
-	if !strings.Contains(f.Services["worker"].Environment["DATABASE_URL"], "@postgres:5432/toolgate") {
-		t.Errorf("worker DATABASE_URL %q does not point at the postgres service", f.Services["worker"].Environment["DATABASE_URL"])
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("compose: %s", what)
+		}
+	}
+	// Every search attribute the workflow upserts is registered, with its type.
+	setup := strings.Join(svcs["temporal-setup"].Command, " ")
+	for _, sa := range workflows.SearchAttributes {
+		if !strings.Contains(setup, sa.Name+"="+sa.Type) {
+			t.Errorf("temporal-setup does not register %s=%s", sa.Name, sa.Type)
+		}
 	}
 }

@@ -25,6 +25,14 @@ const (
 	DefaultUpstreamKey = "mangrove-demo-signing-key-change-me"
 )
 
+// Vars lists every environment variable toolgate's processes read.
+var Vars = []string{
+	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
+	"UPSTREAM_TOKEN_KEY", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
+	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
+	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL",
+}
+
 // Config is the environment a process runs with.
 type Config struct {
 	TemporalAddress string
