@@ -93,8 +93,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	}
 	env := func(svc, k string) string { return svcs[svc].Environment[k] }
 	checks := map[string]bool{
-		"worker DATABASE_URL points at the postgres service":     strings.Contains(env("worker", "DATABASE_URL"), "@postgres:5432/toolgate"),
-		"worker UPSTREAM_URL points at the upstream service":     env("worker", "UPSTREAM_URL") == "http://upstream:8081",
+		"worker DATABASE_URL points at the postgres service":      strings.Contains(env("worker", "DATABASE_URL"), "@postgres:5432/toolgate"),
+		"worker UPSTREAM_URL points at the upstream service":      env("worker", "UPSTREAM_URL") == "http://upstream:8081",
 		"the worker trusts approval keys":                         env("worker", "TOOLGATE_APPROVAL_KEYS") != "",
 		"the card UI signs decisions":                             env("approvals", "TOOLGATE_APPROVAL_SIGNING_KEY") != "",
 		"the upstream listens on its published port":              env("upstream", "UPSTREAM_ADDR") == ":8081",
