@@ -42,8 +42,9 @@ type CallResult struct {
 // makes the tool's upstream call with it. The token lives only inside this
 // function: it is never returned, logged or put in an error.
 func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, error) {
-	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", activity.GetInfo(ctx).WorkflowExecution.ID),
-		zap.Int32("attempt", activity.GetInfo(ctx).Attempt))
+	info := activity.GetInfo(ctx)
+	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", info.WorkflowExecution.ID),
+		zap.String("runId", info.WorkflowExecution.RunID), zap.Int32("attempt", info.Attempt))
 	if in.ArgsHash != "" {
 		if h, err := policy.ArgsHash(in.Tool, in.Args); err != nil || h != in.ArgsHash {
 			return CallResult{}, temporal.NewNonRetryableApplicationError("the args to run do not match the approved card", ErrBadInput, nil)
