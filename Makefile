@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -19,6 +19,7 @@ dev: tools build
 test: tools browser lint
 	./scripts/require-postgres.sh
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
+	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x
 
 ## unit: the tests that need no service.
 unit:
@@ -66,6 +67,13 @@ reset:
 
 clean:
 	rm -rf bin .dev
+
+## fuzz: the chain and the sanitizer under go test -fuzz (make test runs a short pass).
+FUZZ_AUTHORIZE ?= 1000000x
+FUZZ_SANITIZE  ?= 300000x
+fuzz:
+	go test -run='^$$' -fuzz=FuzzAuthorize -fuzztime=$(FUZZ_AUTHORIZE) ./policy
+	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
 
 ## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).
 prove: tools

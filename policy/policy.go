@@ -160,7 +160,7 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 	spec, ok := p.specs[req.Tool]
 	if !ok {
 		return deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
-			req.Tool, strings.Join(p.Offered(req.Session.Role), ", ")))
+			clip(req.Tool), strings.Join(p.Offered(req.Session.Role), ", ")))
 	}
 	row := p.rows[req.Tool]
 	decision := Stricter(row.Decision, spec.Tier.Floor())
@@ -168,7 +168,7 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 		return deny(StepNotDenied, fmt.Sprintf("%s is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.", spec.Name))
 	}
 	if !slices.Contains(row.Roles, req.Session.Role) {
-		return deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", spec.Name, req.Session.Role))
+		return deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", spec.Name, clip(string(req.Session.Role))))
 	}
 	args, err := Decode(spec, req.Args)
 	if err != nil {
@@ -186,6 +186,12 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 				return deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
 			}
 			sc.SetStore(req.Session.StoreIDs[0])
+			// The session is the agent backend's, not the model's: a store it
+			// lists must still be a valid store.
+			if err := validate.Struct(args); err != nil {
+				return deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
+					req.Session.StoreIDs[0]))
+			}
 		}
 		store = *sc.Store()
 		if !req.Session.Owns(store) {

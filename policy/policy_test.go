@@ -443,3 +443,16 @@ func TestApprovalSignatures(t *testing.T) {
 		t.Fatalf("parse: %v", err)
 	}
 }
+
+// TestSessionStoresMustBeValid: a session listing a store that is not a
+// valid store number (found by FuzzAuthorize) is refused, never filled in.
+func TestSessionStoresMustBeValid(t *testing.T) {
+	p := Default()
+	for _, bad := range []int64{-30, 0, 1_000_000} {
+		c := baseCall(t, p, "get_stock")
+		c.req.Session.StoreIDs = []int64{bad}
+		if v := p.Authorize(c.req, c.facts); v.Code != CodeStoreScope {
+			t.Errorf("session store %d: got %s (%s)", bad, v.Code, v.Args)
+		}
+	}
+}

@@ -20,6 +20,7 @@ GUARDS = [
     ("step 3 unknown keys", "policy/decode.go", "if err := checkKeys(trimmed, fields); err != nil {", "if err := checkKeys(trimmed, fields); false && err != nil {", UNIT),
     ("step 4 credential_unavailable", "policy/policy.go", "if spec.RequiresCredential && (req.Session.CredentialRef == \"\" || req.Session.UserID == \"\") {", "if false {", UNIT),
     ("step 5 store_scope", "policy/policy.go", "if !req.Session.Owns(store) {", "if false {", UNIT),
+    ("step 5 session stores are valid stores", "policy/policy.go", "\t\t\tif err := validate.Struct(args); err != nil {\n\t\t\t\treturn deny(StepStoreScope", "\t\t\tif err := validate.Struct(args); false && err != nil {\n\t\t\t\treturn deny(StepStoreScope", UNIT),
     ("step 6 over_limit", "policy/policy.go", "if *valueCents > row.HardLimitCents {", "if false {", UNIT),
     ("step 7 rate_limit (calls)", "policy/policy.go", "if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {", "if false {", UNIT),
     ("step 7 spend limit", "policy/policy.go", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents {", "if l.MaxCents > 0 && u.Cents+value > l.MaxCents && false {", UNIT),

@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzAuthorize throws arbitrary tool names, raw args, roles, stores and
+// usage at the whole chain. Every outcome is in the closed set of codes, a
+// refusal says what to do, and anything allowed decodes again, names only
+// the session's stores and carries canonical args.
+func FuzzAuthorize(f *testing.F) {
+	p := Default()
+	for _, spec := range Tools {
+		f.Add(spec.Name, []byte(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","title":"Count milk","query":"milk","grnNumber":"GRN-88213"}`), "store_manager", int64(112), 0, int64(100))
+	}
+	f.Add("get_stock", []byte(`{"articleId":40211}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("get_stock", []byte(`{"articleId":40211,"storeId":118}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("create_task", []byte(`{"title":"x","userId":"kofi"}`), "area_manager", int64(115), 29, int64(0))
+	f.Add("request_stock_transfer", []byte(`{"articleId":40211,"quantity":250,"reason":"promotion"}`), "area_manager", int64(112), 4, int64(240000))
+	f.Add("constructor", []byte(`{}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("__proto__", []byte(`null`), "", int64(0), 0, int64(0))
+	f.Add("get_stock", []byte(`{"articleId":NaN}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("get_stock", []byte(`{"articleId":1e400}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("get_stock", []byte(`{"articleId":1,"articleId":2}`), "store_manager", int64(112), 0, int64(0))
+	f.Add("get_stock", []byte(`{"ArticleId":1}`), "store_manager", int64(112), 0, int64(0))
+	f.Fuzz(func(t *testing.T, tool string, args []byte, role string, store int64, used int, value int64) {
+		req := Request{Tool: tool, Args: json.RawMessage(args), Session: Session{
+			UserID: "u", Role: Role(role), StoreIDs: []int64{store}, SessionID: "s", ConversationID: "c", CredentialRef: "cred"}}
+		row, known := p.Row(tool)
+		usage := make([]Usage, len(row.Limits))
+		for i := range usage {
+			usage[i] = Usage{Calls: used, Cents: int64(used) * 1000}
+		}
+		v := p.Authorize(req, Facts{ValueCents: &value, Usage: usage})
+		if !v.Code.Valid() || v.Code == "" {
+			t.Fatalf("code %q is not in the closed set", v.Code)
+		}
+		if (v.Decision == DecisionDeny) != (v.Code != CodeOK) {
+			t.Fatalf("decision %s with code %s", v.Decision, v.Code)
+		}
+		if !known && v.Code != CodeUnknownTool {
+			t.Fatalf("unregistered %q gave %s", tool, v.Code)
+		}
+		if v.Decision == DecisionDeny {
+			if v.Message == "" || !utf8.ValidString(v.Message) || len(v.Message) > 2000 {
+				t.Fatalf("refusal message %d bytes, valid %v", len(v.Message), utf8.ValidString(v.Message))
+			}
+			return
+		}
+		spec, _ := p.Spec(tool)
+		if _, err := Decode(spec, v.Args); err != nil {
+			t.Fatalf("allowed args %s do not decode again: %v", v.Args, err)
+		}
+		if v.StoreID != 0 && v.StoreID != store {
+			t.Fatalf("allowed store %d is not the session's %d", v.StoreID, store)
+		}
+		if v.Decision == DecisionApprove && v.ApproverRole == "" {
+			t.Fatal("an approve verdict routes to no one")
+		}
+	})
+}
