@@ -101,3 +101,16 @@ func TestDefinitionsNeverOfferDeniedTools(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryToolHasAValidExample: each tool's example passes strict decoding.
+func TestEveryToolHasAValidExample(t *testing.T) {
+	for _, spec := range Tools {
+		if spec.Example == "" {
+			t.Errorf("%s has no example", spec.Name)
+			continue
+		}
+		if _, err := Decode(spec, json.RawMessage(spec.Example)); err != nil {
+			t.Errorf("%s: example %s: %v", spec.Name, spec.Example, err)
+		}
+	}
+}

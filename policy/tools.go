@@ -47,6 +47,8 @@ type ToolSpec struct {
 	// DryRun tools are previewed read-only, as the user, before step 6: the
 	// preview values the call and makes the choices the approver sees.
 	DryRun bool
+	// Example is a valid call's args, for docs and tests.
+	Example string
 }
 
 // StoreScoped is implemented by args that name a store the session must own.
@@ -130,37 +132,43 @@ type ChangePriceArgs struct {
 // Tools is the registry of the Mangrove store operations tools.
 var Tools = []ToolSpec{
 	{
-		Name: "search_procedures",
+		Name:    "search_procedures",
+		Example: `{"query":"cold chain breach"}`,
 		Description: "Search Mangrove's store operating procedures (food safety, cash handling, deliveries) and return matching titles with short excerpts. " +
 			"Use it when someone asks how something is supposed to be done. Do not use it for live data such as stock or deliveries.",
 		Args: reflect.TypeFor[SearchProceduresArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name: "get_stock",
+		Name:    "get_stock",
+		Example: `{"articleId":40211}`,
 		Description: "Get the current stock of one article in one store, in cases and units. " +
 			"Use it before suggesting a reorder or a transfer. Do not use it to search articles by name; ask for the article number.",
 		Args: reflect.TypeFor[GetStockArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name: "get_deliveries",
+		Name:    "get_deliveries",
+		Example: `{"date":"2026-12-01"}`,
 		Description: "List deliveries to a store, upcoming or on one day, with supplier, status and expected time. " +
 			"Use it to answer \"when does X arrive\". Do not use it for what was actually received; use get_grn for that.",
 		Args: reflect.TypeFor[GetDeliveriesArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name: "get_grn",
+		Name:    "get_grn",
+		Example: `{"grnNumber":"GRN-88213"}`,
 		Description: "Get one goods received note (what a delivery actually brought in, line by line, with any shortages). " +
 			"Use it to check a delivery that arrived. Do not use it for deliveries still on the way; use get_deliveries.",
 		Args: reflect.TypeFor[GetGRNArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name: "create_task",
+		Name:    "create_task",
+		Example: `{"title":"Check cooler 3 temperature","priority":"high"}`,
 		Description: "Create a task on a store's task board for the staff to do. " +
 			"Use it when someone asks to have something done in a store. Do not use it for stock moves or price changes.",
 		Args: reflect.TypeFor[CreateTaskArgs](), Tier: TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},
 	{
-		Name: "request_stock_transfer",
+		Name:    "request_stock_transfer",
+		Example: `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`,
 		Description: "Ask for stock to be moved into a store from another store of the same area. The system picks the source store, values the move at cost, " +
 			"and a manager approves it on a card before anything moves. Use it when a store will run out before its next delivery. " +
 			"Do not use it to check stock (use get_stock) or to order from a supplier.",
@@ -168,6 +176,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:        "change_price",
+		Example:     `{"articleId":40211,"newPriceCents":899}`,
 		Description: "Change the shelf price of an article in a store. Never offered to a model: prices are changed by pricing staff.",
 		Args:        reflect.TypeFor[ChangePriceArgs](), Tier: TierIrreversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},

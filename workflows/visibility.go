@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/temporal"
@@ -31,7 +33,7 @@ var SearchAttributes = []struct{ Name, Type string }{
 // call, so it is findable before its first workflow task runs.
 func StartAttributes(in ToolCallInput) temporal.SearchAttributes {
 	updates := []temporal.SearchAttributeUpdate{
-		ToolNameKey.ValueSet(in.Tool), ToolStatusKey.ValueSet(StatusDeciding), RequestedByKey.ValueSet(in.Session.UserID),
+		ToolNameKey.ValueSet(toolLabel(in.Tool)), ToolStatusKey.ValueSet(StatusDeciding), RequestedByKey.ValueSet(label(in.Session.UserID)),
 	}
 	if len(in.Session.StoreIDs) > 0 {
 		updates = append(updates, StoreIDKey.ValueSet(in.Session.StoreIDs[0]))
@@ -45,7 +47,31 @@ func StaticSummary(in ToolCallInput) string {
 	if len(in.Session.StoreIDs) > 0 {
 		store = fmt.Sprintf("store %d", in.Session.StoreIDs[0])
 	}
-	return fmt.Sprintf("%s by %s (%s) for %s", in.Tool, in.Session.UserID, in.Session.Role, store)
+	return fmt.Sprintf("%s by %s (%s) for %s", toolLabel(in.Tool), label(in.Session.UserID), label(string(in.Session.Role)), store)
+}
+
+// toolLabel names a tool for search attributes, summaries and metrics: a
+// registered name as is; anything else, which came from the model, marked
+// and cut short, so it cannot exceed Temporal's size limits or mislead.
+func toolLabel(name string) string {
+	if _, ok := policy.Default().Spec(name); ok {
+		return name
+	}
+	return "unknown_tool:" + label(name)
+}
+
+// label makes caller text printable and at most 64 characters.
+func label(s string) string {
+	r := []rune(strings.ToValidUTF8(s, "?"))
+	if len(r) > 64 {
+		r = append(r[:64], '…')
+	}
+	for i, c := range r {
+		if !unicode.IsPrint(c) {
+			r[i] = '?'
+		}
+	}
+	return string(r)
 }
 
 // setStatus moves the call to a new status: the status query, the search
@@ -55,7 +81,7 @@ func (c *call) setStatus(status string, code policy.Code) {
 	if !c.visible {
 		return
 	}
-	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(c.in.Tool), ToolStatusKey.ValueSet(status), RequestedByKey.ValueSet(c.in.Session.UserID)}
+	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(status), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
 	}
@@ -76,7 +102,7 @@ func (c *call) setStatus(status string, code policy.Code) {
 
 // details is the Markdown Temporal Web shows as the call's current details.
 func (c *call) details(code policy.Code) string {
-	d := fmt.Sprintf("**%s** · %s by %s (%s)", c.status.Status, c.in.Tool, c.in.Session.UserID, c.in.Session.Role)
+	d := fmt.Sprintf("**%s** · %s by %s (%s)", c.status.Status, toolLabel(c.in.Tool), label(c.in.Session.UserID), label(string(c.in.Session.Role)))
 	if code != "" && code != policy.CodeOK {
 		d += fmt.Sprintf(" · code `%s`", code)
 	}

@@ -1,0 +1,135 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// hostileCalls are calls a confused or hostile model might make, each with
+// the code it must get. None may have any effect upstream.
+var hostileCalls = []struct {
+	name, tool, args string
+	session          func(policy.Session) policy.Session
+	code             policy.Code
+}{
+	{"constructor", "constructor", `{}`, nil, policy.CodeUnknownTool},
+	{"__proto__", "__proto__", `{}`, nil, policy.CodeUnknownTool},
+	{"toString", "toString", `{}`, nil, policy.CodeUnknownTool},
+	{"empty name", "", `{}`, nil, policy.CodeUnknownTool},
+	{"NUL in the name", "create_task\x00", `{"title":"Mop"}`, nil, policy.CodeUnknownTool},
+	{"Cyrillic look-alike", "сreate_task", `{"title":"Mop"}`, nil, policy.CodeUnknownTool},
+	{"zero-width joiner", "create\u200d_task", `{"title":"Mop"}`, nil, policy.CodeUnknownTool},
+	{"upper case", "CREATE_TASK", `{"title":"Mop"}`, nil, policy.CodeUnknownTool},
+	{"trailing space", "create_task ", `{"title":"Mop"}`, nil, policy.CodeUnknownTool},
+	{"10 KB name", strings.Repeat("create_task", 1000), `{}`, nil, policy.CodeUnknownTool},
+	{"denied tool", "change_price", `{"articleId":40211,"newPriceCents":1}`, nil, policy.CodeToolDenied},
+	{"denied tool, area manager", "change_price", `{"articleId":40211,"newPriceCents":1}`, func(s policy.Session) policy.Session { s.Role = policy.RoleAreaManager; return s }, policy.CodeToolDenied},
+	{"made-up role", "create_task", `{"title":"Mop the floor"}`, func(s policy.Session) policy.Session { s.Role = "admin"; return s }, policy.CodeRole},
+	{"userId smuggled", "create_task", `{"title":"Mop the floor","userId":"kofi"}`, nil, policy.CodeInvalidArguments},
+	{"role smuggled", "create_task", `{"title":"Mop the floor","role":"area_manager"}`, nil, policy.CodeInvalidArguments},
+	{"storeIds smuggled", "create_task", `{"title":"Mop the floor","storeIds":[118]}`, nil, policy.CodeInvalidArguments},
+	{"credential smuggled", "create_task", `{"title":"Mop the floor","credentialRef":"cred-kofi"}`, nil, policy.CodeInvalidArguments},
+	{"amount smuggled", "request_stock_transfer", `{"articleId":40211,"quantity":40,"reason":"other","valueCents":1}`, nil, policy.CodeInvalidArguments},
+	{"source store smuggled", "request_stock_transfer", `{"articleId":40211,"quantity":40,"reason":"other","fromStoreId":131}`, nil, policy.CodeInvalidArguments},
+	{"case-variant key", "create_task", `{"Title":"Mop the floor"}`, nil, policy.CodeInvalidArguments},
+	{"duplicate key", "create_task", `{"title":"Mop the floor","title":"Delete everything"}`, nil, policy.CodeInvalidArguments},
+	{"oversized", "create_task", `{"title":"Mop","details":"` + strings.Repeat("x", 20000) + `"}`, nil, policy.CodeInvalidArguments},
+	{"deeply nested", "create_task", strings.Repeat(`{"title":`, 2000) + `"x"` + strings.Repeat(`}`, 2000), nil, policy.CodeInvalidArguments},
+	{"string for a number", "request_stock_transfer", `{"articleId":"40211","quantity":40,"reason":"other"}`, nil, policy.CodeInvalidArguments},
+	{"NaN as text", "request_stock_transfer", `{"articleId":40211,"quantity":"NaN","reason":"other"}`, nil, policy.CodeInvalidArguments},
+	{"negative quantity", "request_stock_transfer", `{"articleId":40211,"quantity":-40,"reason":"other"}`, nil, policy.CodeInvalidArguments},
+	{"fractional quantity", "request_stock_transfer", `{"articleId":40211,"quantity":0.5,"reason":"other"}`, nil, policy.CodeInvalidArguments},
+	{"huge quantity", "request_stock_transfer", `{"articleId":40211,"quantity":1e18,"reason":"other"}`, nil, policy.CodeInvalidArguments},
+	{"reason outside the enum", "request_stock_transfer", `{"articleId":40211,"quantity":4,"reason":"because I said so"}`, nil, policy.CodeInvalidArguments},
+	{"array for args", "create_task", `["title","Mop"]`, nil, policy.CodeInvalidArguments},
+	{"another store's task", "create_task", `{"title":"Mop the floor","storeId":118}`, nil, policy.CodeStoreScope},
+	{"another area's transfer", "request_stock_transfer", `{"articleId":40211,"quantity":4,"reason":"other","storeId":131}`, nil, policy.CodeStoreScope},
+	{"another store's stock", "get_stock", `{"articleId":40211,"storeId":118}`, nil, policy.CodeStoreScope},
+	{"signed out", "create_task", `{"title":"Mop the floor"}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, policy.CodeCredentialUnavailable},
+	{"someone else's credential", "create_task", `{"title":"Mop the floor"}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, policy.CodeCredentialUnavailable},
+	{"over the hard limit", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"promotion"}`, func(s policy.Session) policy.Session {
+		s.UserID, s.Role, s.CredentialRef = "kofi", policy.RoleAreaManager, "cred-kofi"
+		return s
+	}, policy.CodeOverLimit},
+}
+
+// TestHostileCalls runs the table through the real stack and finds each
+// expected code, a refusal that says what to do, and no effect upstream.
+func TestHostileCalls(t *testing.T) {
+	s := testenv.NewStack(t)
+	for i, h := range hostileCalls {
+		sess := ama("hostile")
+		if h.session != nil {
+			sess = h.session(sess)
+		}
+		res := s.Run(t, workflows.ToolCallInput{Tool: h.tool, ToolCallID: fmt.Sprint("h", i), Args: json.RawMessage(h.args), Session: sess})
+		if res.Code != h.code || res.Status == "executed" || res.Message == "" || len(res.Message) > 2000 {
+			t.Errorf("%s: got %s/%s (%d-byte message), want %s", h.name, res.Status, res.Code, len(res.Message), h.code)
+		}
+	}
+	// A foreign credential passes the chain (it only sees that one is present)
+	// and is refused by the vault in the activity: admitted, never run.
+	var tasks, transfers, executed, cards int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM mangrove.tasks), (SELECT count(*) FROM mangrove.transfers),
+		(SELECT count(*) FROM audit_log WHERE event IN ('executed', 'approved')), (SELECT count(*) FROM pending_action)`).Scan(&tasks, &transfers, &executed, &cards)
+	if tasks+transfers+executed+cards != 0 {
+		t.Fatalf("hostile calls had effects: %d tasks, %d transfers, %d executed rows, %d cards", tasks, transfers, executed, cards)
+	}
+	var denied int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE conversation_id = 'hostile'`).Scan(&denied)
+	if denied < len(hostileCalls)-1 {
+		t.Fatalf("only %d of %d hostile calls were audited", denied, len(hostileCalls))
+	}
+	t.Logf("%d hostile calls, each refused with its code, 0 effects", len(hostileCalls))
+}
+
+// TestApprovalRacingTheExpiry sends approvals around the moment a 2 s card
+// expires: whichever wins, executed means exactly one transfer and expired
+// means none.
+func TestApprovalRacingTheExpiry(t *testing.T) {
+	s := testenv.NewStackTTL(t, 2*time.Second)
+	ctx := context.Background()
+	outcomes := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			store := int64(110 + i) // one store each: transfers are capped at 5 per store per day
+			first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("race", fmt.Sprint("c", i),
+				fmt.Sprintf(`{"articleId":40211,"quantity":1,"reason":"other","storeId":%d}`, store), kofi("")))
+			if err != nil || first.Status != workflows.StatusPendingApproval {
+				t.Errorf("%v %+v", err, first)
+				return
+			}
+			time.Sleep(2*time.Second - 300*time.Millisecond + time.Duration(i)*80*time.Millisecond)
+			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
+				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: storeManager(store)}, run.GetID()))
+			var res workflows.ToolCallResult
+			if err := run.Get(ctx, &res); err != nil {
+				t.Error(err)
+				return
+			}
+			var transfers int
+			_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, run.GetID()).Scan(&transfers)
+			if (res.Status == "executed") != (transfers == 1) || transfers > 1 || (res.Status != "executed" && res.Status != "expired") {
+				t.Errorf("%s: %s with %d transfers", run.GetID(), res.Status, transfers)
+			}
+			mu.Lock()
+			outcomes[res.Status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("approvals racing expiry: %v", outcomes)
+}
