@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -20,6 +20,7 @@ test: tools browser lint
 	./scripts/require-postgres.sh
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x
+	$(MAKE) chaos CHAOS_CALLS=60
 
 ## unit: the tests that need no service.
 unit:
@@ -67,6 +68,13 @@ reset:
 
 clean:
 	rm -rf bin .dev
+
+## chaos: mixed calls while the worker is SIGKILLed at random and the upstream and PostgreSQL restart once each
+## (make test runs 60 calls). It restarts the machine's PostgreSQL cluster.
+CHAOS_CALLS ?= 300
+chaos: tools
+	./scripts/require-postgres.sh
+	TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
 ## fuzz: the chain and the sanitizer under go test -fuzz (make test runs a short pass).
 FUZZ_AUTHORIZE ?= 1000000x

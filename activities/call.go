@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
@@ -50,7 +52,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			return CallResult{}, temporal.NewNonRetryableApplicationError("the args to run do not match the approved card", ErrBadInput, nil)
 		}
 	}
-	token, err := a.exchange(ctx, in)
+	token, err := a.exchangeSafely(ctx, in)
 	if err != nil {
 		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
@@ -116,6 +118,26 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	return CallResult{Result: a.Sanitizer.Result(body)}, nil
 }
 
+// exchangeSafely retries the credential exchange inside the activity while
+// the vault or the token endpoint is briefly unreachable. The exchange has
+// no effect upstream, so this holds even for tools that run at most once.
+func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, error) {
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		token, err := a.exchange(ctx, in)
+		var app *temporal.ApplicationError
+		if err == nil || attempt == 5 || !errors.As(err, &app) || app.Type() != ErrUnavailable {
+			return token, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(wait):
+			wait *= 2
+		}
+	}
+}
+
 // exchange looks the credential up in the vault and trades it for a token.
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
 	var owner, secret string
@@ -153,16 +175,16 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("bad upstream request: "+err.Error(), ErrUpstream, nil)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
+	req.Header = requestHeader(token, idemKey, body != nil)
 	resp, err := a.HTTP.Do(req)
+	for wait := 200 * time.Millisecond; err != nil && neverSent(err) && wait <= 800*time.Millisecond && ctx.Err() == nil; wait *= 2 {
+		// Nothing reached the upstream, so trying again cannot act twice.
+		time.Sleep(wait)
+		if req, err = http.NewRequestWithContext(ctx, method, a.UpstreamURL+path, bytes.NewReader(body)); err == nil {
+			req.Header = requestHeader(token, idemKey, body != nil)
+			resp, err = a.HTTP.Do(req)
+		}
+	}
 	if err != nil {
 		// The URL error text holds no header, so no token leaks through it.
 		return nil, temporal.NewApplicationError("the store system did not answer: "+err.Error(), ErrUnavailable)
@@ -187,6 +209,27 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 		e.Message = http.StatusText(resp.StatusCode)
 	}
 	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil, resp.StatusCode, e.Code)
+}
+
+// neverSent reports a transport error from before the request left: the
+// connection was never made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func requestHeader(token, idemKey string, hasBody bool) http.Header {
+	h := http.Header{}
+	if hasBody {
+		h.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	if idemKey != "" {
+		h.Set("Idempotency-Key", idemKey)
+	}
+	return h
 }
 
 func badArgs(err error) error {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -50,10 +51,18 @@ func Sign(a policy.Approval, workflowID string) policy.Approval {
 	return ApprovalSigner.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
 }
 
-// Codec encrypts the tests' payloads. Its key is fixed, so histories
-// recorded by tests (the golden files) stay readable by later tests.
+// CodecKeys is the tests' TOOLGATE_CODEC_KEYS. The key is fixed, so
+// histories recorded by tests (the golden files) stay readable later.
+const CodecKeys = "test:dG9vbGdhdGUtdGVzdC1rZXktb25seS1mb3ItdGVzdHM="
+
+// ApprovalKeysEnv is the tests' TOOLGATE_APPROVAL_KEYS, for worker processes.
+func ApprovalKeysEnv() string {
+	return "test:" + base64.StdEncoding.EncodeToString(ApprovalKeys["test"])
+}
+
+// Codec encrypts the tests' payloads.
 var Codec = func() *codec.Codec {
-	c, err := codec.Parse("test:dG9vbGdhdGUtdGVzdC1rZXktb25seS1mb3ItdGVzdHM=", "")
+	c, err := codec.Parse(CodecKeys, "")
 	if err != nil {
 		panic(err)
 	}
