@@ -45,6 +45,7 @@ GUARDS = [
     ("card UI: card visible only to its role and stores", "approvals/server.go", "if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {", "if false && !slices.Contains(u.StoreIDs, c.StoreID) {", UI),
     ("card UI: inbox filtered by role and stores", "approvals/server.go", "AND approver_role = $1 AND store_id = ANY($2)", "AND $1::text IS NOT NULL AND $2::bigint[] IS NOT NULL", UI),
     ("replay catches a command added without versioning", "workflows/toolcall.go", "func (c *call) run() (ToolCallResult, error) {\n", "func (c *call) run() (ToolCallResult, error) {\n\t_ = workflow.Sleep(c.ctx, time.Millisecond)\n", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
+    ("upstream: an outage is not a wrong secret", "upstream/server.go", "\tif err != nil && !errors.Is(err, pgx.ErrNoRows) {\n\t\t// An outage", "\tif false && err != nil && !errors.Is(err, pgx.ErrNoRows) {\n\t\t// An outage", ["go", "test", "-count=1", "-run", "Outage", "./upstream"]),
     ("one attempt for non-idempotent tools", "workflows/toolcall.go", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary", "RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}, Summary", LIVE),
 ]
 

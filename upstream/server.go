@@ -94,13 +94,14 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request) {
 	}
 	var role, hash string
 	err := s.Pool.QueryRow(r.Context(), `SELECT role, client_secret_sha256 FROM mangrove.users WHERE user_id = $1`, req.UserID).Scan(&role, &hash)
-	sum := sha256.Sum256([]byte(req.ClientSecret))
-	if errors.Is(err, pgx.ErrNoRows) || subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(hash)) != 1 {
-		writeError(w, http.StatusUnauthorized, "invalid_client", "unknown user or wrong secret")
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		// An outage is not a wrong secret: say unavailable, so the caller retries.
+		s.fail(w, r, err)
 		return
 	}
-	if err != nil {
-		s.fail(w, r, err)
+	sum := sha256.Sum256([]byte(req.ClientSecret))
+	if err != nil || subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(hash)) != 1 {
+		writeError(w, http.StatusUnauthorized, "invalid_client", "unknown user or wrong secret")
 		return
 	}
 	rows, err := s.Pool.Query(r.Context(), `SELECT store_id FROM mangrove.user_stores WHERE user_id = $1 ORDER BY store_id`, req.UserID)

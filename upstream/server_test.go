@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/upstream"
+	"go.uber.org/zap"
 )
 
 func token(t *testing.T, base, user, secret string) (string, int) {
@@ -88,5 +90,18 @@ func TestUpstreamGuardsItself(t *testing.T) {
 	_ = json.Unmarshal([]byte(second), &b)
 	if code1 != 201 || code2 != 200 || a.TaskNumber == "" || a.TaskNumber != b.TaskNumber || a.Replayed || !b.Replayed {
 		t.Fatalf("repeated key: %d %s / %d %s", code1, first, code2, second)
+	}
+}
+
+// TestTokenEndpointDuringAnOutage: with its database gone the upstream says
+// unavailable (retry), never "wrong secret" (found by the chaos run: that
+// made toolgate ask the person to sign in again).
+func TestTokenEndpointDuringAnOutage(t *testing.T) {
+	pool := testenv.OwnerPool(t, testenv.Database(t))
+	srv := httptest.NewServer((&upstream.Server{Pool: pool, Key: testenv.UpstreamKey, Logger: zap.NewNop()}).Handler())
+	t.Cleanup(srv.Close)
+	pool.Close()
+	if _, code := token(t, srv.URL, "ama", "demo-secret-ama"); code != http.StatusServiceUnavailable {
+		t.Fatalf("token endpoint without its database: %d, want 503", code)
 	}
 }
