@@ -36,6 +36,7 @@ GUARDS = [
     ("approval: signature verified", "policy/signature.go", "if err != nil || !ed25519.Verify(pub, ApprovalMessage(a, workflowID), sig) {", "if err != nil || (!ed25519.Verify(pub, ApprovalMessage(a, workflowID), sig) && false) {", APPROVAL),
     ("approval: card's args hash", "policy/approval.go", "if a.ArgsHash != argsHash {", "if false {", APPROVAL),
     ("approval: decision is approve or reject", "policy/approval.go", "if a.Decision != Approve && a.Decision != Reject {", "if false {", APPROVAL),
+    ("approval: unexpired when it counts", "workflows/approval.go", "if !workflow.Now(c.ctx).Before(expires) {", "if false {", ["go", "test", "-count=1", "-run", "LandingWithTheExpiry", "./workflows"]),
     ("approval: decisions after the end refused", "workflows/approval.go", "func (c *call) drain(final string) error {\n", "func (c *call) drain(final string) error {\n\tif true {\n\t\treturn nil\n\t}\n", APPROVAL),
     ("approval: activity runs only the approved args", "activities/call.go", "err != nil || h != in.ArgsHash {", "false && (err != nil || h != in.ArgsHash) {", ["go", "test", "-count=1", "-run", "CallTool", "./activities"]),
     ("approval: rejected and expired cards free budget only", "activities/audit.go", "AND d.event IN ('rejected', 'expired'))`", "AND d.event IN ('rejected', 'expired', 'approved'))`", APPROVAL),

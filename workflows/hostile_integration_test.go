@@ -133,3 +133,34 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 	wg.Wait()
 	t.Logf("approvals racing expiry: %v", outcomes)
 }
+
+// TestApprovalLandingWithTheExpiry: an approval sent just before the card
+// expires, while no worker runs, reaches the workflow in the same task as
+// the fired timer. It must not count: the decision arrived, but the card is
+// processed after its expiry, so nothing runs.
+func TestApprovalLandingWithTheExpiry(t *testing.T) {
+	s := testenv.NewStackTTL(t, 3*time.Second)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("late", "c1", fortyCases, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	s.StopWorker()
+	time.Sleep(2 * time.Second) // the card has about a second left
+	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
+		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID())); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the timer fires while no worker runs
+	s.StartWorker(t)
+	var res workflows.ToolCallResult
+	if err := run.Get(ctx, &res); err != nil || res.Status != "expired" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var transfers, refused int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'expired'`, run.GetID()).Scan(&refused)
+	if transfers != 0 || refused != 1 {
+		t.Fatalf("%d transfers, %d refusals as expired", transfers, refused)
+	}
+}

@@ -247,6 +247,8 @@ type Stack struct {
 	TaskQueue   string
 	Logs        *observer.ObservedLogs
 	Activities  *activities.Activities
+	settings    workflows.Settings
+	worker      worker.Worker
 }
 
 // NewStack starts a database, the upstream, and a worker on its own task
@@ -292,14 +294,30 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
+	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys}
+	s.StartWorker(t)
+	t.Cleanup(s.StopWorker)
+	return s
+}
+
+// StartWorker starts a worker on the stack's task queue (after StopWorker).
+func (s *Stack) StartWorker(t testing.TB) {
+	t.Helper()
 	w := worker.New(s.Client, s.TaskQueue, worker.Options{})
-	workflows.Register(w, workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys})
+	workflows.Register(w, s.settings)
 	activities.Register(w, s.Activities)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
-	t.Cleanup(w.Stop)
-	return s
+	s.worker = w
+}
+
+// StopWorker stops the stack's worker; calls wait until one starts again.
+func (s *Stack) StopWorker() {
+	if s.worker != nil {
+		s.worker.Stop()
+		s.worker = nil
+	}
 }
 
 // NewActivities builds the activities as the worker does.
