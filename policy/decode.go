@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
@@ -42,8 +43,7 @@ func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
 	if !utf8.Valid(trimmed) {
 		return nil, argErrorf("The arguments are not valid UTF-8 text. Send them again as plain JSON.")
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &keys); err != nil || keys == nil {
+	if trimmed[0] != '{' {
 		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
 	}
 	if err := checkKeys(trimmed, fields); err != nil {
@@ -164,13 +164,25 @@ type field struct {
 	typ      reflect.Type
 }
 
+// fieldCache holds fieldsOf per args type; types never change at run time.
+var fieldCache sync.Map
+
 // fieldsOf lists the JSON fields of an args struct, flattening embedded structs.
 func fieldsOf(t reflect.Type) []field {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]field)
+	}
+	f := collectFields(t)
+	fieldCache.Store(t, f)
+	return f
+}
+
+func collectFields(t reflect.Type) []field {
 	var out []field
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			out = append(out, fieldsOf(f.Type)...)
+			out = append(out, collectFields(f.Type)...)
 			continue
 		}
 		name := jsonName(f)

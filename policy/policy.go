@@ -16,6 +16,14 @@ type Policy struct {
 	specs map[string]ToolSpec
 	rows  map[string]Row
 	names []string
+	// entries joins spec, row and effective decision for one lookup per call.
+	entries map[string]*entry
+}
+
+type entry struct {
+	spec     ToolSpec
+	row      Row
+	decision Decision
 }
 
 // New builds a policy from specs and rows. Every tool needs exactly one row
@@ -49,10 +57,12 @@ func New(specs []ToolSpec, rows []Row) (*Policy, error) {
 		}
 		p.rows[r.Tool] = r
 	}
+	p.entries = map[string]*entry{}
 	for _, n := range p.names {
 		if _, ok := p.rows[n]; !ok {
 			return nil, fmt.Errorf("policy: tool %q has no policy row", n)
 		}
+		p.entries[n] = &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
 	}
 	return p, nil
 }
@@ -157,24 +167,50 @@ func deny(step Step, msg string) Verdict {
 // Check runs steps 0 to 6 of the chain, everything that needs no counting.
 // A passing verdict carries the limit buckets that step 7 must count.
 func (p *Policy) Check(req Request, valueCents *int64) Verdict {
-	spec, ok := p.specs[req.Tool]
-	if !ok {
-		return deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
-			clip(req.Tool), strings.Join(p.Offered(req.Session.Role), ", ")))
+	e, v := p.front(req.Tool, req.Session)
+	if e == nil {
+		return v
 	}
-	row := p.rows[req.Tool]
-	decision := Stricter(row.Decision, spec.Tier.Floor())
-	if decision == DecisionDeny {
-		return deny(StepNotDenied, fmt.Sprintf("%s is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.", spec.Name))
-	}
-	if !slices.Contains(row.Roles, req.Session.Role) {
-		return deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", spec.Name, clip(string(req.Session.Role))))
-	}
-	args, err := Decode(spec, req.Args)
+	args, err := Decode(e.spec, req.Args)
 	if err != nil {
 		return deny(StepArguments, err.Error())
 	}
-	if spec.RequiresCredential && (req.Session.CredentialRef == "" || req.Session.UserID == "") {
+	return p.back(e, args, req.Session, valueCents, nil, true)
+}
+
+// Decide runs the chain on args already decoded into the tool's args type
+// (a pointer, as Decode returns), with usage and value as facts. It skips
+// the canonical encoding and limit keys that only the workflow needs, so an
+// allowed call costs no allocation.
+func (p *Policy) Decide(tool string, args any, s Session, f Facts) Verdict {
+	e, v := p.front(tool, s)
+	if e == nil {
+		return v
+	}
+	return p.back(e, args, s, f.ValueCents, &f, false)
+}
+
+// front runs steps 0 to 2: registered, not denied, role. A nil entry comes
+// with the refusal.
+func (p *Policy) front(tool string, s Session) (*entry, Verdict) {
+	e, ok := p.entries[tool]
+	if !ok {
+		return nil, deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
+			clip(tool), strings.Join(p.Offered(s.Role), ", ")))
+	}
+	if e.decision == DecisionDeny {
+		return nil, deny(StepNotDenied, e.spec.Name+" is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.")
+	}
+	if !slices.Contains(e.row.Roles, s.Role) {
+		return nil, deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
+	}
+	return e, Verdict{}
+}
+
+// back runs steps 4 to 6, and step 7 when facts carry the usage.
+func (p *Policy) back(e *entry, args any, s Session, valueCents *int64, facts *Facts, encode bool) Verdict {
+	spec, row, decision := &e.spec, &e.row, e.decision
+	if spec.RequiresCredential && (s.CredentialRef == "" || s.UserID == "") {
 		v := deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
 		v.AuthRequired = true
 		return v
@@ -182,60 +218,69 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 	var store int64
 	if sc, ok := args.(StoreScoped); ok {
 		if sc.Store() == nil {
-			if len(req.Session.StoreIDs) == 0 {
+			if len(s.StoreIDs) == 0 {
 				return deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
 			}
-			sc.SetStore(req.Session.StoreIDs[0])
+			sc.SetStore(s.StoreIDs[0])
 			// The session is the agent backend's, not the model's: a store it
 			// lists must still be a valid store.
 			if err := validate.Struct(args); err != nil {
 				return deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
-					req.Session.StoreIDs[0]))
+					s.StoreIDs[0]))
 			}
 		}
 		store = *sc.Store()
-		if !req.Session.Owns(store) {
+		if !s.Owns(store) {
 			return deny(StepStoreScope, fmt.Sprintf("Store %d is not one of the signed-in person's stores (%s). Call again with storeId set to one of them, or leave storeId out.",
-				store, joinIDs(req.Session.StoreIDs)))
+				store, joinIDs(s.StoreIDs)))
 		}
 	}
-	canonical, err := json.Marshal(args)
-	if err != nil {
-		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+	v := Verdict{Decision: decision, Code: CodeOK, StoreID: store, Message: "Allowed."}
+	if decision == DecisionApprove {
+		v.Message = "Waiting for a person to approve."
+	}
+	if encode {
+		canonical, err := json.Marshal(args)
+		if err != nil {
+			return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+		}
+		v.Args = canonical
 	}
 	if spec.DryRun && valueCents == nil {
 		// Steps 6 and 7 need the dry run's value; the caller previews and checks again.
-		return Verdict{Decision: decision, Code: CodeOK, Args: canonical, StoreID: store, NeedsPreview: true, Message: "Needs a dry run."}
+		v.NeedsPreview, v.Message = true, "Needs a dry run."
+		return v
 	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
-			return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.", spec.Name))
+			return deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
 		}
 		if *valueCents > row.HardLimitCents {
 			return deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
 				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
 		}
 	}
-	v := Verdict{Decision: decision, Code: CodeOK, Args: canonical, StoreID: store}
+	var value int64
+	if valueCents != nil {
+		value = *valueCents
+	}
 	if decision == DecisionApprove {
-		var value int64
-		if valueCents != nil {
-			value = *valueCents
-		}
 		role, ok := row.ApproverFor(value)
 		if !ok {
 			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(value)))
 		}
 		v.ApproverRole = role
 	}
-	for _, l := range row.Limits {
-		v.Limits = append(v.Limits, limitKey(spec.Name, l, req.Session.UserID, store))
+	if facts == nil {
+		if len(row.Limits) > 0 {
+			v.Limits = make([]LimitKey, 0, len(row.Limits))
+			for _, l := range row.Limits {
+				v.Limits = append(v.Limits, limitKey(spec.Name, l, s.UserID, store))
+			}
+		}
+		return v
 	}
-	v.Message = "Allowed."
-	if decision == DecisionApprove {
-		v.Message = "Waiting for a person to approve."
-	}
-	return v
+	return p.limits(v, spec.Name, row, store, value, facts.Usage)
 }
 
 // Authorize runs the whole chain, steps 0 to 7, stopping at the first failure.
@@ -247,27 +292,37 @@ func (p *Policy) Authorize(req Request, f Facts) Verdict {
 	if v.NeedsPreview {
 		return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limits. Retry once; if it fails again, tell the person.", req.Tool))
 	}
-	row := p.rows[req.Tool]
-	if len(f.Usage) != len(row.Limits) {
-		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
-	}
 	var value int64
 	if f.ValueCents != nil {
 		value = *f.ValueCents
 	}
+	return p.limits(v, req.Tool, &p.entries[req.Tool].row, v.StoreID, value, f.Usage)
+}
+
+// limits is step 7: each limit's usage plus this call stays within it.
+// Missing usage fails closed.
+func (p *Policy) limits(v Verdict, tool string, row *Row, store, value int64, usage []Usage) Verdict {
+	if len(usage) != len(row.Limits) {
+		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+	}
 	for i, l := range row.Limits {
-		u := f.Usage[i]
+		u := usage[i]
+		callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls
+		centsOver := l.MaxCents > 0 && u.Cents+value > l.MaxCents
+		if !callsOver && !centsOver {
+			continue
+		}
 		who := "the signed-in person"
 		if l.Scope == PerStore {
-			who = fmt.Sprintf("store %d", v.StoreID)
+			who = fmt.Sprintf("store %d", store)
 		}
-		if l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls {
+		if callsOver {
 			return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
-				req.Tool, l.MaxCalls, l.Window, who))
+				tool, l.MaxCalls, l.Window, who))
 		}
-		if l.MaxCents > 0 && u.Cents+value > l.MaxCents {
+		if centsOver {
 			return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
-				req.Tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
+				tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
 		}
 	}
 	return v
