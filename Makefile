@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -82,6 +82,12 @@ FUZZ_SANITIZE  ?= 300000x
 fuzz:
 	go test -run='^$$' -fuzz=FuzzAuthorize -fuzztime=$(FUZZ_AUTHORIZE) ./policy
 	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
+
+## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
+bench-policy:
+	cd bench && go test -count=1 -run TestEnginesAgree ./policy
+	cd bench && go test -run='^$$' -bench=. -benchtime=2s ./policy
+	go test -run='^$$' -bench='Decide|AuthorizeRaw' -benchtime=2s ./policy
 
 ## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).
 prove: tools

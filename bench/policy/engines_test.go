@@ -1,0 +1,202 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	tg "github.com/toolgate/toolgate/policy"
+)
+
+// cases builds, for every row of the table, a passing call and one that
+// fails at each step the row can fail at.
+func cases(t testing.TB) []Input {
+	var out []Input
+	for _, r := range tg.Table {
+		base := Input{Tool: r.Tool, Role: "store_manager", Credential: true, Stores: []int64{112}, Value: 960}
+		if scopedTool(r.Tool) {
+			base.Store = 112
+		}
+		vary := []func(*Input){
+			func(*Input) {},
+			func(i *Input) { i.Tool = "constructor" },
+			func(i *Input) { i.Role = "cashier" },
+			func(i *Input) { i.Credential = false },
+			func(i *Input) { i.Store = 118 },
+			func(i *Input) { i.Value = 250000 },
+			func(i *Input) { i.Calls = 1000 },
+			func(i *Input) { i.Cents = 10_000_000 },
+		}
+		for _, v := range vary {
+			in := base
+			in.Stores = append([]int64{}, base.Stores...)
+			v(&in)
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func scopedTool(name string) bool {
+	spec, _ := tg.Default().Spec(name)
+	return scoped(spec)
+}
+
+// toolgateDecide runs policy.Decide on the input, decoding the tool's example once.
+type toolgateDecide struct {
+	p    *tg.Policy
+	args map[string]any
+}
+
+func newToolgate(t testing.TB) *toolgateDecide {
+	d := &toolgateDecide{p: tg.Default(), args: map[string]any{}}
+	for _, spec := range tg.Tools {
+		a, err := tg.Decode(spec, json.RawMessage(spec.Example))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.args[spec.Name] = a
+	}
+	return d
+}
+
+func (d *toolgateDecide) Decide(in *Input) (string, tg.Code) {
+	args := d.args[in.Tool]
+	if sc, ok := args.(tg.StoreScoped); ok {
+		sc.SetStore(in.Store)
+	}
+	cred := ""
+	if in.Credential {
+		cred = "cred"
+	}
+	row, _ := d.p.Row(in.Tool)
+	usage := make([]tg.Usage, len(row.Limits))
+	for i := range usage {
+		usage[i] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
+	}
+	v := d.p.Decide(in.Tool, args, tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
+		tg.Facts{ValueCents: &in.Value, Usage: usage})
+	return string(v.Decision), v.Code
+}
+
+// TestEnginesAgree: the floor, Rego and Cedar decide every case as toolgate does.
+func TestEnginesAgree(t *testing.T) {
+	ctx := context.Background()
+	floor, tgd := NewFloor(), newToolgate(t)
+	rg, err := NewRego(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := NewCedar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, in := range cases(t) {
+		wantD, wantC := tgd.Decide(&in)
+		fD, fC := floor.Decide(&in)
+		rD, rC, err := rg.Decide(ctx, &in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cD, cC := cd.Decide(&in)
+		for name, got := range map[string]string{"floor": fD + "/" + string(fC), "rego": rD + "/" + string(rC), "cedar": cD + "/" + string(cC)} {
+			if got != wantD+"/"+string(wantC) {
+				t.Errorf("%+v: %s says %s, toolgate %s/%s", in, name, got, wantD, wantC)
+			}
+		}
+		n++
+	}
+	t.Logf("%d cases, 4 engines agree", n)
+}
+
+// prepared is an input with toolgate's session and facts built ahead, so
+// the benchmark measures the decision, not the adapter.
+type prepared struct {
+	in    Input
+	sess  tg.Session
+	facts tg.Facts
+}
+
+func prepare(d *toolgateDecide, ins []Input) []prepared {
+	out := make([]prepared, len(ins))
+	for i, in := range ins {
+		cred := ""
+		if in.Credential {
+			cred = "cred"
+		}
+		row, _ := d.p.Row(in.Tool)
+		usage := make([]tg.Usage, len(row.Limits))
+		for j := range usage {
+			usage[j] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
+		}
+		v := in.Value
+		out[i] = prepared{in: in, sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
+			facts: tg.Facts{ValueCents: &v, Usage: usage}}
+	}
+	return out
+}
+
+// BenchmarkEngines decides the same calls with each engine: "allowed" are
+// calls every engine lets through (toolgate builds no message), "mixed"
+// adds a refusal at every step (toolgate then writes the model's message).
+func BenchmarkEngines(b *testing.B) {
+	ctx := context.Background()
+	floor, tgd := NewFloor(), newToolgate(b)
+	rg, err := NewRego(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cd, err := NewCedar()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mixed, allowed []Input
+	for _, in := range cases(b) {
+		if in.Tool == "constructor" {
+			continue
+		}
+		mixed = append(mixed, in)
+		if _, code := floor.Decide(&in); code == tg.CodeOK {
+			allowed = append(allowed, in)
+		}
+	}
+	for _, set := range []struct {
+		name string
+		ins  []Input
+	}{{"allowed", allowed}, {"mixed", mixed}} {
+		ins, pre := set.ins, prepare(tgd, set.ins)
+		for _, s := range pre {
+			if sc, ok := tgd.args[s.in.Tool].(tg.StoreScoped); ok && s.in.Store != 0 {
+				sc.SetStore(s.in.Store) // the args as decoded and filled for this call
+			}
+		}
+		b.Run("floor/"+set.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				floor.Decide(&ins[i%len(ins)])
+			}
+		})
+		b.Run("toolgate/"+set.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				p := &pre[i%len(pre)]
+				tgd.p.Decide(p.in.Tool, tgd.args[p.in.Tool], p.sess, p.facts)
+			}
+		})
+		b.Run("cedar/"+set.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				cd.Decide(&ins[i%len(ins)])
+			}
+		})
+		b.Run("rego/"+set.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, _, err := rg.Decide(ctx, &ins[i%len(ins)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
