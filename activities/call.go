@@ -33,6 +33,9 @@ type CallInput struct {
 	IdempotencyKey string          `json:"idempotencyKey"`
 	// ArgsHash, when set, must match the args: what runs is what was approved.
 	ArgsHash string `json:"argsHash,omitempty"`
+	// Before, when set, is written (audit row and card) before anything is
+	// sent upstream: the approval's record, in the same activity as the call.
+	Before *RecordInput `json:"before,omitempty"`
 }
 
 // CallResult is the sanitized answer of the upstream.
@@ -50,6 +53,11 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	if in.ArgsHash != "" {
 		if h, err := policy.ArgsHash(in.Tool, in.Args); err != nil || h != in.ArgsHash {
 			return CallResult{}, temporal.NewNonRetryableApplicationError("the args to run do not match the approved card", ErrBadInput, nil)
+		}
+	}
+	if in.Before != nil {
+		if err := a.recordSafely(ctx, *in.Before); err != nil {
+			return CallResult{}, err
 		}
 	}
 	token, err := a.exchangeSafely(ctx, in)
@@ -116,6 +124,25 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		return CallResult{}, err
 	}
 	return CallResult{Result: a.Sanitizer.Result(body)}, nil
+}
+
+// recordSafely writes a record before the upstream call, retrying inside
+// the activity while PostgreSQL is briefly away: nothing has been sent yet.
+func (a *Activities) recordSafely(ctx context.Context, in RecordInput) error {
+	wait := 200 * time.Millisecond
+	for {
+		err := a.Record(ctx, in)
+		var app *temporal.ApplicationError
+		if err == nil || errors.As(err, &app) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+			wait = min(2*wait, 2*time.Second)
+		}
+	}
 }
 
 // exchangeSafely retries the credential exchange inside the activity while

@@ -95,6 +95,10 @@ type ProjectInput struct {
 // stored version changes nothing, so retries and late writes are harmless.
 func (a *Activities) Project(ctx context.Context, in ProjectInput) error {
 	wf, run := workflowIDs(ctx)
+	return a.project(ctx, a.Pool, wf, run, in)
+}
+
+func (a *Activities) project(ctx context.Context, db execer, wf, run string, in ProjectInput) error {
 	var decidedBy, decidedRole, decidedAt, result any
 	if in.DecidedBy != nil {
 		decidedBy, decidedRole, decidedAt = clean(in.DecidedBy.UserID), clean(string(in.DecidedBy.Role)), in.DecidedAt
@@ -102,7 +106,7 @@ func (a *Activities) Project(ctx context.Context, in ProjectInput) error {
 	if len(in.Result) > 0 {
 		result = string(a.Sanitizer.Result(in.Result))
 	}
-	_, err := a.Pool.Exec(ctx, `
+	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb)
@@ -128,4 +132,33 @@ func nullIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// RecordInput is one decision event and the card state it leads to,
+// written together.
+type RecordInput struct {
+	Audit AuditInput   `json:"audit"`
+	Card  ProjectInput `json:"card"`
+}
+
+// Record appends the audit row and moves the card in one transaction. Both
+// are keyed (the row by event, the card by version), so a repeat writes
+// nothing new.
+func (a *Activities) Record(ctx context.Context, in RecordInput) error {
+	wf, run := workflowIDs(ctx)
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
+	if _, err := a.insertAudit(ctx, tx, wf, run, in.Audit); err != nil {
+		return err
+	}
+	if err := a.project(ctx, tx, wf, run, in.Card); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("record: commit: %w", err)
+	}
+	return nil
 }

@@ -192,13 +192,36 @@ func (c *call) end(card activities.ProjectInput, status string, code policy.Code
 		in.Approver, card.DecidedBy, card.Note = &by.Approver, &by.Approver, by.Reason
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	}
-	if err := c.audit(in); err != nil {
-		return ToolCallResult{}, err
-	}
-	if err := c.project(card); err != nil {
+	if err := c.record(in, card, status == StatusExpired); err != nil {
 		return ToolCallResult{}, err
 	}
 	return c.result(status, code, msg, false, false, nil), nil
+}
+
+// record writes an audit row and the card state it leads to. In the fast
+// shape they go together, locally when the event cannot depend on the
+// task's time (an expiry, a result already in history); a decision's
+// acceptance depends on it, so its record runs only after the task that
+// accepted it is complete.
+func (c *call) record(in activities.AuditInput, card activities.ProjectInput, local bool) error {
+	if c.shape < 2 {
+		if err := c.audit(in); err != nil {
+			return err
+		}
+		return c.project(card)
+	}
+	in.Tool, in.Session = c.in.Tool, c.in.Session
+	rec := activities.RecordInput{Audit: in, Card: card}
+	var f workflow.Future
+	if local {
+		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "record "+in.Event), acts.Record, rec)
+	} else {
+		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "record "+in.Event), acts.Record, rec)
+	}
+	if err := f.Get(c.ctx, nil); err != nil {
+		return fmt.Errorf("record %s: %w", in.Event, err)
+	}
+	return nil
 }
 
 // approved records the approval and runs exactly the stored action, once.
@@ -206,18 +229,24 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	if h, err := policy.ArgsHash(c.in.Tool, action); err != nil || h != hash {
 		return ToolCallResult{}, fmt.Errorf("stored args changed after the card was shown (hash %s, card %s)", h, hash)
 	}
-	if err := c.audit(activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
-		Value: c.value(), Approver: &a.Approver, Message: a.Reason}); err != nil {
-		return ToolCallResult{}, err
-	}
 	card.Version, card.Status, card.DecidedBy, card.Note = cardDecided, "approved", &a.Approver, a.Reason
 	card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
-	if err := c.project(card); err != nil {
+	approved := activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
+		Value: c.value(), Approver: &a.Approver, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
+	if c.shape >= 2 {
+		// The call's own activity writes the approval first: it is scheduled
+		// only once the task that accepted the approval is complete.
+		c.before = &activities.RecordInput{Audit: approved, Card: card}
+	} else if err := c.record(approved, card, false); err != nil {
 		return ToolCallResult{}, err
 	}
+	c.card = &card
 	res, err := c.execute(v, action, hash)
 	if err != nil {
 		return res, err
+	}
+	if c.shape >= 2 {
+		return res, nil // execute recorded the outcome with the card
 	}
 	card.Version, card.Status, card.Result = cardFinal, res.Status, res.Result
 	return res, c.project(card)

@@ -13,7 +13,10 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 )
@@ -323,5 +326,27 @@ func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 		})
 	if res.Status != "executed" {
 		t.Fatalf("after 5 rejected/expired cards: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+}
+
+// TestApprovalIsAuditedWhenTheCallDiesFirst: the approval's record is
+// written by the transfer's own activity before it calls upstream; if that
+// activity dies before its first step (a killed worker), the workflow
+// writes the approval itself, so the audit log never loses it.
+func TestApprovalIsAuditedWhenTheCallDiesFirst(t *testing.T) {
+	f := newFixture(t)
+	res := f.run(t, "died", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		env.OnActivity("CallTool", mock.Anything, mock.Anything).Return(activities.CallResult{},
+			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
+		decide(t, env, time.Minute, nil, approve(amaID))
+	})
+	if res.Status != "failed" || res.Code != policy.CodeTimeout || res.Retryable {
+		t.Fatalf("%+v", res)
+	}
+	if got := events(f.audit(t, "toolcall-died-c1")); got != "needs_approval/ok approved/ok failed/timeout" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'failed' AND decided_by = 'ama'`); n != 1 {
+		t.Fatal("the card should say failed, decided by ama")
 	}
 }

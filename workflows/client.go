@@ -98,5 +98,8 @@ func startOptions(id, taskQueue string, in ToolCallInput) client.StartWorkflowOp
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes:    StartAttributes(in),
 		StaticSummary:            StaticSummary(in),
+		// When this client shares its process with a worker on the queue,
+		// the first workflow task comes back with the start.
+		EnableEagerStart: true,
 	}
 }

@@ -158,6 +158,12 @@ type call struct {
 	refused  int
 	// visible is false when replaying calls recorded before search attributes.
 	visible bool
+	// shape is the workflow version this run was recorded with.
+	shape workflow.Version
+	// card is the approved card an execution finishes, if any.
+	card *activities.ProjectInput
+	// before is the approval's record, written by the call's activity first.
+	before *activities.RecordInput
 }
 
 func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
@@ -176,8 +182,14 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("first outcome update: %w", err)
 	}
-	c.visible = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 1) == 1
-	c.setStatus(StatusDeciding, "")
+	// Version 1 added search attributes; version 2 is the fast shape: local
+	// admission and local idempotent calls, and upserts only when the status
+	// settles (the client sets the start attributes).
+	c.shape = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 2)
+	c.visible = c.shape >= 1
+	if c.shape == 1 {
+		c.setStatus(StatusDeciding, "")
+	}
 	return c, nil
 }
 
@@ -234,7 +246,14 @@ func (c *call) admit() (policy.Verdict, error) {
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "admit"), acts.Admit, in).Get(c.ctx, &v); err != nil {
+	var f workflow.Future
+	if c.shape >= 2 {
+		// Admission is keyed by run, so a repeat returns the recorded decision.
+		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "admit"), acts.Admit, in)
+	} else {
+		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "admit"), acts.Admit, in)
+	}
+	if err := f.Get(c.ctx, &v); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
 	return v, nil
@@ -290,27 +309,54 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
-		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash}
+		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before}
 	var res activities.CallResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.CallTool, in).Get(c.ctx, &res)
+	var call workflow.Future
+	if c.shape >= 2 && spec.Idempotent {
+		// A repeated idempotent call is harmless: run it in the workflow task.
+		call = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+			Summary: opts.Summary}), acts.CallTool, in)
+	} else {
+		call = workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.CallTool, in)
+	}
+	err := call.Get(c.ctx, &res)
 	if err != nil {
 		code, msg, retryable, auth := upstreamFailure(err, spec)
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
 		c.setStatus(StatusFailed, code)
-		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
+		if c.before != nil {
+			// The call may have died before writing the approval: write it (keyed, so never twice).
+			if err := c.record(c.before.Audit, c.before.Card, true); err != nil {
+				return ToolCallResult{}, err
+			}
+		}
+		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
 		return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 	}
 	c.setStatus(StatusExecuted, policy.CodeOK)
 	// Reads are audited by their decision row alone; calls that change something also get an executed row.
-	if spec.Tier != policy.TierRead || workflow.GetVersion(c.ctx, "reads-audited-by-decision-only", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value(), Result: res.Result}); err != nil {
+	if spec.Tier != policy.TierRead || (c.shape < 2 && workflow.GetVersion(c.ctx, "reads-audited-by-decision-only", workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
+		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value(), Result: res.Result}); err != nil {
 			return ToolCallResult{}, err
 		}
 	}
 	workflow.GetLogger(c.ctx).Info("executed", "tool", c.in.Tool)
 	return c.result(StatusExecuted, policy.CodeOK, "Done. Quote the result to the person in your own words.", false, false, res.Result), nil
+}
+
+// recordOutcome records how an execution ended: the audit row, and with the fast
+// shape the approved card's final state in the same local write (the result
+// is already in history, so a repeat changes nothing).
+func (c *call) recordOutcome(in activities.AuditInput) error {
+	if c.shape < 2 || c.card == nil {
+		return c.audit(in)
+	}
+	card := *c.card
+	card.Version, card.Status, card.Result = cardFinal, in.Event, in.Result
+	return c.record(in, card, true)
 }
 
 // upstreamFailure turns an activity error into a code and a note for the model.
@@ -372,6 +418,15 @@ func (c *call) value() *int64 {
 		return nil
 	}
 	return &c.preview_.ValueCents
+}
+
+// localBookkeeping runs keyed bookkeeping in the workflow task itself.
+func localBookkeeping(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 15 * time.Second, Summary: summary,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrBadInput}},
+	})
 }
 
 // bookkeeping options: audit and admission are keyed for dedup, so they

@@ -81,6 +81,9 @@ func (c *call) setStatus(status string, code policy.Code) {
 	if !c.visible {
 		return
 	}
+	if c.shape >= 2 && status == StatusExecuting && c.status.Card == "" {
+		return // a call without a card runs in the same task; its final status follows at once
+	}
 	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(status), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
