@@ -270,7 +270,7 @@ func TestEndToEnd(t *testing.T) {
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{
 		"when": time.Now().UTC().Format(time.RFC3339), "reads": map[string]any{"toolgate_ms": msList(tgRead), "bare_ms": msList(bareRead)},
-		"approvals": map[string]any{"toolgate_ms": msList(tgAppr), "bare_ms": msList(bareAppr)},
+		"approvals":  map[string]any{"toolgate_ms": msList(tgAppr), "bare_ms": msList(bareAppr)},
 		"throughput": map[string]float64{"toolgate": tgTput, "bare": bareTput},
 		"events":     map[string]int{"toolgate_read": tgReadEvents, "bare_read": bareReadEvents, "toolgate_transfer": tgApprEvents, "bare_transfer": bareApprEvents},
 	}, "", "  ")
