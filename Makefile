@@ -83,6 +83,13 @@ fuzz:
 	go test -run='^$$' -fuzz=FuzzAuthorize -fuzztime=$(FUZZ_AUTHORIZE) ./policy
 	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
 
+## bench: toolgate against a bare workflow end to end (same dev server, upstream, PostgreSQL; interleaved),
+## then the policy engines. Raw figures go to bench/results/.
+bench: tools
+	./scripts/require-postgres.sh
+	TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
+	$(MAKE) bench-policy
+
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:
 	cd bench && go test -count=1 -run TestEnginesAgree ./policy
