@@ -9,7 +9,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
 export DATABASE_URL
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy
+.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build

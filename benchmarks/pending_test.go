@@ -1,0 +1,128 @@
+//go:build bench
+
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// rssMB reads this process's resident set size (worker, client, upstream
+// and driver: an upper bound for the worker alone).
+func rssMB() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// TestPendingApprovals holds BENCH_PENDING (10,000) cards pending at once,
+// then lets every one expire, and measures RSS and how late each expiry is.
+func TestPendingApprovals(t *testing.T) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_PENDING")); err == nil && v > 0 {
+		n = v
+	}
+	ttl := 12 * time.Minute // cards start at a few dozen per second on 2 cores: all must be pending at once
+	if n < 2000 {
+		ttl = time.Minute
+	}
+	// The shipped table allows 5 transfers per store per day; this run needs many more.
+	for i := range policy.Table {
+		if policy.Table[i].Tool == "request_stock_transfer" {
+			saved := policy.Table[i]
+			policy.Table[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
+			t.Cleanup(func() { policy.Table[i] = saved })
+		}
+	}
+	s := testenv.NewStackTTL(t, ttl)
+	ctx := context.Background()
+	runtime.GC()
+	before := rssMB()
+	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
+	var next, failed atomic.Int64
+	var peak atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				store := stores[i%int64(len(stores))]
+				first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
+					Args: json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"other"}`),
+					Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
+				if err != nil || first.Status != workflows.StatusPendingApproval {
+					failed.Add(1)
+					continue
+				}
+				if i%500 == 0 {
+					if r := int64(rssMB()); r > peak.Load() {
+						peak.Store(r)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	started := time.Since(start)
+	var pending int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE status = 'pending_approval' AND expires_at > now()`).Scan(&pending)
+	runtime.GC()
+	atPeak := rssMB()
+	if atPeak > float64(peak.Load()) {
+		peak.Store(int64(atPeak))
+	}
+	t.Logf("%d cards started in %s (%.0f/s), %d failed to start; %d pending at once; RSS %.0f MB before, %d MB at the peak",
+		n, started.Round(time.Second), float64(n)/started.Seconds(), failed.Load(), pending, before, peak.Load())
+
+	deadline := start.Add(ttl + started + 3*time.Minute)
+	var expired int
+	for time.Now().Before(deadline) {
+		_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE status = 'expired'`).Scan(&expired)
+		if expired >= n-int(failed.Load()) {
+			break
+		}
+		time.Sleep(5 * time.Second)
+	}
+	var p50, p99, max float64
+	_ = s.Owner.QueryRow(ctx, `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY late), 0), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY late), 0), coalesce(max(late), 0)
+		FROM (SELECT extract(epoch FROM a.at - p.expires_at) AS late FROM pending_action p
+		      JOIN audit_log a ON a.workflow_id = p.workflow_id AND a.event = 'expired') x`).Scan(&p50, &p99, &max)
+	var transfers int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
+	t.Logf("%d of %d expired; expiry late by p50 %.2fs, p99 %.2fs, max %.2fs after expires_at; %d transfers ran", expired, n, p50, p99, max, transfers)
+	if expired < n-int(failed.Load()) || transfers != 0 || failed.Load() != 0 {
+		t.Errorf("%d expired of %d, %d failed to start, %d transfers", expired, n, failed.Load(), transfers)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "bench", "results")
+	_ = os.MkdirAll(dir, 0o755)
+	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "start_seconds": started.Seconds(), "pending_at_once": pending,
+		"rss_mb_before": before, "rss_mb_peak": peak.Load(), "expired": expired, "late_p50_s": p50, "late_p99_s": p99, "late_max_s": max}, "", "  ")
+	_ = os.WriteFile(filepath.Join(dir, "pending.json"), raw, 0o644)
+}
