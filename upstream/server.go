@@ -362,15 +362,12 @@ type Task struct {
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
-	store, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
-	key, ok := idempotencyKey(w, r)
-	if !ok {
+	var req TaskRequest
+	store, key, err := writeRequest(w, r, 8192, &req)
+	if key == "" {
 		return
 	}
-	var req TaskRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8192))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || strings.TrimSpace(req.Title) == "" {
+	if err != nil || strings.TrimSpace(req.Title) == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "body must be {title, details, priority, dueDate} with a title")
 		return
 	}
@@ -388,7 +385,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	}
 	c := claimsOf(r)
 	var id int64
-	err := s.Pool.QueryRow(r.Context(), `
+	err = s.Pool.QueryRow(r.Context(), `
 		INSERT INTO mangrove.tasks (store_id, title, details, priority, due_date, created_by, idempotency_key)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (idempotency_key) DO NOTHING RETURNING task_id`,
@@ -423,14 +420,19 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, t)
 }
 
-// idempotencyKey reads the Idempotency-Key every write needs, answering 400 when it is missing.
-func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+// writeRequest reads what every write starts with: the store of the path,
+// the Idempotency-Key (answering 400 and returning "" when it is missing)
+// and a strict JSON body of at most limit bytes into body.
+func writeRequest(w http.ResponseWriter, r *http.Request, limit int64, body any) (int64, string, error) {
+	store, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || len(key) > 255 {
 		writeError(w, http.StatusBadRequest, "idempotency_key", "writes need an Idempotency-Key header (1-255 characters)")
-		return "", false
+		return store, "", nil
 	}
-	return key, true
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	return store, key, dec.Decode(body)
 }
 
 // Error is the body of every error answer.

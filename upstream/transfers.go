@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,15 +93,12 @@ type Transfer struct {
 
 // createTransfer moves stock once per Idempotency-Key, in one transaction.
 func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) {
-	to, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
-	key, ok := idempotencyKey(w, r)
-	if !ok {
+	var req TransferRequest
+	to, key, err := writeRequest(w, r, 4096, &req)
+	if key == "" {
 		return
 	}
-	var req TransferRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Quantity < 1 || req.FromStoreID == to {
+	if err != nil || req.Quantity < 1 || req.FromStoreID == to {
 		writeError(w, http.StatusBadRequest, "bad_request", "body must be {articleId, quantity ≥ 1, fromStoreId (another store), reason}")
 		return
 	}
