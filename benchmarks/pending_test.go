@@ -41,7 +41,7 @@ func TestPendingApprovals(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_PENDING")); err == nil && v > 0 {
 		n = v
 	}
-	ttl := 12 * time.Minute // cards start at a few dozen per second on 2 cores: all must be pending at once
+	ttl := 10 * time.Minute // cards start at about 20 per second on 2 cores: all must be pending at once
 	if n < 2000 {
 		ttl = time.Minute
 	}
@@ -53,7 +53,11 @@ func TestPendingApprovals(t *testing.T) {
 			t.Cleanup(func() { policy.Table[i] = saved })
 		}
 	}
-	s := testenv.NewStackTTL(t, ttl)
+	cache := 1000 // as the worker runs by default (TOOLGATE_WORKFLOW_CACHE_SIZE)
+	if v, err := strconv.Atoi(os.Getenv("BENCH_CACHE")); err == nil && v > 0 {
+		cache = v
+	}
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, WorkflowCacheSize: cache})
 	ctx := context.Background()
 	runtime.GC()
 	before := rssMB()
@@ -96,8 +100,8 @@ func TestPendingApprovals(t *testing.T) {
 	if atPeak > float64(peak.Load()) {
 		peak.Store(int64(atPeak))
 	}
-	t.Logf("%d cards started in %s (%.0f/s), %d failed to start; %d pending at once; RSS %.0f MB before, %d MB at the peak",
-		n, started.Round(time.Second), float64(n)/started.Seconds(), failed.Load(), pending, before, peak.Load())
+	t.Logf("%d cards started in %s (%.0f/s), %d failed to start; %d pending at once; workflow cache %d; RSS %.0f MB before, %d MB at the peak",
+		n, started.Round(time.Second), float64(n)/started.Seconds(), failed.Load(), pending, cache, before, peak.Load())
 
 	deadline := start.Add(ttl + started + 3*time.Minute)
 	var expired int
@@ -122,7 +126,7 @@ func TestPendingApprovals(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "bench", "results")
 	_ = os.MkdirAll(dir, 0o755)
-	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "start_seconds": started.Seconds(), "pending_at_once": pending,
+	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "workflow_cache": cache, "start_seconds": started.Seconds(), "pending_at_once": pending,
 		"rss_mb_before": before, "rss_mb_peak": peak.Load(), "expired": expired, "late_p50_s": p50, "late_p99_s": p99, "late_max_s": max}, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "pending.json"), raw, 0o644)
 }

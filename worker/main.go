@@ -64,6 +64,8 @@ func run(log *zap.Logger) error {
 	if len(cfg.ApprovalKeys) == 0 {
 		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")
 	}
+	// Process-wide in the SDK: it bounds memory when many cards wait at once.
+	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
 	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys})
 	activities.Register(w, &activities.Activities{

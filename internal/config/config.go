@@ -30,7 +30,7 @@ var Vars = []string{
 	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
 	"UPSTREAM_TOKEN_KEY", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
-	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL",
+	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE",
 }
 
 // Config is the environment a process runs with.
@@ -56,6 +56,9 @@ type Config struct {
 	CodecAddr string
 	// CodecOrigins may call the codec endpoint from a browser (Temporal Web).
 	CodecOrigins []string
+	// WorkflowCacheSize caps the calls a worker keeps in memory between
+	// tasks; an evicted call is replayed from its history when it wakes.
+	WorkflowCacheSize int
 }
 
 // ClientOptions are the Temporal client options every process uses: the
@@ -71,19 +74,20 @@ func (c Config) ClientOptions() client.Options {
 // FromEnv reads the environment. A malformed value is an error naming the variable.
 func FromEnv() (Config, error) {
 	c := Config{
-		TemporalAddress: env("TEMPORAL_ADDRESS", DefaultTemporalAddress),
-		Namespace:       env("TEMPORAL_NAMESPACE", DefaultNamespace),
-		TaskQueue:       env("TOOLGATE_TASK_QUEUE", DefaultTaskQueue),
-		DatabaseURL:     env("DATABASE_URL", DefaultDatabaseURL),
-		UpstreamURL:     env("UPSTREAM_URL", DefaultUpstreamURL),
-		UpstreamAddr:    env("UPSTREAM_ADDR", ":8081"),
-		UpstreamKey:     env("UPSTREAM_TOKEN_KEY", DefaultUpstreamKey),
-		MetricsAddr:     env("METRICS_ADDR", ":9090"),
-		CodecAddr:       env("CODEC_ADDR", "127.0.0.1:8089"),
-		CodecOrigins:    strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
-		ApprovalsAddr:   env("APPROVALS_ADDR", ":8080"),
-		MaxResultChars:  4000,
-		ApprovalTTL:     30 * time.Minute,
+		TemporalAddress:   env("TEMPORAL_ADDRESS", DefaultTemporalAddress),
+		Namespace:         env("TEMPORAL_NAMESPACE", DefaultNamespace),
+		TaskQueue:         env("TOOLGATE_TASK_QUEUE", DefaultTaskQueue),
+		DatabaseURL:       env("DATABASE_URL", DefaultDatabaseURL),
+		UpstreamURL:       env("UPSTREAM_URL", DefaultUpstreamURL),
+		UpstreamAddr:      env("UPSTREAM_ADDR", ":8081"),
+		UpstreamKey:       env("UPSTREAM_TOKEN_KEY", DefaultUpstreamKey),
+		MetricsAddr:       env("METRICS_ADDR", ":9090"),
+		CodecAddr:         env("CODEC_ADDR", "127.0.0.1:8089"),
+		CodecOrigins:      strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
+		ApprovalsAddr:     env("APPROVALS_ADDR", ":8080"),
+		MaxResultChars:    4000,
+		WorkflowCacheSize: 1000,
+		ApprovalTTL:       30 * time.Minute,
 	}
 	if v := os.Getenv("TOOL_MAX_RESULT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -110,6 +114,13 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("TOOLGATE_CODEC_KEYS: %w", err)
 		}
 		c.Codec = cd
+	}
+	if v := os.Getenv("TOOLGATE_WORKFLOW_CACHE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("TOOLGATE_WORKFLOW_CACHE_SIZE=%q: want a whole number of calls (0 keeps none)", v)
+		}
+		c.WorkflowCacheSize = n
 	}
 	if v := os.Getenv("TOOLGATE_APPROVAL_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -33,6 +34,7 @@ import (
 	"github.com/toolgate/toolgate/upstream"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -214,7 +216,7 @@ func Temporal(t testing.TB) client.Client {
 	if devErr != nil {
 		unavailable(t, "the Temporal dev server could not start: %v", devErr)
 	}
-	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default", DataConverter: Codec.DataConverter()})
+	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), Logger: sdkLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +229,22 @@ func TemporalAddress(t testing.TB) string {
 	Temporal(t)
 	return devServer.FrontendHostPort()
 }
+
+// sdkLogger keeps the SDK's lines in tests to warnings and errors
+// (TOOLGATE_TEST_LOG=debug for all of them).
+var sdkLogger = func() log.Logger {
+	level := zap.WarnLevel
+	if os.Getenv("TOOLGATE_TEST_LOG") == "debug" {
+		level = zap.DebugLevel
+	}
+	cfg := zap.NewDevelopmentConfig()
+	cfg.Level = zap.NewAtomicLevelAt(level)
+	l, err := cfg.Build()
+	if err != nil {
+		l = zap.NewNop()
+	}
+	return logging.Temporal(l)
+}()
 
 // Main runs the tests and then stops the shared dev server.
 func Main(m *testing.M) {
@@ -269,19 +287,24 @@ type StackOptions struct {
 	ApprovalTTL time.Duration
 	// Metrics, when set, receives the worker's and client's SDK metrics.
 	Metrics client.MetricsHandler
+	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
+	WorkflowCacheSize int
 }
 
 // NewStackWith starts a stack with options.
 func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	t.Helper()
 	ttl := o.ApprovalTTL
+	if o.WorkflowCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(o.WorkflowCacheSize)
+	}
 	s := &Stack{DatabaseURL: Database(t)}
 	s.Owner = OwnerPool(t, s.DatabaseURL)
 	s.App = AppPool(t, s.DatabaseURL)
 	s.Upstream = Upstream(t, s.DatabaseURL)
 	s.Client = Temporal(t)
 	if o.Metrics != nil {
-		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics})
+		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics, Logger: sdkLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
