@@ -84,12 +84,14 @@ fuzz:
 	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
 
 ## bench: toolgate against a bare workflow end to end (same dev server, upstream, PostgreSQL; interleaved),
-## then the policy engines. Raw figures go to bench/results/.
+## then the policy engines, then 10,000 pending approvals (about 20 minutes; BENCH_PENDING=1000 for a short
+## run). Raw figures and the chart go to bench/results/.
 bench: tools
 	./scripts/require-postgres.sh
 	TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
 	cd bench && go run ./chart
 	$(MAKE) bench-policy
+	$(MAKE) bench-pending
 
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires. About 15 minutes.
