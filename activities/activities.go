@@ -37,6 +37,7 @@ type Activities struct {
 func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Admit, activity.RegisterOptions{Name: "Admit"})
 	w.RegisterActivityWithOptions(a.Audit, activity.RegisterOptions{Name: "Audit"})
+	w.RegisterActivityWithOptions(a.AuditAll, activity.RegisterOptions{Name: "AuditAll"})
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: "CallTool"})
 	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: "Preview"})
 	w.RegisterActivityWithOptions(a.Project, activity.RegisterOptions{Name: "Project"})

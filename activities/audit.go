@@ -42,8 +42,12 @@ type AuditInput struct {
 	StoreID  int64            `json:"storeId,omitempty"`
 	Value    *int64           `json:"valueCents,omitempty"`
 	Approver *policy.Identity `json:"approver,omitempty"`
-	Message  string           `json:"message,omitempty"`
-	Result   json.RawMessage  `json:"result,omitempty"`
+	// ClaimedBy is the user ID a decision claimed without proof (its
+	// signature did not verify, or it could not be read); it never fills
+	// Approver.
+	ClaimedBy string          `json:"claimedBy,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,
@@ -52,6 +56,26 @@ func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
 	wf, run := workflowIDs(ctx)
 	_, err := a.insertAudit(ctx, a.Pool, wf, run, in)
 	return err
+}
+
+// AuditAll appends several events of one run in one transaction (the
+// refusals of a batch of decisions); each key still writes at most once.
+func (a *Activities) AuditAll(ctx context.Context, in []AuditInput) error {
+	wf, run := workflowIDs(ctx)
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
+	for _, e := range in {
+		if _, err := a.insertAudit(ctx, tx, wf, run, e); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("audit: commit: %w", err)
+	}
+	return nil
 }
 
 func workflowIDs(ctx context.Context) (string, string) {
@@ -75,18 +99,22 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	if in.Approver != nil {
 		approverID, approverRole = clean(in.Approver.UserID), clean(string(in.Approver.Role))
 	}
+	var claimed any
+	if in.ClaimedBy != "" {
+		claimed = clean(in.ClaimedBy)
+	}
 	var store any
 	if in.StoreID != 0 {
 		store = in.StoreID
 	}
 	tag, err := db.Exec(ctx, `
 		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, store_id, value_cents,
-		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb)
+		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18)
 		ON CONFLICT (workflow_id, run_id, event_key) DO NOTHING`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
 		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, store, in.Value,
-		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result)
+		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {

@@ -158,7 +158,7 @@ func TestForgedDecisionRunsNothing(t *testing.T) {
 	id := workflows.WorkflowID("forge", "c1")
 	amaID := policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
 	bare := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
-	stolen := testenv.Sign(bare, id)
+	stolen := testenv.Sign(bare, first.CardRef())
 	stolen.Approver.StoreIDs = []int64{112, 118}
 	for _, a := range []policy.Approval{bare, stolen} {
 		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {

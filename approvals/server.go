@@ -168,15 +168,17 @@ type Card struct {
 	Outcome      string
 	Pending      bool
 	Refusal      string
+	// RunID is the run that shows the card; a signed decision names it.
+	RunID string
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
-	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', '')`
+	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer)
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID)
 	return c, err
 }
 
@@ -272,8 +274,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	start := s.now()
 	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
-		Approver: sess.User.Identity}, id, start.UTC().Format(time.RFC3339))
-	if err := s.Temporal.SignalWorkflow(r.Context(), id, "", workflows.ApprovalSignal, a); err != nil {
+		Approver: sess.User.Identity}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
+	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return

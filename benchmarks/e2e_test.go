@@ -211,7 +211,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("card %d: %v %+v", i, err, first)
 		}
 		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash,
-			Approver: policy.Identity{UserID: "sm", Role: policy.RoleStoreManager, StoreIDs: []int64{store}}}, run.GetID())
+			Approver: policy.Identity{UserID: "sm", Role: policy.RoleStoreManager, StoreIDs: []int64{store}}}, first.CardRef())
 		start := time.Now()
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)

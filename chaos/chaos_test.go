@@ -224,7 +224,7 @@ func TestChaos(t *testing.T) {
 					decision = policy.Reject
 				}
 				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: policy.RoleStoreManager, StoreIDs: []int64{store}}
-				a := testenv.Sign(policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, p.workflow)
+				a := testenv.Sign(policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, first.CardRef())
 				for attempt := 0; attempt < 20; attempt++ {
 					if err := c.SignalWorkflow(ctx, p.workflow, "", workflows.ApprovalSignal, a); err == nil {
 						break

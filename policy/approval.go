@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // Identity is who decides a card, from the approver's own sign-in.
@@ -77,4 +80,131 @@ func Canonical(raw json.RawMessage) ([]byte, error) {
 		return nil, fmt.Errorf("canonical args: %w", err)
 	}
 	return json.Marshal(v)
+}
+
+// Bounds on a decision, checked before anything else reads it: a decision
+// is small, so anything larger is not one.
+const (
+	MaxDecisionBytes  = 8 << 10
+	MaxReasonRunes    = 500
+	MaxApproverStores = 64
+)
+
+// DecodeApproval reads a decision strictly (one JSON object, no unknown or
+// duplicate fields) and checks every field's shape and length. The error
+// says what to fix.
+func DecodeApproval(raw []byte) (Approval, error) {
+	var a Approval
+	if len(raw) > MaxDecisionBytes {
+		return a, fmt.Errorf("the decision is %d bytes; at most %d", len(raw), MaxDecisionBytes)
+	}
+	if err := strictObject(raw, &a); err != nil {
+		return Approval{}, fmt.Errorf("the decision could not be read: %w", err)
+	}
+	if err := a.validate(); err != nil {
+		return Approval{}, err
+	}
+	return a, nil
+}
+
+func (a Approval) validate() error {
+	switch {
+	case a.Decision != Approve && a.Decision != Reject:
+		return fmt.Errorf("decision must be %q or %q, not %q", Approve, Reject, clip(a.Decision))
+	case !hexHash.MatchString(a.ArgsHash):
+		return fmt.Errorf("argsHash must be the card's 64 hex digits")
+	case !ValidID(a.Approver.UserID):
+		return fmt.Errorf("approver.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case len(a.Approver.Role) > 32 || !roleName.MatchString(string(a.Approver.Role)):
+		return fmt.Errorf("approver.role must be a role name such as %q", RoleStoreManager)
+	case len(a.Approver.StoreIDs) > MaxApproverStores:
+		return fmt.Errorf("approver.storeIds lists %d stores; at most %d", len(a.Approver.StoreIDs), MaxApproverStores)
+	case !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > MaxReasonRunes:
+		return fmt.Errorf("reason must be valid text of at most %d characters", MaxReasonRunes)
+	case len(a.KeyID) > 64 || len(a.SignedAt) > 40 || len(a.Signature) > 128:
+		return fmt.Errorf("keyId, signedAt and signature are at most 64, 40 and 128 characters")
+	}
+	for _, s := range a.Approver.StoreIDs {
+		if s < 1 || s > 99999 {
+			return fmt.Errorf("approver.storeIds holds %d, not a store number", s)
+		}
+	}
+	return nil
+}
+
+// MaxIDLength bounds user, session, conversation and tool-call IDs.
+const MaxIDLength = 64
+
+var (
+	hexHash  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	roleName = regexp.MustCompile(`^[a-z][a-z_]*$`)
+	idChars  = regexp.MustCompile(`^[A-Za-z0-9._@-]+$`)
+)
+
+// ValidID reports whether s is an ID toolgate accepts from a session or a
+// decision: 1 to MaxIDLength letters, digits, '.', '_', '@' or '-'.
+func ValidID(s string) bool {
+	return len(s) >= 1 && len(s) <= MaxIDLength && idChars.MatchString(s)
+}
+
+// strictObject decodes one JSON object into v, refusing unknown fields,
+// duplicate keys and trailing data.
+func strictObject(raw []byte, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return fmt.Errorf("want a JSON object")
+	}
+	if dup := duplicateKey(raw); dup != "" {
+		return fmt.Errorf("field %q appears twice", clip(dup))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the object")
+	}
+	return nil
+}
+
+// duplicateKey returns a key given twice in one object at any depth,
+// comparing case-insensitively as encoding/json matches fields, or "".
+func duplicateKey(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var walk func() string
+	walk = func() string {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return ""
+				}
+				key, _ := k.(string)
+				if seen[strings.ToLower(key)] {
+					return key
+				}
+				seen[strings.ToLower(key)] = true
+				if d := walk(); d != "" {
+					return d
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if d := walk(); d != "" {
+					return d
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return ""
+	}
+	return walk()
 }

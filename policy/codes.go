@@ -21,6 +21,12 @@ const (
 	CodeTimeout               Code = "timeout"
 	CodeUpstreamUnavailable   Code = "upstream_unavailable"
 	CodeUpstreamError         Code = "upstream_error"
+	// CodeLocked ends a card that took more refused decisions than
+	// MaxRefusedDecisions: it is closed for good and nothing runs.
+	CodeLocked Code = "locked"
+	// CodeIdempotencyConflict answers a tool-call ID reused with another
+	// tool, other args or another session.
+	CodeIdempotencyConflict Code = "idempotency_conflict"
 )
 
 // Codes lists the whole closed set, in DESIGN.md's order.
@@ -28,6 +34,7 @@ var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
 	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
+	CodeLocked, CodeIdempotencyConflict,
 }
 
 // Valid reports whether c is in the closed set.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // validArgs builds the smallest valid args for a tool from its own field
@@ -410,31 +411,44 @@ func TestArgsHashIsCanonical(t *testing.T) {
 func TestApprovalSignatures(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := ApprovalKeys{"k1": pub}
-	a := SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}},
-		"toolcall-c1-call8", "k1", priv, "2026-11-30T10:00:00Z")
-	if ok, why := VerifyApproval(a, "toolcall-c1-call8", keys); !ok {
+	up := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	expires := up.Add(30 * time.Minute)
+	card := Card{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
+	sign := func(c Card, at time.Time) Approval {
+		return SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}},
+			c, "k1", priv, at.Format(time.RFC3339))
+	}
+	a := sign(card, up.Add(time.Minute))
+	if ok, why := VerifyApproval(a, card, up, expires, keys); !ok {
 		t.Fatalf("a good signature failed: %s", why)
 	}
 	_, other, _ := ed25519.GenerateKey(nil)
 	forged := func(f func(*Approval)) Approval { b := a; b.Approver.StoreIDs = []int64{112}; f(&b); return b }
+	otherCard := func(f func(*Card)) Card { c := card; f(&c); return c }
 	for name, bad := range map[string]Approval{
-		"unsigned":             forged(func(b *Approval) { b.Signature = "" }),
-		"unknown key":          forged(func(b *Approval) { b.KeyID = "k9" }),
-		"other workflow":       a,
-		"changed decision":     forged(func(b *Approval) { b.Decision = Reject }),
-		"changed hash":         forged(func(b *Approval) { b.ArgsHash = "x" }),
-		"widened stores":       forged(func(b *Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
-		"changed role":         forged(func(b *Approval) { b.Approver.Role = RoleAreaManager }),
-		"signed by a stranger": SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, "toolcall-c1-call8", "k1", other, a.SignedAt),
-		"garbage signature":    forged(func(b *Approval) { b.Signature = "!!" }),
+		"unsigned":                forged(func(b *Approval) { b.Signature = "" }),
+		"unknown key":             forged(func(b *Approval) { b.KeyID = "k9" }),
+		"other workflow":          sign(otherCard(func(c *Card) { c.WorkflowID = "toolcall-c1-call9" }), up.Add(time.Minute)),
+		"other run of the ID":     sign(otherCard(func(c *Card) { c.RunID = "run-0" }), up.Add(time.Minute)),
+		"other card's expiry":     sign(otherCard(func(c *Card) { c.ExpiresAt = up.Add(-time.Hour).Format(time.RFC3339) }), up.Add(time.Minute)),
+		"signed in 2001":          sign(card, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"signed before the card":  sign(card, up.Add(-ClockSkew-time.Second)),
+		"signed after expiry":     sign(card, expires.Add(ClockSkew+time.Second)),
+		"signing time not a time": SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", priv, "yesterday"),
+		"changed decision":        forged(func(b *Approval) { b.Decision = Reject }),
+		"changed hash":            forged(func(b *Approval) { b.ArgsHash = "x" }),
+		"changed signing time":    forged(func(b *Approval) { b.SignedAt = up.Add(2 * time.Minute).Format(time.RFC3339) }),
+		"widened stores":          forged(func(b *Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
+		"changed role":            forged(func(b *Approval) { b.Approver.Role = RoleAreaManager }),
+		"signed by a stranger":    SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", other, a.SignedAt),
+		"garbage signature":       forged(func(b *Approval) { b.Signature = "!!" }),
 	} {
-		wf := "toolcall-c1-call8"
-		if name == "other workflow" {
-			wf = "toolcall-c1-call9"
-		}
-		if ok, why := VerifyApproval(bad, wf, keys); ok || why == "" {
+		if ok, why := VerifyApproval(bad, card, up, expires, keys); ok || why == "" {
 			t.Errorf("%s: verified", name)
 		}
+	}
+	if ok, _ := VerifyUnboundApproval(a, card.WorkflowID, keys); ok {
+		t.Error("a bound signature verified as an unbound one")
 	}
 	if _, err := ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub) + ", k2:nope"); err == nil {
 		t.Fatal("a bad key entry was accepted")
@@ -454,5 +468,45 @@ func TestSessionStoresMustBeValid(t *testing.T) {
 		if v := p.Authorize(c.req, c.facts); v.Code != CodeStoreScope {
 			t.Errorf("session store %d: got %s (%s)", bad, v.Code, v.Args)
 		}
+	}
+}
+
+// TestDecodeApproval: a decision is read strictly and every field bounded;
+// each refusal says what to fix.
+func TestDecodeApproval(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	good := `{"decision":"approve","argsHash":"` + hash + `","approver":{"userId":"ama","role":"store_manager","storeIds":[112]},"reason":"ok"}`
+	if a, err := DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || a.Approver.StoreIDs[0] != 112 {
+		t.Fatalf("good decision: %+v %v", a, err)
+	}
+	for name, raw := range map[string]string{
+		"a bare string":         `"x"`,
+		"null":                  `null`,
+		"empty":                 ``,
+		"stores as text":        strings.Replace(good, `[112]`, `"112"`, 1),
+		"unknown field":         strings.Replace(good, `"reason"`, `"approved":true,"reason"`, 1),
+		"duplicate decision":    strings.Replace(good, `"decision":"approve"`, `"decision":"reject","decision":"approve"`, 1),
+		"case-variant twin":     strings.Replace(good, `"decision":"approve"`, `"decision":"reject","Decision":"approve"`, 1),
+		"nested duplicate":      strings.Replace(good, `"userId":"ama"`, `"userId":"ama","userId":"kofi"`, 1),
+		"trailing data":         good + `{}`,
+		"decision yes":          strings.Replace(good, `"approve"`, `"yes"`, 1),
+		"short hash":            strings.Replace(good, hash, "abc", 1),
+		"no approver":           strings.Replace(good, `"userId":"ama"`, `"userId":""`, 1),
+		"approver with a space": strings.Replace(good, `"userId":"ama"`, `"userId":"ama kofi"`, 1),
+		"100 KB reason":         strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("x", 100_000)+`"`, 1),
+		"501-char reason":       strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", MaxReasonRunes+1)+`"`, 1),
+		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", MaxApproverStores)+"112]", 1),
+		"store -1":              strings.Replace(good, `[112]`, `[-1]`, 1),
+		"role with capitals":    strings.Replace(good, `"store_manager"`, `"Store_Manager"`, 1),
+		"long signature":        strings.Replace(good, `"reason":"ok"`, `"reason":"ok","signature":"`+strings.Repeat("A", 200)+`"`, 1),
+	} {
+		if _, err := DecodeApproval([]byte(raw)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if len(err.Error()) > 300 {
+			t.Errorf("%s: a %d-byte error", name, len(err.Error()))
+		}
+	}
+	if a, err := DecodeApproval([]byte(strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", MaxReasonRunes)+`"`, 1))); err != nil || len([]rune(a.Reason)) != MaxReasonRunes {
+		t.Fatalf("a reason of exactly %d characters: %v", MaxReasonRunes, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ApprovalKeys are the public keys decisions may be signed with, by key ID.
@@ -14,8 +15,33 @@ import (
 // then drop the old one.
 type ApprovalKeys map[string]ed25519.PublicKey
 
+// Card names the one card a decision is for: the call's workflow, the run
+// that put the card up, and the card's expiry (RFC 3339, as the status query
+// and pending_action show it). A signature covers all three, so a decision
+// cannot be replayed on another call, another run of the same ID, or a later
+// card.
+type Card struct {
+	WorkflowID string `json:"workflowId"`
+	RunID      string `json:"runId"`
+	ExpiresAt  string `json:"expiresAt"`
+}
+
 // signedDecision is exactly what a signature covers.
 type signedDecision struct {
+	Approver   Identity `json:"approver"`
+	WorkflowID string   `json:"workflowId"`
+	RunID      string   `json:"runId"`
+	ExpiresAt  string   `json:"expiresAt"`
+	ArgsHash   string   `json:"argsHash"`
+	Decision   string   `json:"decision"`
+	Reason     string   `json:"reason"`
+	SignedAt   string   `json:"signedAt"`
+	KeyID      string   `json:"keyId"`
+}
+
+// unboundDecision is what signatures covered before they were bound to the
+// run and the card's expiry; calls recorded then still verify with it.
+type unboundDecision struct {
 	Approver   Identity `json:"approver"`
 	WorkflowID string   `json:"workflowId"`
 	ArgsHash   string   `json:"argsHash"`
@@ -26,22 +52,52 @@ type signedDecision struct {
 }
 
 // ApprovalMessage is the canonical bytes a decision's signature covers.
-func ApprovalMessage(a Approval, workflowID string) []byte {
-	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: workflowID, ArgsHash: a.ArgsHash,
-		Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID})
+func ApprovalMessage(a Approval, card Card) []byte {
+	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: card.WorkflowID, RunID: card.RunID, ExpiresAt: card.ExpiresAt,
+		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID})
 	return b
 }
 
-// SignApproval signs a decision for one workflow with a private key.
-func SignApproval(a Approval, workflowID, keyID string, key ed25519.PrivateKey, signedAt string) Approval {
+// SignApproval signs a decision for one card with a private key.
+func SignApproval(a Approval, card Card, keyID string, key ed25519.PrivateKey, signedAt string) Approval {
 	a.KeyID, a.SignedAt = keyID, signedAt
-	a.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, ApprovalMessage(a, workflowID)))
+	a.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, ApprovalMessage(a, card)))
 	return a
 }
 
-// VerifyApproval checks that a decision was signed, for this workflow, by a
-// key the deployment trusts. It returns a sentence saying what is wrong.
-func VerifyApproval(a Approval, workflowID string, keys ApprovalKeys) (bool, string) {
+// ClockSkew is how far a signer's clock may be from the workflow's.
+const ClockSkew = time.Minute
+
+// VerifyApproval checks that a decision was signed, for this card, by a key
+// the deployment trusts, while the card was up: signedAt must fall between
+// the card going up and its expiry, give or take ClockSkew for the signer's
+// clock. It returns a sentence saying what is wrong.
+func VerifyApproval(a Approval, card Card, upAt, expires time.Time, keys ApprovalKeys) (bool, string) {
+	if ok, why := verify(a, keys, ApprovalMessage(a, card)); !ok {
+		return false, why
+	}
+	at, err := time.Parse(time.RFC3339, a.SignedAt)
+	if err != nil {
+		return false, fmt.Sprintf("the decision's signing time %q is not an RFC 3339 time", clip(a.SignedAt))
+	}
+	if at.Before(upAt.Add(-ClockSkew)) {
+		return false, fmt.Sprintf("the decision was signed at %s, before the card went up at %s", at.UTC().Format(time.RFC3339), upAt.UTC().Format(time.RFC3339))
+	}
+	if at.After(expires.Add(ClockSkew)) {
+		return false, fmt.Sprintf("the decision was signed at %s, after the card expired at %s", at.UTC().Format(time.RFC3339), expires.UTC().Format(time.RFC3339))
+	}
+	return true, ""
+}
+
+// VerifyUnboundApproval checks a signature made before decisions were bound
+// to a run and an expiry, for calls recorded then.
+func VerifyUnboundApproval(a Approval, workflowID string, keys ApprovalKeys) (bool, string) {
+	b, _ := json.Marshal(unboundDecision{Approver: a.Approver, WorkflowID: workflowID, ArgsHash: a.ArgsHash,
+		Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID})
+	return verify(a, keys, b)
+}
+
+func verify(a Approval, keys ApprovalKeys, msg []byte) (bool, string) {
 	if a.Signature == "" {
 		return false, "the decision is not signed by the approvals service"
 	}
@@ -50,7 +106,7 @@ func VerifyApproval(a Approval, workflowID string, keys ApprovalKeys) (bool, str
 		return false, fmt.Sprintf("the decision is signed with an unknown key %q", clip(a.KeyID))
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Signature)
-	if err != nil || !ed25519.Verify(pub, ApprovalMessage(a, workflowID), sig) {
+	if err != nil || !ed25519.Verify(pub, msg, sig) {
 		return false, "the decision's signature does not verify"
 	}
 	return true, ""
@@ -90,7 +146,7 @@ type Signer struct {
 	Key   ed25519.PrivateKey
 }
 
-// Sign signs a decision for one workflow at the given RFC 3339 time.
-func (s Signer) Sign(a Approval, workflowID, signedAt string) Approval {
-	return SignApproval(a, workflowID, s.KeyID, s.Key, signedAt)
+// Sign signs a decision for one card at the given RFC 3339 time.
+func (s Signer) Sign(a Approval, card Card, signedAt string) Approval {
+	return SignApproval(a, card, s.KeyID, s.Key, signedAt)
 }

@@ -23,6 +23,8 @@ type Outcome struct {
 	ApproverRole policy.Role `json:"approverRole"`
 	ExpiresAt    string      `json:"expiresAt"`
 	ArgsHash     string      `json:"argsHash"`
+	// RunID is the run that shows the card; a signed decision names it.
+	RunID string `json:"runId,omitempty"`
 }
 
 // Card versions in pending_action: a later state never yields to an earlier one.
@@ -66,7 +68,12 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 			return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
 		}
 	}
-	expires := workflow.Now(ctx).Add(ttl)
+	// Version 1 reads every payload on the signal (an unreadable one is
+	// refused, never dropped), binds signatures to the run and the card's
+	// expiry, and locks a card after MaxRefusedDecisions.
+	guarded := workflow.GetVersion(ctx, "approval-guards", workflow.DefaultVersion, 1) == 1
+	upAt := workflow.Now(ctx)
+	expires := upAt.Add(ttl)
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
@@ -80,26 +87,42 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
-	upAt := workflow.Now(ctx)
-	decision, expired, err := c.wait(v, hash, ttl, expires, signed, keys)
+	var decision policy.Approval
+	var ended string
+	if guarded {
+		g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
+			card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
+		decision, ended, err = c.waitGuarded(g, ttl)
+	} else {
+		var expired bool
+		decision, expired, err = c.wait(v, hash, ttl, expires, signed, keys)
+		if expired {
+			ended = StatusExpired
+		}
+	}
 	if err != nil {
 		return ToolCallResult{}, err
 	}
 	outcome := "approved"
 	switch {
-	case expired:
+	case ended == codeLocked:
+		outcome = "locked"
+	case ended == StatusExpired:
 		outcome = "expired"
 	case decision.Decision == policy.Reject:
 		outcome = "rejected"
 	}
 	c.countApproval(outcome)
-	if !expired {
+	if ended == "" {
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
 			Timer(MetricTimeToDecision).Record(workflow.Now(ctx).Sub(upAt))
 	}
 	var res ToolCallResult
 	switch {
-	case expired:
+	case ended == codeLocked:
+		res, err = c.end(card, StatusRejected, policy.CodeLocked, activities.EventRejected, nil,
+			fmt.Sprintf("The card was locked after %d refused decisions, so nothing ran and nobody can approve it now. Tell the person; if the move is still needed, it takes a new call with a new toolCallId.", c.refused))
+	case ended == StatusExpired:
 		res, err = c.end(card, StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", ttl, c.in.Tool))
 	case decision.Decision == policy.Reject:
@@ -110,6 +133,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}
 	if err != nil {
 		return res, err
+	}
+	if guarded {
+		return res, c.drainGuarded(res.Status, res.Code)
 	}
 	return res, c.drain(res.Status)
 }
@@ -138,7 +164,7 @@ func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires ti
 			return a, true, nil
 		}
 		if signed {
-			if ok, why := policy.VerifyApproval(a, c.key, keys); !ok {
+			if ok, why := policy.VerifyUnboundApproval(a, c.key, keys); !ok {
 				if err := c.refuse(a, policy.CodeCredentialUnavailable, why); err != nil {
 					return a, false, err
 				}
@@ -187,12 +213,14 @@ func (c *call) drain(final string) error {
 func (c *call) end(card activities.ProjectInput, status string, code policy.Code, event string, by *policy.Approval, msg string) (ToolCallResult, error) {
 	c.setStatus(status, code)
 	in := activities.AuditInput{Key: event, Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
+	// An expiry or a lock does not depend on when the task runs: record it locally.
+	local := status == StatusExpired || code == policy.CodeLocked
 	card.Version, card.Status = cardFinal, status
 	if by != nil {
 		in.Approver, card.DecidedBy, card.Note = &by.Approver, &by.Approver, by.Reason
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	}
-	if err := c.record(in, card, status == StatusExpired); err != nil {
+	if err := c.record(in, card, local); err != nil {
 		return ToolCallResult{}, err
 	}
 	return c.result(status, code, msg, false, false, nil), nil

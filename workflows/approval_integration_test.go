@@ -120,7 +120,7 @@ func TestTenConcurrentApprovalsMakeOneTransfer(t *testing.T) {
 			defer wg.Done()
 			<-start
 			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID()))
+				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
 		}()
 	}
 	close(start)
@@ -147,7 +147,7 @@ func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 		t.Fatalf("%v %+v", err, first)
 	}
 	time.Sleep(3 * time.Second)
-	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID()))
+	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
 	var res workflows.ToolCallResult
 	if gerr := run.Get(ctx, &res); gerr != nil || res.Status != "expired" {
 		t.Fatalf("%v %+v", gerr, res)

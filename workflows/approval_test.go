@@ -103,7 +103,7 @@ func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, ap
 			case "unsigned":
 				a.Signature = ""
 			case "":
-				a = testenv.Sign(a, env.id)
+				a = testenv.ApprovalSigner.Sign(a, st.CardRef(env.id), env.Now().UTC().Format(time.RFC3339))
 			}
 			env.SignalWorkflow(workflows.ApprovalSignal, a)
 		}
@@ -235,7 +235,7 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		forged := approve(amaID)
 		forged.Signature = "unsigned"
-		otherKey := testenv.Sign(approve(amaID), env.id)
+		otherKey := testenv.Sign(approve(amaID), policy.Card{WorkflowID: env.id})
 		otherKey.KeyID = "stolen"
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID}, forged, otherKey)
 		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), policy.Approval{Decision: policy.Reject, Approver: amaID})
@@ -348,5 +348,43 @@ func TestApprovalIsAuditedWhenTheCallDiesFirst(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'failed' AND decided_by = 'ama'`); n != 1 {
 		t.Fatal("the card should say failed, decided by ama")
+	}
+}
+
+// TestTooManyRefusedDecisionsLockTheCard: the card takes MaxRefusedDecisions
+// refused decisions, each audited; the next locks it for good, and a valid
+// approval after that changes nothing. Unverified claims never fill the
+// approver column.
+func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
+	f := newFixture(t)
+	var flood []policy.Approval
+	for range workflows.MaxRefusedDecisions + 1 {
+		flood = append(flood, approve(kofiID)) // signed, but the wrong role
+	}
+	forged := approve(amaID)
+	forged.Signature = "unsigned"
+	res := f.run(t, "lock", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		decide(t, env, time.Minute, nil, forged)
+		decide(t, env, 2*time.Minute, nil, flood...)
+		decide(t, env, 3*time.Minute, nil, approve(amaID))
+	})
+	if res.Status != workflows.StatusRejected || res.Code != policy.CodeLocked || !strings.Contains(res.Message, "locked") {
+		t.Fatalf("%+v", res)
+	}
+	want := "needs_approval/ok approval_refused/credential_unavailable" + strings.Repeat(" approval_refused/role", workflows.MaxRefusedDecisions-1) + " rejected/locked"
+	if got := events(f.audit(t, "toolcall-lock-c1")); got != want {
+		t.Fatalf("audit:\n got %s\nwant %s", got, want)
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE event = 'approval_refused' AND reason = 'credential_unavailable' AND approver_id IS NULL AND claimed_approver_id = 'ama'`); n != 1 {
+		t.Fatalf("the unsigned claim should be kept apart from approver_id: %d rows", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE event = 'approval_refused' AND reason = 'role' AND approver_id = 'kofi' AND claimed_approver_id IS NULL`); n != workflows.MaxRefusedDecisions-1 {
+		t.Fatalf("verified refusals should name kofi as approver: %d rows", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
+		t.Fatalf("%d transfers after a lock", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'rejected'`); n != 1 {
+		t.Fatal("pending_action not rejected")
 	}
 }

@@ -64,28 +64,39 @@ func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInp
 	return out, c.GetWorkflow(ctx, id, h.RunID()), nil
 }
 
-// Decide sends an approval decision for a call, signed by signer. An empty
-// args hash is filled from the card the call shows now.
+// Decide sends an approval decision for the card a call shows now, signed
+// by signer for that run and expiry. An empty args hash is filled from the
+// card.
 func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
+	if err != nil {
+		return fmt.Errorf("read the card of %s: %w", workflowID, err)
+	}
+	var st Status
+	if err := v.Get(&st); err != nil {
+		return err
+	}
+	if st.Status != StatusPendingApproval {
+		return fmt.Errorf("%s is %s, not pending approval", workflowID, st.Status)
+	}
 	if a.ArgsHash == "" {
-		v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
-		if err != nil {
-			return fmt.Errorf("read the card of %s: %w", workflowID, err)
-		}
-		var st Status
-		if err := v.Get(&st); err != nil {
-			return err
-		}
-		if st.Status != StatusPendingApproval {
-			return fmt.Errorf("%s is %s, not pending approval", workflowID, st.Status)
-		}
 		a.ArgsHash = st.ArgsHash
 	}
-	a = signer.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
-	if err := c.SignalWorkflow(ctx, workflowID, "", ApprovalSignal, a); err != nil {
+	a = signer.Sign(a, st.CardRef(workflowID), time.Now().UTC().Format(time.RFC3339))
+	if err := c.SignalWorkflow(ctx, workflowID, st.RunID, ApprovalSignal, a); err != nil {
 		return fmt.Errorf("signal %s: %w", workflowID, err)
 	}
 	return nil
+}
+
+// CardRef names the card a status shows, for signing a decision on it.
+func (s Status) CardRef(workflowID string) policy.Card {
+	return policy.Card{WorkflowID: workflowID, RunID: s.RunID, ExpiresAt: s.ExpiresAt}
+}
+
+// CardRef names the card an outcome shows, for signing a decision on it.
+func (o Outcome) CardRef() policy.Card {
+	return policy.Card{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt}
 }
 
 // startOptions attach duplicates to the existing call, never run one twice,

@@ -25,7 +25,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g4"
+const goldenGeneration = "g5"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -52,7 +52,18 @@ var goldenPaths = []struct {
 	{"transfer_signed_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
+	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"promotion"}`)}, nil},
+}
+
+// lockingDecisions are one more unsigned decision than a card takes, then a
+// valid approval that must not count.
+func lockingDecisions() []policy.Approval {
+	var out []policy.Approval
+	for range workflows.MaxRefusedDecisions + 1 {
+		out = append(out, policy.Approval{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"})
+	}
+	return append(out, approve(amaID))
 }
 
 // TestGoldenHistoriesReplay replays every history under testdata/golden
@@ -91,9 +102,9 @@ func TestRecordGoldenHistories(t *testing.T) {
 				if a.Signature == "unsigned" {
 					a.Signature = ""
 				} else {
-					a = testenv.Sign(a, run.GetID())
+					a = testenv.Sign(a, first.CardRef())
 				}
-				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
+				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil && !strings.Contains(err.Error(), "already completed") {
 					t.Fatal(err)
 				}
 			}
@@ -119,7 +130,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		if _, err := os.Stat(file); err == nil && os.Getenv("TOOLGATE_RECORD_GOLDEN") != "overwrite" {
 			continue // a recorded history is kept: it stands for calls already in flight
 		}
-		if record {
+		if record && !sameShapeRecorded(p.name, h) {
 			b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
 			if err != nil {
 				t.Fatal(err)
@@ -139,8 +150,15 @@ func replay(h *historypb.History, workflowID string) error {
 		return err
 	}
 	workflows.Register(r, workflows.Settings{})
+	// Decisions are signed for their run, so replay as the recorded run.
+	runID := "replay"
+	if len(h.Events) > 0 {
+		if id := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId(); id != "" {
+			runID = id
+		}
+	}
 	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
-		OriginalExecution: workflow.Execution{ID: workflowID, RunID: "replay"}})
+		OriginalExecution: workflow.Execution{ID: workflowID, RunID: runID}})
 }
 
 // replayFile replays a golden file, <path>[.<generation>].json; every golden
@@ -160,4 +178,33 @@ func replayFile(file string) error {
 		name = "allowed_read" // recorded before reads lost their executed row, under the old name
 	}
 	return replay(h, workflows.WorkflowID("golden", name))
+}
+
+// sameShapeRecorded reports whether an older generation of the path already
+// holds a history with the same sequence of events: recording it again
+// would add bytes, not coverage.
+func sameShapeRecorded(name string, h *historypb.History) bool {
+	files, _ := filepath.Glob(filepath.Join(goldenDir, name+".*json"))
+	files = append(files, filepath.Join(goldenDir, name+".json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		old, err := client.HistoryFromJSON(strings.NewReader(string(b)), client.HistoryJSONOptions{})
+		if err != nil || len(old.Events) != len(h.Events) {
+			continue
+		}
+		same := true
+		for i, ev := range old.Events {
+			if ev.GetEventType() != h.Events[i].GetEventType() {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
 }

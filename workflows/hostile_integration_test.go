@@ -114,7 +114,7 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 			}
 			time.Sleep(2*time.Second - 300*time.Millisecond + time.Duration(i)*80*time.Millisecond)
 			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: storeManager(store)}, run.GetID()))
+				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: storeManager(store)}, first.CardRef()))
 			var res workflows.ToolCallResult
 			if err := run.Get(ctx, &res); err != nil {
 				t.Error(err)
@@ -148,7 +148,7 @@ func TestApprovalLandingWithTheExpiry(t *testing.T) {
 	s.StopWorker()
 	time.Sleep(2 * time.Second) // the card has about a second left
 	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, run.GetID())); err != nil {
+		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond) // the timer fires while no worker runs

@@ -71,7 +71,9 @@ type Status struct {
 	ApproverRole policy.Role `json:"approverRole"`
 	ExpiresAt    string      `json:"expiresAt"`
 	ArgsHash     string      `json:"argsHash"`
-	storeID      int64
+	// RunID is the run that shows the card; a signed decision names it.
+	RunID   string `json:"runId"`
+	storeID int64
 }
 
 // Settings are a deployment's choices. The workflow records the ones it
@@ -156,6 +158,8 @@ type call struct {
 	preview_ *activities.PreviewResult
 	first    *Outcome
 	refused  int
+	// late are decisions taken with the one that counted, refused at the end.
+	late []received
 	// visible is false when replaying calls recorded before search attributes.
 	visible bool
 	// shape is the workflow version this run was recorded with.
@@ -169,7 +173,7 @@ type call struct {
 func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	c := &call{ctx: ctx, in: in, settings: s, key: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		req:    policy.Request{Tool: in.Tool, Args: in.Args, Session: in.Session},
-		status: Status{Status: StatusDeciding, Tool: in.Tool}}
+		status: Status{Status: StatusDeciding, Tool: in.Tool, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID}}
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}
@@ -410,7 +414,7 @@ func (c *call) finish(res ToolCallResult) {
 
 func (c *call) outcome(res ToolCallResult) *Outcome {
 	return &Outcome{ToolCallResult: res, ValueCents: c.status.ValueCents, ApproverRole: c.status.ApproverRole,
-		ExpiresAt: c.status.ExpiresAt, ArgsHash: c.status.ArgsHash}
+		ExpiresAt: c.status.ExpiresAt, ArgsHash: c.status.ArgsHash, RunID: c.status.RunID}
 }
 
 func (c *call) value() *int64 {

@@ -48,9 +48,9 @@ var ApprovalSigner, ApprovalKeys = func() (policy.Signer, policy.ApprovalKeys) {
 	return policy.Signer{KeyID: "test", Key: priv}, policy.ApprovalKeys{"test": pub}
 }()
 
-// Sign signs a decision for a workflow, now.
-func Sign(a policy.Approval, workflowID string) policy.Approval {
-	return ApprovalSigner.Sign(a, workflowID, time.Now().UTC().Format(time.RFC3339))
+// Sign signs a decision for a card, now.
+func Sign(a policy.Approval, card policy.Card) policy.Approval {
+	return ApprovalSigner.Sign(a, card, time.Now().UTC().Format(time.RFC3339))
 }
 
 // CodecKeys is the tests' TOOLGATE_CODEC_KEYS. The key is fixed, so

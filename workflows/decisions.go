@@ -1,0 +1,199 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/workflow"
+)
+
+// MaxRefusedDecisions is how many refused decisions a card takes, each one
+// audited. The next refused decision locks the card: it ends rejected with
+// code locked, and nothing can approve it afterwards.
+const MaxRefusedDecisions = 20
+
+// codeLocked marks a wait that ended in a lock.
+const codeLocked = string(policy.CodeLocked)
+
+// guard is what a decision must match to count on this card.
+type guard struct {
+	role          policy.Role
+	store         int64
+	hash          string
+	keys          policy.ApprovalKeys
+	card          policy.Card
+	upAt, expires time.Time
+}
+
+// received is one payload of the approval signal: a decision, or why the
+// payload is not one.
+type received struct {
+	a   policy.Approval
+	bad string
+}
+
+// refusal is a received payload that does not count, and why.
+type refusal struct {
+	received
+	code     policy.Code
+	why      string
+	verified bool
+}
+
+// waitGuarded returns the first decision that counts, or ends with
+// StatusExpired or codeLocked. Every payload that arrives is judged: the
+// refused ones are audited in one write per batch, up to the cap.
+func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, string, error) {
+	ctx, cancel := workflow.WithCancel(c.ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
+	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
+	for {
+		var batch []received
+		expired := false
+		sel := workflow.NewSelector(c.ctx)
+		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch) })
+		sel.AddFuture(timer, func(workflow.Future) { expired = true })
+		sel.Select(c.ctx)
+		if expired {
+			return policy.Approval{}, StatusExpired, nil
+		}
+		now := workflow.Now(c.ctx)
+		var refused []refusal
+		var winner *policy.Approval
+		late := false
+		for i, r := range batch {
+			if winner != nil {
+				c.late = append(c.late, batch[i:]...)
+				break
+			}
+			f := g.judge(r, now)
+			if f.code == policy.CodeOK {
+				winner = &batch[i].a
+				continue
+			}
+			late = late || f.code == policy.CodeExpired
+			refused = append(refused, f)
+		}
+		if err := c.refuseAll(refused, ""); err != nil {
+			return policy.Approval{}, "", err
+		}
+		switch {
+		case winner != nil:
+			return *winner, "", nil
+		case late:
+			return policy.Approval{}, StatusExpired, nil
+		case c.refused > MaxRefusedDecisions:
+			return policy.Approval{}, codeLocked, nil
+		}
+	}
+}
+
+// judge decides whether one payload counts on the card at time now.
+func (g guard) judge(r received, now time.Time) refusal {
+	f := refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
+	if r.bad != "" {
+		return f
+	}
+	if !now.Before(g.expires) {
+		f.code, f.why = policy.CodeExpired, "the card expired before this decision arrived"
+		f.verified, _ = policy.VerifyApproval(r.a, g.card, g.upAt, g.expires, g.keys)
+		return f
+	}
+	if ok, why := policy.VerifyApproval(r.a, g.card, g.upAt, g.expires, g.keys); !ok {
+		f.code, f.why = policy.CodeCredentialUnavailable, why
+		return f
+	}
+	f.verified = true
+	f.code, f.why = policy.CheckApproval(r.a, g.role, g.store, g.hash)
+	return f
+}
+
+// takeDecisions empties the signal channel. A payload the data converter
+// cannot decode (not JSON, or encrypted with a key this worker lacks) is
+// dropped by the SDK while receiving; the channel's length before and after
+// counts it, so it is refused like any other bad decision.
+func takeDecisions(ch workflow.ReceiveChannel) []received {
+	var out []received
+	for ch.Len() > 0 {
+		before := ch.Len()
+		var raw json.RawMessage
+		ok := ch.ReceiveAsync(&raw)
+		dropped := before - ch.Len()
+		if ok {
+			dropped--
+		}
+		for range dropped {
+			out = append(out, received{bad: "the payload could not be decoded: it is not JSON, or it is encrypted with a key this worker does not hold"})
+		}
+		if !ok {
+			break
+		}
+		a, err := policy.DecodeApproval(raw)
+		if err != nil {
+			out = append(out, received{bad: err.Error()})
+			continue
+		}
+		out = append(out, received{a: a})
+	}
+	return out
+}
+
+// refuseAll audits refused decisions in one write, up to the cap; past it
+// they are counted, not written one by one. A non-empty summary writes one
+// row for the ones past the cap.
+func (c *call) refuseAll(refused []refusal, summary string) error {
+	var rows []activities.AuditInput
+	over := 0
+	for _, f := range refused {
+		c.refused++
+		c.countApproval("refused_" + string(f.code))
+		if c.refused > MaxRefusedDecisions {
+			over++
+			continue
+		}
+		workflow.GetLogger(c.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
+		row := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: f.code,
+			Message: "Refused: " + f.why, StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
+		if f.verified {
+			who := f.a.Approver
+			row.Approver = &who
+		} else {
+			row.ClaimedBy = f.a.Approver.UserID
+		}
+		rows = append(rows, row)
+	}
+	if over > 0 && summary != "" {
+		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: refused[len(refused)-1].code,
+			Message: fmt.Sprintf("%d more decisions arrived %s, past the cap of %d audited one by one; none counted", over, summary, MaxRefusedDecisions),
+			StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, fmt.Sprintf("audit %d refused decisions", len(rows))), acts.AuditAll, rows).Get(c.ctx, nil); err != nil {
+		return fmt.Errorf("audit refused decisions: %w", err)
+	}
+	return nil
+}
+
+// drainGuarded refuses the decisions that arrived after the card ended.
+func (c *call) drainGuarded(final string, code policy.Code) error {
+	if code == policy.CodeOK {
+		code = policy.CodeInvalidArguments
+	}
+	pending := append(c.late, takeDecisions(workflow.GetSignalChannel(c.ctx, ApprovalSignal))...)
+	c.late = nil
+	refused := make([]refusal, 0, len(pending))
+	for _, r := range pending {
+		f := refusal{received: r, code: code, why: "the card is no longer pending (it is " + final + ")"}
+		if r.bad != "" {
+			f.code, f.why = policy.CodeInvalidArguments, r.bad
+		}
+		refused = append(refused, f)
+	}
+	return c.refuseAll(refused, "after the card was "+final)
+}

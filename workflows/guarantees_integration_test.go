@@ -1,0 +1,202 @@
+package workflows_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// These tests attack the approval signal from outside, as anyone with
+// access to the namespace could: the temporal CLI and a bare client.
+
+// TestUndecodableApprovalSignalsAreRefused: a payload that is not a
+// decision (a bare string, a store list as text, a payload encrypted with a
+// key the worker lacks) is refused and audited, and the card still expires.
+func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
+	s := testenv.NewStackTTL(t, 4*time.Second)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("undecodable", "c1", fortyCases, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	cli, err := testenv.TemporalCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, input := range []string{`"x"`, `{"decision":"approve","argsHash":"` + first.ArgsHash + `","approver":{"userId":"ama","role":"store_manager","storeIds":"112"}}`} {
+		out, err := exec.Command(cli, "workflow", "signal", "--address", testenv.TemporalAddress(t), "--workflow-id", run.GetID(),
+			"--name", workflows.ApprovalSignal, "--input", input).CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal workflow signal %s: %v\n%s", input, err, out)
+		}
+	}
+	other, err := codec.Parse(codec.NewKey("stranger"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: other.DataConverter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	if err := stranger.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var res workflows.ToolCallResult
+	if err := run.Get(wait, &res); err != nil {
+		t.Fatalf("the card never ended (wedged by an undecodable signal?): %v", err)
+	}
+	if res.Status != workflows.StatusExpired || res.Code != policy.CodeExpired {
+		t.Fatalf("%+v", res)
+	}
+	got := (&stackAudit{s}).rows(t, `SELECT event, reason FROM audit_log WHERE workflow_id = $1 ORDER BY id`, run.GetID())
+	want := []string{"needs_approval ok", "approval_refused invalid_arguments", "approval_refused invalid_arguments", "approval_refused invalid_arguments", "expired expired"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("audit:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestFloodedCardLocks: 5,000 refused decisions against one card lock it
+// after MaxRefusedDecisions: it ends rejected/locked, audited once, its
+// history stays bounded, and nothing runs.
+func TestFloodedCardLocks(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("flood", "c1", fortyCases, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	const signals = 5000
+	var sent, closed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < signals; i += 16 {
+				// Unsigned decisions with a 12,000-character reason: each is refused (the reason is over the bound).
+				a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Reason: strings.Repeat("flood ", 2000)}
+				if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
+					closed.Add(1)
+					continue
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var res workflows.ToolCallResult
+	if err := run.Get(wait, &res); err != nil {
+		t.Fatalf("the flooded card did not end: %v", err)
+	}
+	if res.Status != workflows.StatusRejected || res.Code != policy.CodeLocked {
+		t.Fatalf("%+v", res)
+	}
+	// A valid approval afterwards changes nothing.
+	_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
+		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
+	var events int
+	iter := s.Client.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		if _, err := iter.Next(); err != nil {
+			t.Fatal(err)
+		}
+		events++
+	}
+	rows := (&stackAudit{s}).rows(t, `SELECT event, reason, length(coalesce(message, '')) <= 1000 FROM audit_log WHERE workflow_id = $1 ORDER BY id`, run.GetID())
+	refused, locked := 0, 0
+	for _, r := range rows {
+		switch {
+		case r == "approval_refused invalid_arguments true":
+			refused++
+		case r == "rejected locked true":
+			locked++
+		case r != "needs_approval ok true" && !strings.HasPrefix(r, "approval_refused locked"):
+			t.Errorf("unexpected audit row %q", r)
+		}
+	}
+	var transfers int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
+	// Every accepted signal is one history event; what the workflow adds
+	// for them is bounded by the cap, not by the flood.
+	bound := int(sent.Load()) + 40*workflows.MaxRefusedDecisions
+	t.Logf("flood: %d signals accepted, %d refused by the closed run, %d history events (bound %d), %d refusals audited, locked %d, %d transfers",
+		sent.Load(), closed.Load(), events, bound, refused, locked, transfers)
+	if refused != workflows.MaxRefusedDecisions || locked != 1 || transfers != 0 || events > bound {
+		t.Fatalf("refused %d (want %d), locked %d, transfers %d, events %d (bound %d)", refused, workflows.MaxRefusedDecisions, locked, transfers, events, bound)
+	}
+}
+
+// TestDecisionsBoundToTheirMoment: a validly signed decision dated before
+// the card went up, one copied from another card, and one copied from an
+// earlier run of the same workflow ID are refused; nothing runs.
+func TestDecisionsBoundToTheirMoment(t *testing.T) {
+	s := testenv.NewStackTTL(t, 6*time.Second)
+	ctx := context.Background()
+	// An earlier run of the ID, ended by an operator, with an approval signed for it.
+	firstA, runA, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("moment", "c1", fortyCases, ama("")))
+	if err != nil || firstA.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, firstA)
+	}
+	copied := signFor(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID}, firstA, runA, time.Now())
+	if err := s.Client.TerminateWorkflow(ctx, runA.GetID(), runA.GetRunID(), "operator ended it"); err != nil {
+		t.Fatal(err)
+	}
+	// Another card, with its own signed approval.
+	firstB, runB, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("moment", "c2", fortyCases, ama("")))
+	if err != nil || firstB.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, firstB)
+	}
+	otherCard := signFor(policy.Approval{Decision: policy.Approve, ArgsHash: firstB.ArgsHash, Approver: amaID}, firstB, runB, time.Now())
+	// A second run of c1 started by a bare client with Temporal's default reuse policy.
+	runC, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runA.GetID(), TaskQueue: s.TaskQueue},
+		workflows.WorkflowType, transferIn("moment", "c1", fortyCases, ama("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // let it reach its card, if it puts one up
+	// Signed for the second run's own card, if it shows one, but dated 2001.
+	var st workflows.Status
+	if v, err := s.Client.QueryWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.StatusQuery); err == nil {
+		_ = v.Get(&st)
+	}
+	dated := testenv.ApprovalSigner.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID},
+		st.CardRef(runC.GetID()), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339))
+	for _, a := range []policy.Approval{copied, otherCard, dated} {
+		_ = s.Client.SignalWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.ApprovalSignal, a)
+	}
+	wait, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	var res workflows.ToolCallResult
+	if err := runC.Get(wait, &res); err != nil {
+		t.Fatal(err)
+	}
+	var transfers int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, runA.GetID()).Scan(&transfers)
+	if res.Status == workflows.StatusExecuted || transfers != 0 {
+		t.Fatalf("a copied or back-dated decision ran the transfer: %+v, %d transfers", res, transfers)
+	}
+	t.Logf("second run of %s ended %s/%s; copied and back-dated decisions ran nothing", runC.GetID(), res.Status, res.Code)
+}
+
+// signFor signs a decision for the card a run shows, at a given time.
+func signFor(a policy.Approval, first workflows.Outcome, run client.WorkflowRun, at time.Time) policy.Approval {
+	card := first.CardRef()
+	card.WorkflowID, card.RunID = run.GetID(), run.GetRunID()
+	return testenv.ApprovalSigner.Sign(a, card, at.UTC().Format(time.RFC3339))
+}
