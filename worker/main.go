@@ -66,7 +66,7 @@ func run(log *zap.Logger) error {
 	}
 	// Process-wide in the SDK: it bounds memory when many cards wait at once.
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.TaskQueue, workflows.WorkerOptions())
 	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys})
 	activities.Register(w, &activities.Activities{
 		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,

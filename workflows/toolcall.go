@@ -424,10 +424,14 @@ func (c *call) value() *int64 {
 	return &c.preview_.ValueCents
 }
 
+// bookkeepingTimeout bounds one attempt of the audit, admission and dry-run
+// activities.
+const bookkeepingTimeout = 15 * time.Second
+
 // localBookkeeping runs keyed bookkeeping in the workflow task itself.
 func localBookkeeping(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 15 * time.Second, Summary: summary,
+		StartToCloseTimeout: bookkeepingTimeout, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrBadInput}},
 	})
@@ -437,7 +441,7 @@ func localBookkeeping(ctx workflow.Context, summary string) workflow.Context {
 // retry until PostgreSQL answers; nothing is dropped while it is down.
 func bookkeeping(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Second, Summary: summary,
+		StartToCloseTimeout: bookkeepingTimeout, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrBadInput}},
 	})

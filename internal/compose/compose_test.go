@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/workflows"
@@ -22,6 +23,7 @@ type service struct {
 	Environment map[string]string `yaml:"environment"`
 	Ports       []string          `yaml:"ports"`
 	DependsOn   map[string]any    `yaml:"depends_on"`
+	StopGrace   string            `yaml:"stop_grace_period"`
 }
 
 func load(t *testing.T) map[string]service {
@@ -103,6 +105,9 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		"Temporal Web decodes through the worker's codec address": strings.HasSuffix(env("temporal-ui", "TEMPORAL_CODEC_ENDPOINT"), env("worker", "CODEC_ADDR")) && slices.Contains(svcs["worker"].Ports, "8089:8089"),
 		"the codec endpoint allows Temporal Web's origin":         env("worker", "CODEC_CORS_ORIGINS") == env("temporal-ui", "TEMPORAL_CORS_ORIGINS"),
 		"Temporal stores its data in the postgres service":        env("temporal", "POSTGRES_SEEDS") == "postgres",
+	}
+	if grace, err := time.ParseDuration(svcs["worker"].StopGrace); err != nil || grace <= workflows.StopTimeout() {
+		checks["the worker's stop_grace_period outlasts its stop timeout "+workflows.StopTimeout().String()] = false
 	}
 	for what, ok := range checks {
 		if !ok {

@@ -162,7 +162,18 @@ func OwnerPool(t testing.TB, url string) *pgxpool.Pool {
 // Upstream starts the Mangrove demo on a real loopback port.
 func Upstream(t testing.TB, url string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer((&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zaptest.NewLogger(t)}).Handler())
+	return UpstreamWith(t, url, nil)
+}
+
+// UpstreamWith starts the Mangrove demo with its handler wrapped (nil: as is),
+// for tests that slow or watch the upstream.
+func UpstreamWith(t testing.TB, url string, wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	h := (&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zaptest.NewLogger(t)}).Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -289,6 +300,8 @@ type StackOptions struct {
 	Metrics client.MetricsHandler
 	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
 	WorkflowCacheSize int
+	// UpstreamWrap, when set, wraps the upstream's handler.
+	UpstreamWrap func(http.Handler) http.Handler
 }
 
 // NewStackWith starts a stack with options.
@@ -301,7 +314,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s := &Stack{DatabaseURL: Database(t)}
 	s.Owner = OwnerPool(t, s.DatabaseURL)
 	s.App = AppPool(t, s.DatabaseURL)
-	s.Upstream = Upstream(t, s.DatabaseURL)
+	s.Upstream = UpstreamWith(t, s.DatabaseURL, o.UpstreamWrap)
 	s.Client = Temporal(t)
 	if o.Metrics != nil {
 		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics, Logger: sdkLogger})
@@ -326,7 +339,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 // StartWorker starts a worker on the stack's task queue (after StopWorker).
 func (s *Stack) StartWorker(t testing.TB) {
 	t.Helper()
-	w := worker.New(s.Client, s.TaskQueue, worker.Options{})
+	w := worker.New(s.Client, s.TaskQueue, workflows.WorkerOptions())
 	workflows.Register(w, s.settings)
 	activities.Register(w, s.Activities)
 	if err := w.Start(); err != nil {
