@@ -75,10 +75,15 @@ func (u *ui) signIn(t *testing.T, user string) *browserless {
 	jar, _ := cookiejar.New(nil)
 	b := &browserless{t: t, base: u.URL, c: &http.Client{Jar: jar}}
 	resp, err := b.c.PostForm(u.URL+"/signin", url.Values{"user": {user}, "password": {approvals.DemoPassword}})
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.Path, "/") {
+	if err != nil {
 		t.Fatalf("sign in %s: %v", user, err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	// Signed in means redirected to the inbox, which names the person.
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" || !strings.Contains(string(body), `class="who"`) {
+		t.Fatalf("sign in %s: %d at %s, not the inbox", user, resp.StatusCode, resp.Request.URL.Path)
+	}
 	return b
 }
 
