@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Policy is a tool registry paired with its policy table.
@@ -155,6 +156,18 @@ type Verdict struct {
 	NeedsPreview bool `json:"needsPreview,omitempty"`
 	// ApproverRole is the role that decides an approve verdict.
 	ApproverRole Role `json:"approverRole,omitempty"`
+	// Tool holds the facts of the tool's spec that decide how the call
+	// runs, recorded with the verdict so a later change to the spec never
+	// changes a call in flight. Set on passing verdicts of Check.
+	Tool *ToolFacts `json:"toolFacts,omitempty"`
+}
+
+// ToolFacts are the parts of a tool's spec that decide how a call runs
+// after it is authorized.
+type ToolFacts struct {
+	Tier       Tier          `json:"tier"`
+	Idempotent bool          `json:"idempotent"`
+	Timeout    time.Duration `json:"timeout"`
 }
 
 // Allowed reports whether the call may proceed (now or after approval).
@@ -240,6 +253,7 @@ func (p *Policy) back(e *entry, args any, s Session, valueCents *int64, facts *F
 		v.Message = "Waiting for a person to approve."
 	}
 	if encode {
+		v.Tool = &ToolFacts{Tier: spec.Tier, Idempotent: spec.Idempotent, Timeout: spec.Timeout}
 		canonical, err := json.Marshal(args)
 		if err != nil {
 			return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))

@@ -25,9 +25,8 @@ func TestUpstreamFailureCodes(t *testing.T) {
 		{errors.New("surprise"), policy.CodeUpstreamError, false},
 	}
 	for _, idempotent := range []bool{true, false} {
-		spec := policy.ToolSpec{Name: "x", Idempotent: idempotent}
 		for _, c := range cases {
-			code, msg, retryable, auth := upstreamFailure(c.err, spec)
+			code, msg, retryable, auth := upstreamFailure(c.err, idempotent)
 			if code != c.code || auth != c.auth || msg == "" || !code.Valid() {
 				t.Errorf("%v (idempotent=%v): got %s auth=%v %q", c.err, idempotent, code, auth, msg)
 			}

@@ -126,6 +126,10 @@ func TestRecordGoldenHistories(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), p.name+".failed.json"), b, 0o644)
 			t.Fatalf("%s: a fresh history does not replay: %v", p.name, err)
 		}
+		// A fresh history carries its tool's facts in its verdict: a spec change must not touch it.
+		if err := replayWithFlips(h, p.in.Tool, workflows.WorkflowID("golden", p.name)); err != nil {
+			t.Errorf("%s: %v", p.name, err)
+		}
 		file := filepath.Join(goldenDir, p.name+"."+goldenGeneration+".json")
 		if _, err := os.Stat(file); err == nil && os.Getenv("TOOLGATE_RECORD_GOLDEN") != "overwrite" {
 			continue // a recorded history is kept: it stands for calls already in flight

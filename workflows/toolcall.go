@@ -112,6 +112,7 @@ func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResu
 
 func (c *call) run() (ToolCallResult, error) {
 	v := c.check(nil)
+	c.facts = v.Tool
 	if v.Allowed() && v.NeedsPreview {
 		pv, failed, err := c.preview(v)
 		if err != nil || failed != nil {
@@ -158,6 +159,8 @@ type call struct {
 	preview_ *activities.PreviewResult
 	first    *Outcome
 	refused  int
+	// facts are the tool's spec facts recorded with the verdict.
+	facts *policy.ToolFacts
 	// late are decisions taken with the one that counted, refused at the end.
 	late []received
 	// visible is false when replaying calls recorded before search attributes.
@@ -225,7 +228,7 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	if err == nil {
 		return pv, nil, nil
 	}
-	code, msg, retryable, auth := upstreamFailure(err, policy.ToolSpec{Idempotent: true})
+	code, msg, retryable, auth := upstreamFailure(err, true)
 	if code == policy.CodeUpstreamError {
 		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
 	}
@@ -304,7 +307,7 @@ func (c *call) storeForAudit(v policy.Verdict) int64 {
 
 // execute runs the authorized args upstream, once unless the tool is idempotent.
 func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) (ToolCallResult, error) {
-	spec, _ := policy.Default().Spec(c.in.Tool)
+	spec := c.toolFacts()
 	c.setStatus(StatusExecuting, "")
 	opts := workflow.ActivityOptions{StartToCloseTimeout: spec.Timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, Summary: c.in.Tool + " upstream"}
 	if spec.Idempotent {
@@ -326,7 +329,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	}
 	err := call.Get(c.ctx, &res)
 	if err != nil {
-		code, msg, retryable, auth := upstreamFailure(err, spec)
+		code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent)
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
 		c.setStatus(StatusFailed, code)
 		if c.before != nil {
@@ -351,6 +354,23 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	return c.result(StatusExecuted, policy.CodeOK, "Done. Quote the result to the person in your own words.", false, false, res.Result), nil
 }
 
+// toolFacts are the spec facts the call acts on: those recorded with its
+// verdict, or, for calls recorded before verdicts carried them, the facts
+// the tools shipped with then.
+func (c *call) toolFacts() policy.ToolFacts {
+	if c.facts != nil {
+		return *c.facts
+	}
+	switch c.in.Tool {
+	case "search_procedures", "get_stock", "get_deliveries", "get_grn":
+		return policy.ToolFacts{Tier: policy.TierRead, Idempotent: true, Timeout: 10 * time.Second}
+	case "create_task":
+		return policy.ToolFacts{Tier: policy.TierWriteReversible, Timeout: 15 * time.Second}
+	default:
+		return policy.ToolFacts{Tier: policy.TierWrite, Timeout: 15 * time.Second}
+	}
+}
+
 // recordOutcome records how an execution ended: the audit row, and with the fast
 // shape the approved card's final state in the same local write (the result
 // is already in history, so a repeat changes nothing).
@@ -364,10 +384,10 @@ func (c *call) recordOutcome(in activities.AuditInput) error {
 }
 
 // upstreamFailure turns an activity error into a code and a note for the model.
-func upstreamFailure(err error, spec policy.ToolSpec) (policy.Code, string, bool, bool) {
+func upstreamFailure(err error, idempotent bool) (policy.Code, string, bool, bool) {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
-		if spec.Idempotent {
+		if idempotent {
 			return policy.CodeTimeout, "The store system did not answer in time. It is safe to call again with the same arguments.", true, false
 		}
 		return policy.CodeTimeout, "The store system did not answer in time, so it is unknown whether this took effect. Do not call again; tell the person to check before trying again.", false, false
@@ -378,7 +398,7 @@ func upstreamFailure(err error, spec policy.ToolSpec) (policy.Code, string, bool
 		case activities.ErrCredential:
 			return policy.CodeCredentialUnavailable, "The person's sign-in could not be used (expired or revoked). Ask them to sign in again, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:
-			if spec.Idempotent {
+			if idempotent {
 				return policy.CodeUpstreamUnavailable, "The store system is unavailable right now. Call again in a minute with the same arguments.", true, false
 			}
 			return policy.CodeUpstreamUnavailable, "The store system is unavailable right now and it is unknown whether this took effect. Do not call again; tell the person to check shortly.", false, false
