@@ -12,7 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Defaults of DESIGN.md.
@@ -46,31 +49,93 @@ func (s Sanitizer) maxItems() int {
 	return DefaultMaxItems
 }
 
-var secretKeys = []string{"password", "passwd", "secret", "token", "apikey", "authorization", "cookie", "privatekey", "clientsecret", "pin", "cvv", "iban", "ssn"}
+// Key names whose values are secret: a key containing one of secretWords,
+// or equal to or ending in one of secretSuffixes (short words that would
+// match too much inside other names), once case, '_', '-' and spaces are
+// ignored.
+var (
+	secretWords = []string{"password", "passwd", "passphrase", "secret", "token", "apikey", "accesskey", "authorization",
+		"cookie", "privatekey", "credential", "totp", "otpcode"}
+	secretSuffixes = []string{"pin", "cvv", "iban", "ssn", "otp", "pwd", "auth", "session", "sessionid", "sid"}
+)
 
 func isSecretKey(k string) bool {
-	n := strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(k))
-	for _, s := range secretKeys {
-		if n == s || strings.HasSuffix(n, s) || (len(s) > 4 && strings.Contains(n, s)) {
+	n := strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(normalize(k)))
+	for _, s := range secretWords {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	for _, s := range secretSuffixes {
+		if strings.HasSuffix(n, s) {
 			return true
 		}
 	}
 	return false
 }
 
+// normalize folds compatibility characters (full-width digits and letters,
+// the full-width at sign) to their plain forms with NFKC and removes
+// invisible format characters (zero-width spaces and joiners, the word
+// joiner, soft hyphens, byte-order marks), so patterns see what a reader
+// sees.
+func normalize(s string) string {
+	if isPlainASCII(s) {
+		return s
+	}
+	s = norm.NFKC.String(s)
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func isPlainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 var (
 	bearerRe = regexp.MustCompile(`(?i)bearer\s+[A-Za-z0-9._~+/=-]+`)
-	tokenRe  = regexp.MustCompile(`(?:mgv1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16})`)
-	emailRe  = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
-	phoneRe  = regexp.MustCompile(`\+?\(?\d[\d\s().-]{7,}\d`)
-	cardRe   = regexp.MustCompile(`\b(?:\d[ -]?){12,18}\d\b`)
-	dateRe   = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}`)
+	basicRe  = regexp.MustCompile(`(?i)\bbasic\s+[A-Za-z0-9+/=]{8,}`)
+	// tokenRe matches the shapes of well-known credentials: toolgate's own
+	// upstream tokens, JWTs, OpenAI/Anthropic, Stripe, GitHub, Slack, AWS,
+	// Google, GitLab and npm keys, and PEM private keys.
+	tokenRe = regexp.MustCompile(`(?:mgv1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+` +
+		`|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*` +
+		`|sk-[A-Za-z0-9_-]{16,}` +
+		`|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}` +
+		`|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}` +
+		`|xox[abposr]-[A-Za-z0-9-]{6,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+` +
+		`|(?:AKIA|ASIA)[0-9A-Z]{16}` +
+		`|AIza[0-9A-Za-z_-]{30,}` +
+		`|glpat-[A-Za-z0-9_-]{16,}` +
+		`|npm_[A-Za-z0-9]{30,}` +
+		`|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))`)
+	// urlCredRe matches user:password@ in a URL.
+	urlCredRe = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@`)
+	// namedSecretRe matches "password: x", "pwd=x", "aws_secret_access_key = x" in prose.
+	namedSecretRe = regexp.MustCompile(`(?i)(password|passwd|passphrase|pwd|secret[_-]?access[_-]?key|secret|api[_-]?key|access[_-]?token|token)(\s*[:=]\s*)[^\s,;]+`)
+	emailRe       = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
+	phoneRe       = regexp.MustCompile(`\+?\(?\d[\d\s().-]{7,}\d`)
+	cardRe        = regexp.MustCompile(`\b(?:\d[ -]?){12,18}\d\b`)
+	dateRe        = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}`)
 )
 
-// Text redacts secrets and PII patterns in free text.
+// Text redacts secrets and PII patterns in free text, after normalizing it.
 func Text(s string) string {
-	s = bearerRe.ReplaceAllString(s, "Bearer "+Redacted)
+	s = normalize(s)
 	s = tokenRe.ReplaceAllString(s, Redacted)
+	s = bearerRe.ReplaceAllString(s, "Bearer "+Redacted)
+	s = basicRe.ReplaceAllString(s, "Basic "+Redacted)
+	s = urlCredRe.ReplaceAllString(s, "${1}"+Redacted+"@")
+	s = namedSecretRe.ReplaceAllString(s, "${1}${2}"+Redacted)
 	s = emailRe.ReplaceAllString(s, "[email]")
 	s = cardRe.ReplaceAllStringFunc(s, func(m string) string {
 		if luhn(m) {
@@ -121,18 +186,29 @@ func luhn(s string) bool {
 	return sum%10 == 0
 }
 
-// redact walks a decoded JSON value, redacting secret keys and text patterns.
+// redact walks a decoded JSON value, redacting the values of secret keys,
+// secrets and PII in keys themselves, and text patterns.
 func redact(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
-		for k, x := range t {
+		out := make(map[string]any, len(t))
+		for _, k := range sortedKeys(t) {
+			x := t[k]
 			if isSecretKey(k) {
-				t[k] = Redacted
-				continue
+				x = Redacted
+			} else {
+				x = redact(x)
 			}
-			t[k] = redact(x)
+			key := Text(k)
+			for n := 2; ; n++ {
+				if _, taken := out[key]; !taken {
+					break
+				}
+				key = fmt.Sprintf("%s (%d)", Text(k), n)
+			}
+			out[key] = x
 		}
-		return t
+		return out
 	case []any:
 		for i := range t {
 			t[i] = redact(t[i])

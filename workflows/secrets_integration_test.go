@@ -223,3 +223,95 @@ func upstreamPost(t *testing.T, url, token, key, body string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// disguisedSecrets are secrets dressed to slip past pattern matching (the
+// sanitizer's own table has more): each must be gone from every audit row,
+// log line and result.
+var disguisedSecrets = []struct{ text, leak string }{
+	{"mail ａｍａ＠ｍａｎｇｒｏｖｅ．ｅｘａｍｐｌｅ", "ｍａｎｇｒｏｖｅ"},
+	{"key sk-\u200dproj4f9a8b7c6d5e4f3a2b1c", "proj4f9a8b7c6d5e4f3a2b1c"},
+	{"gh ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"},
+	{"aws AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"},
+	{"slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKlMnOpQrStUvWx"},
+	{"jwt eyJhbGci.eyJzdWIi.c2ln", "eyJzdWIi"},
+	{"db postgres://admin:hunter2@db.example/prod", "hunter2"},
+	{"phone ＋２３３ ２４ ５５５ ０１２３", "５５５ ０１２３"},
+}
+
+// TestDisguisedSecretsAreRedacted sends disguised secrets through the real
+// stack both ways: in a task's details (the args the audit log keeps) and
+// in an upstream answer (the result the model, the history and the audit
+// log see). None survives in an audit row, a log line, a result or the
+// history's results.
+func TestDisguisedSecretsAreRedacted(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	var texts []string
+	for _, d := range disguisedSecrets {
+		texts = append(texts, d.text)
+	}
+	body := "Supplier portal access. " + strings.Join(texts, ". ")
+	if _, err := s.Owner.Exec(ctx, `INSERT INTO mangrove.procedures VALUES (999, 'Supplier portal access', $1)`, body); err != nil {
+		t.Fatal(err)
+	}
+	details, _ := json.Marshal(strings.Join(texts, "; "))
+	calls := []workflows.ToolCallInput{
+		{Tool: "create_task", ToolCallID: "args", Args: json.RawMessage(`{"title":"Rotate the supplier keys","details":` + string(details) + `}`), Session: ama("disguised")},
+		{Tool: "search_procedures", ToolCallID: "result", Args: json.RawMessage(`{"query":"supplier portal"}`), Session: ama("disguised")},
+	}
+	var haystacks []string
+	for _, in := range calls {
+		res := s.Run(t, in)
+		if res.Status != workflows.StatusExecuted {
+			t.Fatalf("%s: %s/%s %s", in.Tool, res.Status, res.Code, res.Message)
+		}
+		haystacks = append(haystacks, string(res.Result))
+	}
+	if !strings.Contains(haystacks[1], "Supplier portal access") {
+		t.Fatalf("the search did not find the seeded procedure: %s", haystacks[1])
+	}
+	// The result as the history holds it (the call's activity result, decrypted).
+	iter := s.Client.GetWorkflowHistory(ctx, workflows.WorkflowID("disguised", "result"), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetWorkflowExecutionStartedEventAttributes() != nil {
+			continue // the agent's own input
+		}
+		plain, err := testenv.Codec.Decode(payloadsOf(ev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range plain {
+			haystacks = append(haystacks, string(p.Data))
+		}
+	}
+	for _, e := range s.Logs.All() {
+		b, _ := json.Marshal(e.ContextMap())
+		haystacks = append(haystacks, e.Message+string(b))
+	}
+	rows, err := s.Owner.Query(ctx, `SELECT a::text FROM audit_log a`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audited := 0
+	for rows.Next() {
+		var r string
+		_ = rows.Scan(&r)
+		haystacks = append(haystacks, r)
+		audited++
+	}
+	if audited < 3 {
+		t.Fatalf("only %d audit rows", audited)
+	}
+	for _, h := range haystacks {
+		for _, d := range disguisedSecrets {
+			if strings.Contains(h, d.leak) {
+				t.Errorf("%q survived in %.300s", d.leak, h)
+			}
+		}
+	}
+	t.Logf("%d disguised secrets, %d places searched, none survived", len(disguisedSecrets), len(haystacks))
+}
