@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -183,6 +184,28 @@ func TestForgedDecisionRunsNothing(t *testing.T) {
 	if n := u.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = $1 AND status = 'pending_approval'`, id); n != 1 {
 		t.Fatal("the card should still be pending")
 	}
+	// The forgeries claimed to be ama. Shown her card with a link naming
+	// their refusal rows, she must not read "your decision was refused":
+	// she never decided.
+	ama := u.signIn(t, "ama")
+	for _, row := range u.ids(t, `SELECT id FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused'`, id) {
+		if _, page := ama.get(fmt.Sprintf("/cards/%s?refused=%d", id, row)); strings.Contains(page, "Your decision was refused") {
+			t.Fatalf("a forged decision claiming ama is shown to ama as hers (row %d)", row)
+		}
+	}
+}
+
+func (u *ui) ids(t *testing.T, sql string, args ...any) []int64 {
+	t.Helper()
+	rows, err := u.Owner.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("no rows: %v", err)
+	}
+	return ids
 }
 
 // TestUIGuards: no session, a tampered cookie, a missing CSRF token, or

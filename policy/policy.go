@@ -214,6 +214,9 @@ func (p *Policy) front(tool string, s Session) (*entry, Verdict) {
 	if e.decision == DecisionDeny {
 		return nil, deny(StepNotDenied, e.spec.Name+" is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.")
 	}
+	if why := s.Problem(); why != "" {
+		return nil, deny(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
+	}
 	if !slices.Contains(e.row.Roles, s.Role) {
 		return nil, deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
 	}

@@ -510,3 +510,24 @@ func TestDecodeApproval(t *testing.T) {
 		t.Fatalf("a reason of exactly %d characters: %v", MaxReasonRunes, err)
 	}
 }
+
+// TestMalformedSessionsStopAtStepTwo: every session field is checked for
+// length and characters before anything is counted or stored.
+func TestMalformedSessionsStopAtStepTwo(t *testing.T) {
+	p := Default()
+	for name, bad := range map[string]func(*Session){
+		"long user":           func(s *Session) { s.UserID = strings.Repeat("a", MaxIDLength+1) },
+		"NUL in user":         func(s *Session) { s.UserID = "ama\x00" },
+		"space in session":    func(s *Session) { s.SessionID = "s 1" },
+		"slash in conv":       func(s *Session) { s.ConversationID = "c/1" },
+		"newline credential":  func(s *Session) { s.CredentialRef = "cred\n" },
+		"too many stores":     func(s *Session) { s.StoreIDs = make([]int64, MaxSessionStores+1) },
+		"unicode in the user": func(s *Session) { s.UserID = "аma" },
+	} {
+		c := baseCall(t, p, "get_stock")
+		bad(&c.req.Session)
+		if v := p.Authorize(c.req, c.facts); v.Code != CodeRole || !strings.Contains(v.Message, "malformed") {
+			t.Errorf("%s: got %s %q", name, v.Code, v.Message)
+		}
+	}
+}

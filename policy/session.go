@@ -1,5 +1,7 @@
 package policy
 
+import "fmt"
+
 // Session is who is asking, as the agent backend's sign-in established it.
 // Identity, role and stores come only from here, never from the model.
 type Session struct {
@@ -20,4 +22,26 @@ func (s Session) Owns(store int64) bool {
 		}
 	}
 	return false
+}
+
+// MaxSessionStores bounds the stores a session may list.
+const MaxSessionStores = 64
+
+// Problem says what is malformed in the session, or "" when it is sound.
+// IDs must be what the audit log stores verbatim, so a limit counted by
+// user ID counts the same user the audit rows name.
+func (s Session) Problem() string {
+	switch {
+	case !ValidID(s.UserID) && s.UserID != "":
+		return fmt.Sprintf("session.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case s.SessionID != "" && !ValidID(s.SessionID):
+		return fmt.Sprintf("session.sessionId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case s.ConversationID != "" && !ValidID(s.ConversationID):
+		return fmt.Sprintf("session.conversationId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case s.CredentialRef != "" && !ValidID(s.CredentialRef):
+		return fmt.Sprintf("session.credentialRef must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case len(s.StoreIDs) > MaxSessionStores:
+		return fmt.Sprintf("session.storeIds lists %d stores; at most %d", len(s.StoreIDs), MaxSessionStores)
+	}
+	return ""
 }

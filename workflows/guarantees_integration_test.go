@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -199,4 +200,30 @@ func signFor(a policy.Approval, first workflows.Outcome, run client.WorkflowRun,
 	card := first.CardRef()
 	card.WorkflowID, card.RunID = run.GetID(), run.GetRunID()
 	return testenv.ApprovalSigner.Sign(a, card, at.UTC().Format(time.RFC3339))
+}
+
+// TestPerUserLimitCountsTheStoredUser: search_procedures allows 60 calls per
+// user per hour. A session whose user ID the audit log cannot store as sent
+// (too long, or with control characters) must not get a 61st: the limit and
+// the audit row must name the same user.
+func TestPerUserLimitCountsTheStoredUser(t *testing.T) {
+	s := testenv.NewStack(t)
+	for _, user := range []string{strings.Repeat("a", 300), "ama\x00shadow"} {
+		sess := ama("peruser")
+		sess.UserID = user
+		for i := range 61 {
+			in := workflows.ToolCallInput{Tool: "search_procedures", ToolCallID: fmt.Sprintf("u%d_%d", len(user), i),
+				Args: []byte(`{"query":"cold chain"}`), Session: sess}
+			s.Run(t, in)
+		}
+	}
+	rows := (&stackAudit{s}).rows(t, `SELECT user_id, count(*) FROM audit_log WHERE event = 'allowed' GROUP BY user_id`)
+	for _, r := range rows {
+		var n int
+		_, _ = fmt.Sscanf(r[strings.LastIndex(r, " ")+1:], "%d", &n)
+		if n > 60 {
+			t.Errorf("%d calls admitted for one stored user (%.20q…), over the limit of 60", n, r)
+		}
+	}
+	t.Logf("allowed rows per stored user: %v", rows)
 }

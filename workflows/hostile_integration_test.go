@@ -56,6 +56,11 @@ var hostileCalls = []struct {
 	{"another store's stock", "get_stock", `{"articleId":40211,"storeId":118}`, nil, policy.CodeStoreScope},
 	{"signed out", "create_task", `{"title":"Mop the floor"}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, policy.CodeCredentialUnavailable},
 	{"someone else's credential", "create_task", `{"title":"Mop the floor"}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, policy.CodeCredentialUnavailable},
+	{"300-character user ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.UserID = strings.Repeat("a", 300); return s }, policy.CodeRole},
+	{"NUL in the user ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.UserID = "ama\x00kofi"; return s }, policy.CodeRole},
+	{"space in the session ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.SessionID = "s 1"; return s }, policy.CodeRole},
+	{"1,000 session stores", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.StoreIDs = make([]int64, 1000); return s }, policy.CodeRole},
+	{"newline in the credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-ama\n"; return s }, policy.CodeRole},
 	{"over the hard limit", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"promotion"}`, func(s policy.Session) policy.Session {
 		s.UserID, s.Role, s.CredentialRef = "kofi", policy.RoleAreaManager, "cred-kofi"
 		return s
