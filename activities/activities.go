@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 )
@@ -31,6 +32,9 @@ type Activities struct {
 	Sanitizer   sanitize.Sanitizer
 	Policy      *policy.Policy
 	Logger      *zap.Logger
+	// Temporal reads an earlier run's result when a later run of the same
+	// call ID is refused; nil leaves that result out.
+	Temporal client.Client
 }
 
 // Register registers every activity on the worker.

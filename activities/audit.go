@@ -45,17 +45,41 @@ type AuditInput struct {
 	// ClaimedBy is the user ID a decision claimed without proof (its
 	// signature did not verify, or it could not be read); it never fills
 	// Approver.
-	ClaimedBy string          `json:"claimedBy,omitempty"`
-	Message   string          `json:"message,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
+	ClaimedBy string `json:"claimedBy,omitempty"`
+	Message   string `json:"message,omitempty"`
+	// Claim, on a run's first write, claims the call for this run.
+	Claim  *Claim          `json:"claim,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,
 // so no caller can forget; a retry or replay of the same key writes nothing.
 func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
 	wf, run := workflowIDs(ctx)
-	_, err := a.insertAudit(ctx, a.Pool, wf, run, in)
-	return err
+	if in.Claim == nil {
+		_, err := a.insertAudit(ctx, a.Pool, wf, run, in)
+		return err
+	}
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
+	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Tool, in.Session.UserID)
+	if err != nil {
+		return err
+	}
+	if sr != nil {
+		_ = tx.Rollback(ctx)
+		return a.secondRun(ctx, wf, sr)
+	}
+	if _, err := a.insertAudit(ctx, tx, wf, run, in); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("audit: commit: %w", err)
+	}
+	return nil
 }
 
 // AuditAll appends several events of one run in one transaction (the
@@ -149,6 +173,8 @@ type AdmitInput struct {
 	// Action, when set, is what will run (the dry run's choices included);
 	// the decision row records it instead of the model's args.
 	Action json.RawMessage `json:"action,omitempty"`
+	// Claim claims the call for this run before anything is counted.
+	Claim *Claim `json:"claim,omitempty"`
 }
 
 // Admit runs the whole chain with usage counted from audit_log and writes
@@ -168,6 +194,14 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		return policy.Verdict{}, fmt.Errorf("admit: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
+	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Request.Tool, in.Request.Session.UserID)
+	if err != nil {
+		return policy.Verdict{}, fmt.Errorf("admit: %w", err)
+	}
+	if sr != nil {
+		_ = tx.Rollback(ctx)
+		return policy.Verdict{}, a.secondRun(ctx, wf, sr)
+	}
 
 	keys := slices.Clone(pre.Limits)
 	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })

@@ -208,3 +208,20 @@ func duplicateKey(raw []byte) string {
 	}
 	return walk()
 }
+
+// Fingerprint names what a call asks for: the tool, its args in canonical
+// form (as sent, when they are not JSON) and the whole session. Two calls
+// with the same tool-call ID and different fingerprints are a conflict.
+func Fingerprint(req Request) string {
+	args, err := Canonical(req.Args)
+	if err != nil {
+		args = req.Args
+	}
+	session, _ := json.Marshal(req.Session)
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(req.Tool), args, session} {
+		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

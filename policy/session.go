@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+)
 
 // Session is who is asking, as the agent backend's sign-in established it.
 // Identity, role and stores come only from here, never from the model.
@@ -42,6 +45,25 @@ func (s Session) Problem() string {
 		return fmt.Sprintf("session.credentialRef must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	case len(s.StoreIDs) > MaxSessionStores:
 		return fmt.Sprintf("session.storeIds lists %d stores; at most %d", len(s.StoreIDs), MaxSessionStores)
+	}
+	return ""
+}
+
+var toolCallIDChars = regexp.MustCompile(`^[A-Za-z0-9_.:]{1,64}$`)
+
+// ValidToolCallID reports whether id can name a call: 1 to 64 letters,
+// digits, '_', '.' or ':'. No '-': the workflow ID joins conversation and
+// call with '-', so toolcall-a-b + c and toolcall-a + b-c cannot both exist,
+// and a workflow ID splits back into one pair at its last '-'.
+func ValidToolCallID(id string) bool { return toolCallIDChars.MatchString(id) }
+
+// CallIDProblem says what is wrong with a call's IDs, or "".
+func CallIDProblem(conversationID, toolCallID string) string {
+	switch {
+	case !ValidToolCallID(toolCallID):
+		return fmt.Sprintf("toolCallId %q must be 1 to 64 letters, digits, '_', '.' or ':' (no '-')", clip(toolCallID))
+	case !ValidID(conversationID):
+		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", clip(conversationID), MaxIDLength)
 	}
 	return ""
 }

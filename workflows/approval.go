@@ -68,10 +68,10 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 			return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
 		}
 	}
-	// Version 1 reads every payload on the signal (an unreadable one is
+	// Shape 3 reads every payload on the signal (an unreadable one is
 	// refused, never dropped), binds signatures to the run and the card's
 	// expiry, and locks a card after MaxRefusedDecisions.
-	guarded := workflow.GetVersion(ctx, "approval-guards", workflow.DefaultVersion, 1) == 1
+	guarded := c.shape >= 3
 	upAt := workflow.Now(ctx)
 	expires := upAt.Add(ttl)
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash

@@ -12,12 +12,14 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// Start starts the call's workflow, or attaches to it when the same
-// conversation and tool-call IDs were started before: a duplicate start
-// never makes a second run, not even after the first one ended.
+// Start starts the call's workflow without waiting for an outcome, or
+// attaches to it while it runs. Once the call has ended, a start of its ID
+// makes a run that answers with the first outcome (or idempotency_conflict)
+// and does nothing else. Start does not compare the input with a running
+// call's; Call does.
 func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallInput) (client.WorkflowRun, error) {
-	if in.ToolCallID == "" || in.Session.ConversationID == "" {
-		return nil, errors.New("toolCallId and session.conversationId are required: together they name the call and its idempotency key")
+	if err := checkIDs(in); err != nil {
+		return nil, err
 	}
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	run, err := c.ExecuteWorkflow(ctx, startOptions(id, taskQueue, in), WorkflowType, in)
@@ -34,15 +36,21 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallIn
 // Call starts the call's workflow (or attaches to it) and returns its first
 // outcome in one round trip, using Update-with-Start: the final result
 // when it needs no person, or the pending card. run.Get waits for the end.
+//
+// The Update carries the input: a duplicate that attaches to a call asking
+// for something else (another tool, other args, another session) gets
+// idempotency_conflict, never that call's outcome; and an ended call's ID
+// starts a run that answers with the first outcome or the conflict.
 func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInput) (Outcome, client.WorkflowRun, error) {
-	if in.ToolCallID == "" || in.Session.ConversationID == "" {
-		return Outcome{}, nil, errors.New("toolCallId and session.conversationId are required: together they name the call and its idempotency key")
+	if err := checkIDs(in); err != nil {
+		return Outcome{}, nil, err
 	}
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	op := c.NewWithStartWorkflowOperation(startOptions(id, taskQueue, in), WorkflowType, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
-		UpdateOptions:          client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted},
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{in}},
 	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -61,7 +69,18 @@ func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInp
 	if err := h.Get(ctx, &out); err != nil {
 		return Outcome{}, nil, fmt.Errorf("first outcome of %s: %w", id, err)
 	}
+	if out.Code == policy.CodeIdempotencyConflict {
+		return out, nil, nil // the run belongs to another call: no handle to its result
+	}
 	return out, c.GetWorkflow(ctx, id, h.RunID()), nil
+}
+
+// checkIDs refuses IDs that cannot name a call before anything starts.
+func checkIDs(in ToolCallInput) error {
+	if why := policy.CallIDProblem(in.Session.ConversationID, in.ToolCallID); why != "" {
+		return fmt.Errorf("%s: together they name the call and its idempotency key", why)
+	}
+	return nil
 }
 
 // Decide sends an approval decision for the card a call shows now, signed
@@ -106,9 +125,12 @@ func startOptions(id, taskQueue string, in ToolCallInput) client.StartWorkflowOp
 		ID:                       id,
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes:    StartAttributes(in),
-		StaticSummary:            StaticSummary(in),
+		// A closed ID starts a run that finds the call claimed: it answers
+		// with the first outcome, or idempotency_conflict if it asks for
+		// something else, and never admits, audits or executes again.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: StartAttributes(in),
+		StaticSummary:         StaticSummary(in),
 		// When this client shares its process with a worker on the queue,
 		// the first workflow task comes back with the start.
 		EnableEagerStart: true,

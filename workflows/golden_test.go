@@ -201,7 +201,7 @@ func sameShapeRecorded(name string, h *historypb.History) bool {
 		}
 		same := true
 		for i, ev := range old.Events {
-			if ev.GetEventType() != h.Events[i].GetEventType() {
+			if ev.GetEventType() != h.Events[i].GetEventType() || changeVersions(ev) != changeVersions(h.Events[i]) {
 				same = false
 				break
 			}
@@ -211,4 +211,14 @@ func sameShapeRecorded(name string, h *historypb.History) bool {
 		}
 	}
 	return false
+}
+
+// changeVersions is the GetVersion state an event records (the plaintext
+// TemporalChangeVersion search attribute), "" for other events.
+func changeVersions(ev *historypb.HistoryEvent) string {
+	p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["TemporalChangeVersion"]
+	if p == nil {
+		return ""
+	}
+	return string(p.GetData())
 }

@@ -38,10 +38,11 @@ func countTasks(t *testing.T, s *testenv.Stack, store int64) int {
 }
 
 // TestDuplicateStartIsOneRunAndOneTask starts the same tool-call ID several
-// times, concurrently and after it ended: one run, one upstream task.
+// times, concurrently (one run) and after it ended (a second run that only
+// answers with the first outcome): one upstream task, one set of rows.
 func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
 	s := testenv.NewStack(t)
-	in := workflows.ToolCallInput{Tool: "create_task", ToolCallID: "call-dup", Args: task(112, "Check cooler 3"), Session: ama("dup")}
+	in := workflows.ToolCallInput{Tool: "create_task", ToolCallID: "call_dup", Args: task(112, "Check cooler 3"), Session: ama("dup")}
 	var wg sync.WaitGroup
 	runIDs := make([]string, 8)
 	for i := range runIDs {
@@ -67,16 +68,16 @@ func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
 		}
 	}
 	after := s.Run(t, in)
-	if after.Status != "executed" || !strings.Contains(string(after.Result), "T-") {
+	if after.Status != "executed" || !strings.Contains(string(after.Result), "T-") || after.IdempotencyKey != workflows.WorkflowID("dup", "call_dup") {
 		t.Fatalf("start after the end: %+v", after)
 	}
-	id := workflows.WorkflowID("dup", "call-dup")
+	id := workflows.WorkflowID("dup", "call_dup")
 	resp, err := s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", id)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(resp.Executions); n != 1 {
-		t.Fatalf("%d runs of %s, want 1", n, id)
+	if n := len(resp.Executions); n != 2 {
+		t.Fatalf("%d runs of %s, want the concurrent starts' one and the late start's answering run", n, id)
 	}
 	if n := countTasks(t, s, 112); n != 1 {
 		t.Fatalf("%d upstream tasks, want 1", n)
@@ -105,7 +106,7 @@ func TestCreateTaskRateLimit(t *testing.T) {
 		t.Fatalf("%d tasks upstream, want 30", n)
 	}
 	// Another store's budget is its own.
-	if res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "t-other", Args: task(115, "Other store"), Session: kofi("rate")}); res.Status != "executed" {
+	if res := s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "t_other", Args: task(115, "Other store"), Session: kofi("rate")}); res.Status != "executed" {
 		t.Fatalf("store 115: %s/%s", res.Status, res.Code)
 	}
 }

@@ -111,6 +111,12 @@ func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResu
 }
 
 func (c *call) run() (ToolCallResult, error) {
+	if c.shape >= 3 {
+		if why := c.idProblem(); why != "" {
+			return c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Step: policy.StepArguments,
+				Message: "The call's IDs cannot name it: " + why + ". Nothing ran; the agent backend must start it again with valid IDs."})
+		}
+	}
 	v := c.check(nil)
 	c.facts = v.Tool
 	if v.Allowed() && v.NeedsPreview {
@@ -127,7 +133,7 @@ func (c *call) run() (ToolCallResult, error) {
 	if v.Allowed() {
 		var err error
 		if v, err = c.admit(); err != nil {
-			return ToolCallResult{}, err
+			return c.rerun(err)
 		}
 	}
 	c.countDecision(v)
@@ -141,9 +147,10 @@ func (c *call) run() (ToolCallResult, error) {
 	return c.execute(v, v.Args, "")
 }
 
-func deref(r *ToolCallResult) ToolCallResult {
+func deref[T any](r *T) T {
+	var zero T
 	if r == nil {
-		return ToolCallResult{}
+		return zero
 	}
 	return *r
 }
@@ -159,6 +166,8 @@ type call struct {
 	preview_ *activities.PreviewResult
 	first    *Outcome
 	refused  int
+	// conflicts counts duplicates that asked for something else.
+	conflicts int
 	// facts are the tool's spec facts recorded with the verdict.
 	facts *policy.ToolFacts
 	// late are decisions taken with the one that counted, refused at the end.
@@ -180,7 +189,10 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}
-	err := workflow.SetUpdateHandler(ctx, FirstOutcomeUpdate, func(ctx workflow.Context) (Outcome, error) {
+	err := workflow.SetUpdateHandler(ctx, FirstOutcomeUpdate, func(ctx workflow.Context, asked ToolCallInput) (Outcome, error) {
+		if conflict, err := c.conflicting(ctx, asked); conflict != nil || err != nil {
+			return deref(conflict), err
+		}
 		if err := workflow.Await(ctx, func() bool { return c.first != nil }); err != nil {
 			return Outcome{}, err
 		}
@@ -191,8 +203,9 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	}
 	// Version 1 added search attributes; version 2 is the fast shape: local
 	// admission and local idempotent calls, and upserts only when the status
-	// settles (the client sets the start attributes).
-	c.shape = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 2)
+	// settles (the client sets the start attributes). Version 3 checks the
+	// call's IDs first and guards the approval wait (see waitGuarded).
+	c.shape = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 3)
 	c.visible = c.shape >= 1
 	if c.shape == 1 {
 		c.setStatus(StatusDeciding, "")
@@ -239,8 +252,8 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 // failed ends a call that could not run, with its audit row.
 func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable, auth bool) (ToolCallResult, error) {
 	c.setStatus(StatusFailed, code)
-	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID, Value: c.value()}); err != nil {
-		return ToolCallResult{}, err
+	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID, Value: c.value(), Claim: c.claim()}); err != nil {
+		return c.rerun(err)
 	}
 	return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 }
@@ -249,7 +262,7 @@ func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable,
 // Admission retries until PostgreSQL answers, so an error here is a bug.
 func (c *call) admit() (policy.Verdict, error) {
 	var v policy.Verdict
-	in := activities.AdmitInput{Request: c.req}
+	in := activities.AdmitInput{Request: c.req, Claim: c.claim()}
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
@@ -266,15 +279,32 @@ func (c *call) admit() (policy.Verdict, error) {
 	return v, nil
 }
 
+// idProblem says why the call's IDs cannot name it: they must be valid and
+// the workflow ID must be the one they make, so an ID maps back to one pair.
+func (c *call) idProblem() string {
+	if why := policy.CallIDProblem(c.in.Session.ConversationID, c.in.ToolCallID); why != "" {
+		return why
+	}
+	if want := WorkflowID(c.in.Session.ConversationID, c.in.ToolCallID); c.key != want {
+		return fmt.Sprintf("the workflow ID %q is not %q", c.key, want)
+	}
+	return ""
+}
+
+// claim is the claim a run's first write carries.
+func (c *call) claim() *activities.Claim {
+	return &activities.Claim{Fingerprint: policy.Fingerprint(c.req)}
+}
+
 func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
 	c.status.storeID = c.storeForAudit(v)
 	c.setStatus(StatusDenied, v.Code)
 	workflow.GetLogger(c.ctx).Info("denied", "tool", c.in.Tool, "code", v.Code)
 	if v.Step < policy.StepRateLimit {
 		err := c.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message,
-			Args: c.argsForAudit(v), StoreID: c.storeForAudit(v)})
+			Args: c.argsForAudit(v), StoreID: c.storeForAudit(v), Claim: c.claim()})
 		if err != nil {
-			return ToolCallResult{}, err
+			return c.rerun(err)
 		}
 	}
 	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, nil), nil

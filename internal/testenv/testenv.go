@@ -327,6 +327,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	core, logs := observer.New(zap.DebugLevel)
 	s.Logs = logs
 	s.Activities = NewActivities(s.App, s.Upstream.URL, zap.New(core))
+	s.Activities.Temporal = s.Client
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)

@@ -1,0 +1,71 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// rerun answers a run whose first write found the call claimed by an
+// earlier run of the same workflow ID. It never admits, audits the call or
+// executes again: the earlier run's result comes back, or, when the earlier
+// run asked for something else or ended without a result, the closed code
+// idempotency_conflict (that refusal is this run's one audit row). Any
+// other error passes through.
+func (c *call) rerun(err error) (ToolCallResult, error) {
+	var app *temporal.ApplicationError
+	var sr activities.SecondRun
+	if !errors.As(err, &app) || app.Type() != activities.ErrSecondRun || app.Details(&sr) != nil {
+		return ToolCallResult{}, err
+	}
+	if !sr.Conflict && len(sr.Result) > 0 {
+		var res ToolCallResult
+		if json.Unmarshal(sr.Result, &res) == nil && res.Status != "" {
+			c.status.Card = res.Card
+			c.setStatus(res.Status, res.Code)
+			return res, nil
+		}
+	}
+	msg := "This toolCallId was already used for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
+	if !sr.Conflict {
+		msg = fmt.Sprintf("This toolCallId was already used by an earlier run (%s), so nothing ran again. Tell the person; if the call is still needed, use a new toolCallId.", sr.Ended)
+	}
+	c.setStatus(StatusDenied, policy.CodeIdempotencyConflict)
+	if err := c.audit(activities.AuditInput{Key: "idempotency-conflict", Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
+		Message: msg, Args: c.in.Args, StoreID: c.storeForAudit(policy.Verdict{})}); err != nil {
+		return ToolCallResult{}, err
+	}
+	return c.result(StatusDenied, policy.CodeIdempotencyConflict, msg, false, false, nil), nil
+}
+
+// conflicting answers a duplicate start that attached to this run (the
+// firstOutcome Update carries its input): when it asks for another tool,
+// other args or another session, it gets idempotency_conflict, audited
+// (up to MaxRefusedDecisions times), never this call's outcome. An Update
+// without input (older clients) is not compared.
+func (c *call) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outcome, error) {
+	if asked.Tool == "" && asked.ToolCallID == "" && len(asked.Args) == 0 {
+		return nil, nil
+	}
+	theirs := policy.Request{Tool: asked.Tool, Args: asked.Args, Session: asked.Session}
+	if asked.ToolCallID == c.in.ToolCallID && policy.Fingerprint(theirs) == policy.Fingerprint(c.req) {
+		return nil, nil
+	}
+	c.conflicts++
+	msg := "This toolCallId is already in use for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
+	if c.conflicts <= MaxRefusedDecisions {
+		err := workflow.ExecuteActivity(bookkeeping(ctx, "audit idempotency conflict"), acts.Audit, activities.AuditInput{
+			Key: fmt.Sprintf("idempotency-conflict-%d", c.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
+			Message: msg, Args: asked.Args, Tool: asked.Tool, Session: asked.Session}).Get(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("audit idempotency conflict: %w", err)
+		}
+	}
+	return &Outcome{ToolCallResult: ToolCallResult{Status: StatusDenied, Code: policy.CodeIdempotencyConflict, Message: msg,
+		Result: json.RawMessage("{}"), IdempotencyKey: c.key}}, nil
+}
