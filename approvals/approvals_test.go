@@ -35,7 +35,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	s := testenv.NewStackTTL(t, ttl)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	srv := httptest.NewServer((&approvals.Server{Pool: s.App, Temporal: s.Client, Identity: approvals.DemoIdentity{},
+	srv := httptest.NewServer((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Identity: approvals.DemoIdentity{},
 		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
 	t.Cleanup(srv.Close)
 	return &ui{Stack: s, URL: srv.URL}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -220,7 +221,8 @@ func Fingerprint(req Request) string {
 	session, _ := json.Marshal(req.Session)
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(req.Tool), args, session} {
-		_, _ = fmt.Fprintf(h, "%d:", len(part))
+		h.Write(strconv.AppendInt(nil, int64(len(part)), 10))
+		h.Write([]byte{':'})
 		h.Write(part)
 	}
 	return hex.EncodeToString(h.Sum(nil))

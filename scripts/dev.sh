@@ -23,6 +23,8 @@ else
     --db-filename .dev/temporal.db --log-level warn \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value system.enableActivityEagerExecution=true \
+    --dynamic-config-value history.maximumSignalsPerExecution=1000 \
+    --dynamic-config-value limit.blobSize.error=262144 \
     --ui-codec-endpoint "http://127.0.0.1${CODEC_ADDR:-:8089}" "${sa_flags[@]}" \
     >.dev/temporal.log 2>&1 &
   pids+=($!)

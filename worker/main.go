@@ -39,7 +39,11 @@ func run(log *zap.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.AppRole)
+	dbURL, err := cfg.ServiceDatabaseURL("worker")
+	if err != nil {
+		return err
+	}
+	pool, err := pg.OpenService(ctx, dbURL, "worker")
 	if err != nil {
 		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
 	}

@@ -138,6 +138,9 @@ func TestFloodedCardLocks(t *testing.T) {
 	bound := int(sent.Load()) + 40*workflows.MaxRefusedDecisions
 	t.Logf("flood: %d signals accepted, %d refused by the closed run, %d history events (bound %d), %d refusals audited, locked %d, %d transfers",
 		sent.Load(), closed.Load(), events, bound, refused, locked, transfers)
+	if sent.Load() > 1000 {
+		t.Errorf("%d signals accepted: the server's history.maximumSignalsPerExecution (1,000) is not in force", sent.Load())
+	}
 	if refused != workflows.MaxRefusedDecisions || locked != 1 || transfers != 0 || events > bound {
 		t.Fatalf("refused %d (want %d), locked %d, transfers %d, events %d (bound %d)", refused, workflows.MaxRefusedDecisions, locked, transfers, events, bound)
 	}

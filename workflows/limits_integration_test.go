@@ -72,9 +72,17 @@ func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
 		t.Fatalf("start after the end: %+v", after)
 	}
 	id := workflows.WorkflowID("dup", "call_dup")
-	resp, err := s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", id)})
-	if err != nil {
-		t.Fatal(err)
+	var resp *workflowservice.ListWorkflowExecutionsResponse
+	for range 50 { // visibility trails the runs a little
+		var err error
+		resp, err = s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Executions) >= 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if n := len(resp.Executions); n != 2 {
 		t.Fatalf("%d runs of %s, want the concurrent starts' one and the late start's answering run", n, id)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
 )
@@ -28,7 +29,7 @@ const (
 // Vars lists every environment variable toolgate's processes read.
 var Vars = []string{
 	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
-	"UPSTREAM_TOKEN_KEY", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
+	"UPSTREAM_TOKEN_KEY", "WORKER_DATABASE_URL", "APPROVALS_DATABASE_URL", "UPSTREAM_DATABASE_URL", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE",
 }
@@ -69,6 +70,25 @@ func (c Config) ClientOptions() client.Options {
 		o.DataConverter = c.Codec.DataConverter()
 	}
 	return o
+}
+
+// ServiceDatabaseURL is the connection a service logs in with:
+// <SERVICE>_DATABASE_URL (WORKER_, APPROVALS_, UPSTREAM_), or DATABASE_URL
+// with its user replaced by the service's own role (migration 007).
+func (c Config) ServiceDatabaseURL(service string) (string, error) {
+	name := strings.ToUpper(service) + "_DATABASE_URL"
+	if v := os.Getenv(name); v != "" {
+		return v, nil
+	}
+	role := map[string]string{"worker": pg.WorkerRole, "approvals": pg.ApprovalsRole, "upstream": pg.UpstreamRole}[service]
+	if role == "" {
+		return "", fmt.Errorf("no database role for service %q", service)
+	}
+	u, err := pg.ServiceURL(c.DatabaseURL, role)
+	if err != nil {
+		return "", fmt.Errorf("%s unset and %w", name, err)
+	}
+	return u, nil
 }
 
 // FromEnv reads the environment. A malformed value is an error naming the variable.

@@ -4,26 +4,38 @@ package pg
 import (
 	"context"
 	"fmt"
+	"net/url"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// AppRole is the role the services act as: INSERT and SELECT on audit_log only.
-const AppRole = "toolgate_app"
+// The roles the services log in as (migration 007). None owns a table or is
+// a superuser, so the audit log's triggers and grants hold against them.
+const (
+	WorkerRole    = "toolgate_worker"
+	ApprovalsRole = "toolgate_approvals"
+	UpstreamRole  = "toolgate_upstream"
+)
 
-// Open returns a pool. When role is set, every connection switches to it, so
-// even a DATABASE_URL naming the owner acts with the app role's rights.
-func Open(ctx context.Context, url, role string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+// ServiceURL is the owner's URL with the user replaced by role and the
+// password dropped: the default connection of a service, for a server that
+// authenticates local roles (trust, peer or a .pgpass file).
+func ServiceURL(ownerURL, role string) (string, error) {
+	u, err := url.Parse(ownerURL)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("DATABASE_URL %q is not a postgres:// URL", redactURL(ownerURL))
 	}
-	if role != "" {
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize())
-			return err
-		}
+	u.User = url.User(role)
+	return u.String(), nil
+}
+
+// Open returns a pool with the URL's own role: for migrations and the tests'
+// owner connections.
+func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -31,7 +43,49 @@ func Open(ctx context.Context, url, role string) (*pgxpool.Pool, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("reach database %s: %w", cfg.ConnConfig.Database, err)
+		return nil, fmt.Errorf("reach database %s as %s: %w", cfg.ConnConfig.Database, cfg.ConnConfig.User, err)
 	}
 	return pool, nil
+}
+
+// OpenService returns a service's pool and refuses one whose role could
+// undo the audit log's guarantees: a superuser, or the owner of audit_log
+// (or a member of the owner's role).
+func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Pool, error) {
+	pool, err := Open(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", service, err)
+	}
+	var user string
+	var super, owns bool
+	err = pool.QueryRow(ctx, `SELECT current_user, r.rolsuper,
+		coalesce((SELECT pg_has_role(current_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = to_regclass('audit_log')), false)
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&user, &super, &owns)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: check its database role: %w", service, err)
+	}
+	if super || owns {
+		pool.Close()
+		return nil, fmt.Errorf("%s connects as %s, a superuser or the audit log's owner, which could rewrite the audit log; give it its own role (%s by default, from migration 007)",
+			service, pgx.Identifier{user}.Sanitize(), defaultRole(service))
+	}
+	return pool, nil
+}
+
+func defaultRole(service string) string {
+	switch service {
+	case "worker":
+		return WorkerRole
+	case "approvals":
+		return ApprovalsRole
+	}
+	return UpstreamRole
+}
+
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparseable)"
 }

@@ -137,21 +137,36 @@ func Database(t testing.TB) string {
 	return url
 }
 
-// AppPool opens a pool acting as the app role.
-func AppPool(t testing.TB, url string) *pgxpool.Pool {
+// Services are the processes that log in with their own database role.
+var Services = []string{"worker", "approvals", "upstream"}
+
+// ServicePool opens a pool as the service does: its own role, checked to be
+// neither a superuser nor the audit log's owner.
+func ServicePool(t testing.TB, url, service string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pg.Open(context.Background(), url, pg.AppRole)
+	role := map[string]string{"worker": pg.WorkerRole, "approvals": pg.ApprovalsRole, "upstream": pg.UpstreamRole}[service]
+	u, err := pg.ServiceURL(url, role)
 	if err != nil {
-		t.Fatalf("app pool: %v", err)
+		t.Fatal(err)
+	}
+	pool, err := pg.OpenService(context.Background(), u, service)
+	if err != nil {
+		t.Fatalf("%s pool: %v", service, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
 }
 
+// AppPool opens the worker's pool.
+func AppPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	return ServicePool(t, url, "worker")
+}
+
 // OwnerPool opens a pool with the URL's own role.
 func OwnerPool(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pg.Open(context.Background(), url, "")
+	pool, err := pg.Open(context.Background(), url)
 	if err != nil {
 		t.Fatalf("owner pool: %v", err)
 	}
@@ -169,7 +184,7 @@ func Upstream(t testing.TB, url string) *httptest.Server {
 // for tests that slow or watch the upstream.
 func UpstreamWith(t testing.TB, url string, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
-	h := (&upstream.Server{Pool: OwnerPool(t, url), Key: UpstreamKey, Logger: zaptest.NewLogger(t)}).Handler()
+	h := (&upstream.Server{Pool: ServicePool(t, url, "upstream"), Key: UpstreamKey, Logger: zaptest.NewLogger(t)}).Handler()
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -201,6 +216,12 @@ var (
 var DevServerArgs = []string{
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+	// Bounds on what anyone with namespace access can pile onto one call:
+	// 1,000 signals per run and 256 KB per payload keep a flooded card's
+	// history far under Temporal's 50 MB limit (workflows.MaxRefusedDecisions
+	// ends it long before).
+	"--dynamic-config-value", "history.maximumSignalsPerExecution=1000",
+	"--dynamic-config-value", "limit.blobSize.error=262144",
 }
 
 // Temporal returns a client of a dev server shared by the test binary,

@@ -44,7 +44,11 @@ func run(log *zap.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.AppRole)
+	dbURL, err := cfg.ServiceDatabaseURL("approvals")
+	if err != nil {
+		return err
+	}
+	pool, err := pg.OpenService(ctx, dbURL, "approvals")
 	if err != nil {
 		return err
 	}

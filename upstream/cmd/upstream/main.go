@@ -26,7 +26,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, "")
+	dbURL, err := cfg.ServiceDatabaseURL("upstream")
+	if err != nil {
+		log.Fatal("config", zap.Error(err))
+	}
+	pool, err := pg.OpenService(ctx, dbURL, "upstream")
 	if err != nil {
 		log.Fatal("database", zap.Error(err))
 	}

@@ -1,0 +1,60 @@
+package migrations_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// escapes are what a service's own connection might try, after a bug or an
+// injection, to rewrite the audit log.
+var escapes = []struct{ name, sql string }{
+	{"reset role, then update", `RESET ROLE; UPDATE audit_log SET reason = 'ok'`},
+	{"reset role, replica mode, update", `RESET ROLE; SET session_replication_role = replica; UPDATE audit_log SET reason = 'ok'`},
+	{"reset role, disable triggers, delete", `RESET ROLE; ALTER TABLE audit_log DISABLE TRIGGER ALL; DELETE FROM audit_log`},
+	{"become the superuser", `SET ROLE postgres; UPDATE audit_log SET reason = 'ok'`},
+	{"replica mode skips triggers", `SET session_replication_role = replica; UPDATE audit_log SET reason = 'ok'`},
+	{"disable the triggers", `ALTER TABLE audit_log DISABLE TRIGGER ALL; UPDATE audit_log SET reason = 'ok'`},
+	{"drop the trigger", `DROP TRIGGER audit_log_no_update_delete ON audit_log; DELETE FROM audit_log`},
+	{"replace the trigger function", `CREATE OR REPLACE FUNCTION audit_log_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$; DELETE FROM audit_log`},
+	{"update", `UPDATE audit_log SET reason = 'ok'`},
+	{"delete", `DELETE FROM audit_log`},
+	{"truncate", `TRUNCATE audit_log`},
+	{"drop the table", `DROP TABLE audit_log`},
+	{"rename the table", `ALTER TABLE audit_log RENAME TO audit_log_old`},
+	{"grant itself update", `GRANT UPDATE ON audit_log TO CURRENT_USER; UPDATE audit_log SET reason = 'ok'`},
+}
+
+// TestServicesCannotRewriteTheAuditLog runs every escape from each
+// service's own connection, as the service opens it: each is refused, and
+// the rows and triggers are as they were.
+func TestServicesCannotRewriteTheAuditLog(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Database(t)
+	owner := testenv.OwnerPool(t, url)
+	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'k')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, service := range testenv.Services {
+		pool := testenv.ServicePool(t, url, service)
+		for _, e := range escapes {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = conn.Exec(ctx, e.sql)
+			conn.Release()
+			if err == nil {
+				t.Errorf("%s: %q was allowed", service, e.name)
+			}
+		}
+	}
+	var rows, reasons, triggers int
+	_ = owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE reason = 'role') FROM audit_log`).Scan(&rows, &reasons)
+	_ = owner.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass AND tgenabled = 'O'`).Scan(&triggers)
+	if rows != 1 || reasons != 1 || triggers != 2 {
+		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled", rows, reasons, triggers)
+	}
+}
