@@ -53,6 +53,8 @@ type Server struct {
 	DecisionWait time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	throttle throttle
 }
 
 func (s *Server) now() time.Time {
@@ -129,8 +131,19 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
-	u, ok := s.Identity.SignIn(r.PostFormValue("user"), r.PostFormValue("password"))
+	user := r.PostFormValue("user")
+	if len(user) > 64 {
+		user = user[:64]
+	}
+	if s.throttle.blocked(r, user, s.now()) {
+		s.Logger.Warn("sign-in throttled", zap.String("user", user))
+		s.render(w, http.StatusTooManyRequests, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users(),
+			Error: "Too many failed sign-ins for this user. Wait 15 minutes, then try again."})
+		return
+	}
+	u, ok := s.Identity.SignIn(user, r.PostFormValue("password"))
 	if !ok {
+		s.throttle.failed(r, user, s.now())
 		s.render(w, http.StatusUnauthorized, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users(), Error: "That user and password do not match."})
 		return
 	}

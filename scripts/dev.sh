@@ -7,6 +7,8 @@ export PATH="$PWD/bin:$PATH"
 export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable}"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
+# Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
+export TOOLGATE_DEV=1
 mkdir -p .dev
 pids=()
 cleanup() { trap - EXIT INT TERM; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -25,7 +27,7 @@ else
     --dynamic-config-value system.enableActivityEagerExecution=true \
     --dynamic-config-value history.maximumSignalsPerExecution=1000 \
     --dynamic-config-value limit.blobSize.error=262144 \
-    --ui-codec-endpoint "http://127.0.0.1${CODEC_ADDR:-:8089}" "${sa_flags[@]}" \
+    --ui-codec-endpoint "http://${CODEC_ADDR:-127.0.0.1:8089}" "${sa_flags[@]}" \
     >.dev/temporal.log 2>&1 &
   pids+=($!)
   for _ in $(seq 60); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break; sleep 1; done
@@ -58,7 +60,7 @@ toolgate is running (logs in .dev/):
   upstream       $UPSTREAM_URL
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
-  card UI        http://127.0.0.1${APPROVALS_ADDR:-:8080}   (sign in as ama, efua, kofi or yaw; password demo)
+  card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in as ama, efua, kofi or yaw; password demo; dev mode only)
   PostgreSQL     $DATABASE_URL
 Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\
         --user ama --role store_manager --stores 112 --conversation c1 --credential cred-ama

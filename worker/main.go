@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pg"
@@ -87,7 +88,7 @@ func withLogger(o client.Options, log *zap.Logger) client.Options {
 
 // serve runs a side HTTP endpoint of the worker; failing to bind is logged, not fatal.
 func serve(log *zap.Logger, what, addr string, h http.Handler) {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserver.New(addr, h)
 	log.Info(what+" listening", zap.String("addr", addr))
 	if err := srv.ListenAndServe(); err != nil {
 		log.Error(what+" stopped", zap.String("addr", addr), zap.Error(err))

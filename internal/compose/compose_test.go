@@ -24,6 +24,7 @@ type service struct {
 	Ports       []string          `yaml:"ports"`
 	DependsOn   map[string]any    `yaml:"depends_on"`
 	StopGrace   string            `yaml:"stop_grace_period"`
+	Volumes     []string          `yaml:"volumes"`
 }
 
 func load(t *testing.T) map[string]service {
@@ -86,12 +87,42 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			}
 		}
 	}
-	ports := map[string]string{"postgres": "5432:5432", "temporal": "7233:7233", "temporal-ui": "8233:8080",
-		"upstream": "8081:8081", "approvals": "8080:8080", "worker": "9090:9090"}
+	ports := map[string]string{"temporal": "127.0.0.1:7233:7233", "temporal-ui": "127.0.0.1:8233:8080",
+		"upstream": "127.0.0.1:8081:8081", "approvals": "127.0.0.1:8080:8080", "worker": "127.0.0.1:9090:9090"}
 	for svc, port := range ports {
 		if !slices.Contains(svcs[svc].Ports, port) {
 			t.Errorf("%s does not publish %s", svc, port)
 		}
+	}
+	// Nothing is published beyond loopback, and PostgreSQL (trust auth inside
+	// the stack) not at all.
+	for name, svc := range svcs {
+		for _, p := range svc.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %s on every interface", name, p)
+			}
+		}
+	}
+	if len(svcs["postgres"].Ports) != 0 {
+		t.Errorf("postgres is published: %v", svcs["postgres"].Ports)
+	}
+	// Secrets have no demo default: compose stops unless .env sets them.
+	for svc, k := range map[string]string{"upstream": "UPSTREAM_TOKEN_KEY", "approvals": "APPROVALS_SESSION_KEY", "worker": "TOOLGATE_CODEC_KEYS"} {
+		if v := svcs[svc].Environment[k]; !strings.HasPrefix(v, "${"+k+":?") {
+			t.Errorf("%s's %s is %q, not required from .env", svc, k, v)
+		}
+	}
+	// Dev mode only where the demo sign-in needs it.
+	for name, svc := range svcs {
+		if svc.Environment["TOOLGATE_DEV"] != "" && name != "approvals" {
+			t.Errorf("%s runs in dev mode", name)
+		}
+	}
+	// The Temporal server gets the limits that bound a flooded card.
+	dyn, err := os.ReadFile("../../deploy/temporal-dynamicconfig.yaml")
+	if err != nil || !strings.Contains(string(dyn), "history.maximumSignalsPerExecution") || !strings.Contains(string(dyn), "limit.blobSize.error") ||
+		!strings.Contains(strings.Join(svcs["temporal"].Volumes, " "), "./deploy/temporal-dynamicconfig.yaml:") {
+		t.Errorf("the Temporal service does not mount deploy/temporal-dynamicconfig.yaml with the signal and payload limits (%v)", err)
 	}
 	env := func(svc, k string) string { return svcs[svc].Environment[k] }
 	checks := map[string]bool{
@@ -102,7 +133,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		"the upstream listens on its published port":              env("upstream", "UPSTREAM_ADDR") == ":8081",
 		"the card UI listens on its published port":               env("approvals", "APPROVALS_ADDR") == ":8080",
 		"metrics on the published port":                           env("worker", "METRICS_ADDR") == ":9090",
-		"Temporal Web decodes through the worker's codec address": strings.HasSuffix(env("temporal-ui", "TEMPORAL_CODEC_ENDPOINT"), env("worker", "CODEC_ADDR")) && slices.Contains(svcs["worker"].Ports, "8089:8089"),
+		"Temporal Web decodes through the worker's codec address": strings.HasSuffix(env("temporal-ui", "TEMPORAL_CODEC_ENDPOINT"), env("worker", "CODEC_ADDR")) && slices.Contains(svcs["worker"].Ports, "127.0.0.1:8089:8089"),
 		"the codec endpoint allows Temporal Web's origin":         env("worker", "CODEC_CORS_ORIGINS") == env("temporal-ui", "TEMPORAL_CORS_ORIGINS"),
 		"Temporal stores its data in the postgres service":        env("temporal", "POSTGRES_SEEDS") == "postgres",
 	}

@@ -53,6 +53,11 @@ func Sign(a policy.Approval, card policy.Card) policy.Approval {
 	return ApprovalSigner.Sign(a, card, time.Now().UTC().Format(time.RFC3339))
 }
 
+// SigningKeyEnv is the tests' TOOLGATE_APPROVAL_SIGNING_KEY, for processes.
+func SigningKeyEnv() string {
+	return ApprovalSigner.KeyID + ":" + base64.StdEncoding.EncodeToString(ApprovalSigner.Key)
+}
+
 // CodecKeys is the tests' TOOLGATE_CODEC_KEYS. The key is fixed, so
 // histories recorded by tests (the golden files) stay readable later.
 const CodecKeys = "test:dG9vbGdhdGUtdGVzdC1rZXktb25seS1mb3ItdGVzdHM="

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/pg"
 	"go.temporal.io/sdk/client"
@@ -36,7 +37,13 @@ func run(log *zap.Logger) error {
 	if cfg.SigningKey == nil {
 		return errors.New("TOOLGATE_APPROVAL_SIGNING_KEY is not set: the card UI signs every decision (starter keygen makes a key pair; make dev sets one up)")
 	}
-	sessionKey := []byte(os.Getenv("APPROVALS_SESSION_KEY"))
+	sessionKey, err := config.SessionKey()
+	if err != nil {
+		return err
+	}
+	if !cfg.DevMode {
+		return errors.New("the card UI has no sign-in to offer outside dev mode: the demo sign-in (one shared password) runs only with TOOLGATE_DEV=1, which make dev sets; real sign-in comes with OpenID Connect")
+	}
 	if len(sessionKey) == 0 {
 		sessionKey = make([]byte, 32)
 		_, _ = rand.Read(sessionKey)
@@ -58,9 +65,9 @@ func run(log *zap.Logger) error {
 		return err
 	}
 	defer c.Close()
-	srv := &http.Server{Addr: cfg.ApprovalsAddr, ReadHeaderTimeout: 5 * time.Second, Handler: (&approvals.Server{
+	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
 		Pool: pool, Temporal: c, Identity: approvals.DemoIdentity{}, Signer: *cfg.SigningKey, SessionKey: sessionKey,
-		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log}).Handler()}
+		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log}).Handler())
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/upstream"
@@ -24,6 +25,9 @@ func main() {
 	if err != nil {
 		log.Fatal("config", zap.Error(err))
 	}
+	if err := cfg.UpstreamSecret(); err != nil {
+		log.Fatal("config", zap.Error(err))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dbURL, err := cfg.ServiceDatabaseURL("upstream")
@@ -35,8 +39,7 @@ func main() {
 		log.Fatal("database", zap.Error(err))
 	}
 	defer pool.Close()
-	srv := &http.Server{Addr: cfg.UpstreamAddr, ReadHeaderTimeout: 5 * time.Second,
-		Handler: (&upstream.Server{Pool: pool, Key: []byte(cfg.UpstreamKey), Logger: log}).Handler()}
+	srv := httpserver.New(cfg.UpstreamAddr, (&upstream.Server{Pool: pool, Key: []byte(cfg.UpstreamKey), Logger: log}).Handler())
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,113 @@
+// Package startup_test starts the real processes the way a careless
+// deployment would, and checks that they refuse to run on demo secrets,
+// short secrets or the demo sign-in outside dev mode, and that every
+// listener defaults to loopback.
+package startup_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// build compiles the three services once.
+func build(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals")
+	cmd.Dir = repoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// start runs a service from an empty directory (no .dev/keys.env) with only
+// the given environment and reports whether it is still running after a
+// few seconds, and what it printed.
+func start(t *testing.T, bin string, env []string) (bool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	out, err := cmd.CombinedOutput()
+	return ctx.Err() != nil && err != nil, string(out)
+}
+
+// TestServicesRefuseDemoSecretsOutsideDevMode: without TOOLGATE_DEV=1, a
+// service with a demo or short secret, or the card UI with only the demo
+// sign-in, exits at once saying which variable to set.
+func TestServicesRefuseDemoSecretsOutsideDevMode(t *testing.T) {
+	dir := build(t)
+	db := testenv.Database(t)
+	base := []string{"DATABASE_URL=" + db, "TEMPORAL_ADDRESS=127.0.0.1:1", "UPSTREAM_ADDR=127.0.0.1:0", "APPROVALS_ADDR=127.0.0.1:0",
+		"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0"}
+	strong := "UPSTREAM_TOKEN_KEY=" + strings.Repeat("k", 40)
+	for _, c := range []struct {
+		name, bin string
+		env       []string
+		mentions  string
+	}{
+		{"upstream with the demo key", "upstream", nil, "UPSTREAM_TOKEN_KEY"},
+		{"upstream with the published demo key", "upstream", []string{"UPSTREAM_TOKEN_KEY=" + config.DefaultUpstreamKey}, "UPSTREAM_TOKEN_KEY"},
+		{"upstream with a short key", "upstream", []string{"UPSTREAM_TOKEN_KEY=secret"}, "UPSTREAM_TOKEN_KEY"},
+		{"card UI with a short session key", "approvals", []string{"APPROVALS_SESSION_KEY=short", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_SESSION_KEY"},
+		{"card UI with only the demo sign-in", "approvals", []string{"APPROVALS_SESSION_KEY=" + strings.Repeat("s", 40), "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "TOOLGATE_DEV"},
+	} {
+		running, out := start(t, filepath.Join(dir, c.bin), append(append([]string{}, base...), c.env...))
+		if running || !strings.Contains(out, c.mentions) {
+			t.Errorf("%s: running=%v, output does not name %s:\n%.600s", c.name, running, c.mentions, out)
+		}
+	}
+	// The same upstream with a strong key, and in dev mode with the demo key, runs.
+	for name, env := range map[string][]string{"strong key": {strong}, "dev mode": {"TOOLGATE_DEV=1"}} {
+		if running, out := start(t, filepath.Join(dir, "upstream"), append(append([]string{}, base...), env...)); !running {
+			t.Errorf("upstream with a %s should run:\n%.600s", name, out)
+		}
+	}
+}
+
+// TestListenersDefaultToLoopback: every address a process listens on
+// defaults to 127.0.0.1.
+func TestListenersDefaultToLoopback(t *testing.T) {
+	for _, k := range config.Vars {
+		t.Setenv(k, "")
+	}
+	c, err := config.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(c)
+	found := 0
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if !strings.HasSuffix(name, "Addr") {
+			continue
+		}
+		found++
+		host, _, err := net.SplitHostPort(v.Field(i).String())
+		if err != nil || host != "127.0.0.1" {
+			t.Errorf("%s defaults to %q, not 127.0.0.1", name, v.Field(i).String())
+		}
+	}
+	if found < 4 {
+		t.Fatalf("only %d listen addresses in the config", found)
+	}
+}
