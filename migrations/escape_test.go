@@ -2,8 +2,10 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -56,5 +58,30 @@ func TestServicesCannotRewriteTheAuditLog(t *testing.T) {
 	_ = owner.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass AND tgenabled = 'O'`).Scan(&triggers)
 	if rows != 1 || reasons != 1 || triggers != 2 {
 		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled", rows, reasons, triggers)
+	}
+}
+
+// TestServicesRefuseAPowerfulRole: a service pointed at the owner's or a
+// superuser's connection refuses to start, and no service role holds a
+// privilege on audit_log beyond what it needs.
+func TestServicesRefuseAPowerfulRole(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Database(t)
+	for _, service := range testenv.Services {
+		if pool, err := pg.OpenService(ctx, url, service); err == nil {
+			pool.Close()
+			t.Errorf("%s started on the owner's connection", service)
+		} else if !strings.Contains(err.Error(), "own role") {
+			t.Errorf("%s: %v", service, err)
+		}
+	}
+	owner := testenv.OwnerPool(t, url)
+	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole} {
+		for _, priv := range []string{"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
+			var has bool
+			if err := owner.QueryRow(ctx, `SELECT has_table_privilege($1, 'audit_log', $2)`, role, priv).Scan(&has); err != nil || has {
+				t.Errorf("%s holds %s on audit_log (%v)", role, priv, err)
+			}
+		}
 	}
 }
