@@ -158,14 +158,14 @@ func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires ti
 			return a, true, nil
 		}
 		if !workflow.Now(c.ctx).Before(expires) {
-			if err := c.refuse(a, policy.CodeExpired, "the card expired before this decision arrived"); err != nil {
+			if err := c.refuse(a, false, policy.CodeExpired, "the card expired before this decision arrived"); err != nil {
 				return a, false, err
 			}
 			return a, true, nil
 		}
 		if signed {
 			if ok, why := policy.VerifyUnboundApproval(a, c.key, keys); !ok {
-				if err := c.refuse(a, policy.CodeCredentialUnavailable, why); err != nil {
+				if err := c.refuse(a, false, policy.CodeCredentialUnavailable, why); err != nil {
 					return a, false, err
 				}
 				continue
@@ -175,20 +175,28 @@ func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires ti
 		if code == policy.CodeOK {
 			return a, false, nil
 		}
-		if err := c.refuse(a, code, why); err != nil {
+		if err := c.refuse(a, signed, code, why); err != nil {
 			return a, false, err
 		}
 	}
 }
 
-// refuse audits a decision that does not count.
-func (c *call) refuse(a policy.Approval, code policy.Code, why string) error {
+// refuse audits a decision that does not count, for calls recorded before
+// shape 3. Only a decision whose signature verified names its approver;
+// any other claim is kept apart (an audit input, so replay is unaffected).
+func (c *call) refuse(a policy.Approval, verified bool, code policy.Code, why string) error {
 	c.refused++
 	c.countApproval("refused_" + string(code))
-	workflow.GetLogger(c.ctx).Warn("approval refused", "code", code, "approver", a.Approver.UserID)
-	who := a.Approver
-	return c.audit(activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: code,
-		Message: "Refused: " + why, StoreID: c.status.storeID, Value: c.value(), Approver: &who})
+	workflow.GetLogger(c.ctx).Warn("approval refused", "code", code, "verified", verified)
+	in := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: code,
+		Message: "Refused: " + why, StoreID: c.status.storeID, Value: c.value()}
+	if verified {
+		who := a.Approver
+		in.Approver = &who
+	} else {
+		in.ClaimedBy = a.Approver.UserID
+	}
+	return c.audit(in)
 }
 
 // drain refuses decisions that arrived after the card was decided or expired.
@@ -203,7 +211,7 @@ func (c *call) drain(final string) error {
 		if !ch.ReceiveAsync(&a) {
 			return nil
 		}
-		if err := c.refuse(a, code, "the card is no longer pending (it is "+final+")"); err != nil {
+		if err := c.refuse(a, false, code, "the card is no longer pending (it is "+final+")"); err != nil {
 			return err
 		}
 	}
