@@ -16,8 +16,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func admitIn(title string) activities.AdmitInput {
-	args, _ := json.Marshal(map[string]any{"title": title, "storeId": 112})
+func admitIn(note string) activities.AdmitInput {
+	args, _ := json.Marshal(map[string]any{"kind": "recount", "dueBy": "today", "note": note, "storeId": 112})
 	return activities.AdmitInput{Request: policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
 		UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}}
 }

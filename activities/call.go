@@ -89,8 +89,14 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			return CallResult{}, badArgs(err)
 		}
 		q := url.Values{}
-		if args.Date != "" {
-			q.Set("date", args.Date)
+		if args.Day != "" {
+			q.Set("day", args.Day)
+		}
+		if args.Status != "" {
+			q.Set("status", args.Status)
+		}
+		if args.Limit != 0 {
+			q.Set("limit", strconv.Itoa(args.Limit))
 		}
 		if args.Cursor != "" {
 			q.Set("offset", args.Cursor)
@@ -101,13 +107,13 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
-		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/grns/%s", in.StoreID, url.PathEscape(args.GRNNumber)), token, "", nil)
+		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/grns/%s", in.StoreID, url.PathEscape(args.GRNID)), token, "", nil)
 	case "create_task":
 		var args policy.CreateTaskArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
-		req, _ := json.Marshal(map[string]string{"title": args.Title, "details": args.Details, "priority": args.Priority, "dueDate": args.DueDate})
+		req, _ := json.Marshal(upstream.TaskRequest{Kind: args.Kind, ArticleID: args.ArticleID, DueBy: args.DueBy, Note: args.Note})
 		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
 	case "request_stock_transfer":
 		var args policy.TransferAction
@@ -227,15 +233,21 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return nil, temporal.NewApplicationError("the store system is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
 	}
-	var e struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
+	var e upstream.Error
 	_ = json.Unmarshal(data, &e)
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
-	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil, resp.StatusCode, e.Code)
+	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil, UpstreamRefusal{Status: resp.StatusCode, Code: e.Code, Candidates: e.Candidates})
+}
+
+// UpstreamRefusal details an upstream_error: the HTTP status, the
+// upstream's code and, for an unknown article, the articles the person may
+// have meant.
+type UpstreamRefusal struct {
+	Status     int                  `json:"status"`
+	Code       string               `json:"code,omitempty"`
+	Candidates []upstream.Candidate `json:"candidates,omitempty"`
 }
 
 // neverSent reports a transport error from before the request left: the

@@ -76,7 +76,7 @@ func (b *bare) Transfer(ctx context.Context, store int64, key string) (json.RawM
 		return nil, err
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/stores/%d/transfers", b.upstream, store),
-		strings.NewReader(`{"articleId":40211,"quantity":1,"fromStoreId":118,"reason":"other"}`))
+		strings.NewReader(`{"articleId":40211,"quantity":1,"fromStoreId":118,"reason":"stockout_risk"}`))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := b.http.Do(req)
@@ -206,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 		stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 		store := stores[i%len(stores)]
 		first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("a", i),
-			Args: json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"other"}`), Session: kofi("bench", store)})
+			Args: json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`), Session: kofi("bench", store)})
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %d: %v %+v", i, err, first)
 		}

@@ -77,7 +77,7 @@ func TestPendingApprovals(t *testing.T) {
 				}
 				store := stores[i%int64(len(stores))]
 				first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
-					Args:    json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"other"}`),
+					Args:    json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`),
 					Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
 				if err != nil || first.Status != workflows.StatusPendingApproval {
 					failed.Add(1)

@@ -197,9 +197,9 @@ func TestChaos(t *testing.T) {
 			case "read":
 				in.Tool, in.Args = "get_stock", json.RawMessage(`{"articleId":40211}`)
 			case "task":
-				in.Tool, in.Args = "create_task", json.RawMessage(fmt.Sprintf(`{"title":"Chaos task %d"}`, i))
+				in.Tool, in.Args = "create_task", json.RawMessage(fmt.Sprintf(`{"kind":"recount","articleId":40211,"dueBy":"today","note":"Chaos task %d"}`, i))
 			default:
-				in.Tool, in.Args = "request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"other"}`)
+				in.Tool, in.Args = "request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // MaxArgsBytes bounds the raw args a model may send.
@@ -24,8 +26,12 @@ var validate = newValidator()
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string { return jsonName(f) })
+	_ = v.RegisterValidation("grnid", func(fl validator.FieldLevel) bool { return grnID.MatchString(fl.Field().String()) })
 	return v
 }
+
+// grnID is the shape of a goods received note id (validate tag grnid).
+var grnID = regexp.MustCompile(`^GRN-[0-9]{1,10}$`)
 
 // Decode strictly decodes raw args into a new value of the tool's args type
 // and validates it. Unknown fields (including case variants), duplicate
@@ -58,7 +64,24 @@ func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
 	if err := validate.Struct(ptr.Interface()); err != nil {
 		return nil, describeValidation(err, spec)
 	}
+	redactFields(ptr.Elem())
 	return ptr.Interface(), nil
+}
+
+// redactFields passes every string field tagged redact:"pii" (free text a
+// person reads, such as a task's note) through the sanitizer, so the
+// verdict, the card, the audit row, the history and the upstream all hold
+// the redacted text.
+func redactFields(v reflect.Value) {
+	for i := 0; i < v.NumField(); i++ {
+		f, sf := v.Field(i), v.Type().Field(i)
+		switch {
+		case sf.Anonymous && f.Kind() == reflect.Struct:
+			redactFields(f)
+		case sf.Tag.Get("redact") == "pii" && f.Kind() == reflect.String:
+			f.SetString(sanitize.Text(f.String()))
+		}
+	}
 }
 
 // checkKeys rejects keys that are not exact field names and keys given
@@ -150,6 +173,8 @@ func describeValidation(err error, spec ToolSpec) error {
 		rule = "must be the nextCursor of a previous answer (digits only)"
 	case "startswith":
 		rule = fmt.Sprintf("must start with %q", fe.Param())
+	case "grnid":
+		rule = `must be a GRN id such as "GRN-88213", as get_deliveries returns it`
 	default:
 		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
 	}
@@ -161,7 +186,9 @@ type field struct {
 	kind     string
 	desc     string
 	validate string
-	typ      reflect.Type
+	// def is the value used when the field is left out (tag default).
+	def string
+	typ reflect.Type
 }
 
 // fieldCache holds fieldsOf per args type; types never change at run time.
@@ -193,7 +220,7 @@ func collectFields(t reflect.Type) []field {
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), typ: ft})
+		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), typ: ft})
 	}
 	return out
 }

@@ -96,6 +96,19 @@ func TestDefinitionFormats(t *testing.T) {
 			if s["type"] != "object" || s["additionalProperties"] != false {
 				t.Errorf("%s %s: schema %v", format, name, s)
 			}
+			// Exactly the domain's parameter set (TestSchemasAreTheDomainsParameterSets checks each field).
+			var fields, domain []string
+			for k := range s["properties"].(map[string]any) {
+				fields = append(fields, k)
+			}
+			for k := range domainTools[name] {
+				domain = append(domain, k)
+			}
+			slices.Sort(fields)
+			slices.Sort(domain)
+			if !slices.Equal(fields, domain) {
+				t.Errorf("%s %s: fields %v, the domain's %v", format, name, fields, domain)
+			}
 		}
 	}
 	if _, err := p.DefinitionsAs(RoleStoreManager, "gemini"); err == nil {

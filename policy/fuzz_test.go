@@ -13,12 +13,12 @@ import (
 func FuzzAuthorize(f *testing.F) {
 	p := Default()
 	for _, spec := range Tools {
-		f.Add(spec.Name, []byte(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","title":"Count milk","query":"milk","grnNumber":"GRN-88213"}`), "store_manager", int64(112), 0, int64(100))
+		f.Add(spec.Name, []byte(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","kind":"recount","dueBy":"today","query":"milk","grnId":"GRN-88213"}`), "store_manager", int64(112), 0, int64(100))
 	}
 	f.Add("get_stock", []byte(`{"articleId":40211}`), "store_manager", int64(112), 0, int64(0))
 	f.Add("get_stock", []byte(`{"articleId":40211,"storeId":118}`), "store_manager", int64(112), 0, int64(0))
-	f.Add("create_task", []byte(`{"title":"x","userId":"kofi"}`), "area_manager", int64(115), 29, int64(0))
-	f.Add("request_stock_transfer", []byte(`{"articleId":40211,"quantity":250,"reason":"promotion"}`), "area_manager", int64(112), 4, int64(240000))
+	f.Add("create_task", []byte(`{"kind":"recount","dueBy":"today","userId":"kofi"}`), "area_manager", int64(115), 29, int64(0))
+	f.Add("request_stock_transfer", []byte(`{"articleId":40211,"quantity":250,"reason":"festival_peak"}`), "area_manager", int64(112), 4, int64(240000))
 	f.Add("constructor", []byte(`{}`), "store_manager", int64(112), 0, int64(0))
 	f.Add("__proto__", []byte(`null`), "", int64(0), 0, int64(0))
 	f.Add("get_stock", []byte(`{"articleId":NaN}`), "store_manager", int64(112), 0, int64(0))

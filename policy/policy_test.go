@@ -29,7 +29,7 @@ func validArgs(t *testing.T, spec ToolSpec) map[string]any {
 			}
 		case reflect.String:
 			switch {
-			case strings.Contains(f.validate, "startswith=GRN-"):
+			case strings.Contains(f.validate, "grnid"):
 				out[f.name] = "GRN-88213"
 			case strings.Contains(f.validate, "oneof="):
 				out[f.name] = strings.Fields(strings.SplitN(strings.SplitN(f.validate, "oneof=", 2)[1], ",", 2)[0])[0]

@@ -95,6 +95,15 @@ func Schema(t reflect.Type) map[string]any {
 				p["pattern"] = "^[0-9]+$"
 			case "startswith":
 				p["pattern"] = "^" + regexpQuote(param)
+			case "grnid":
+				p["pattern"] = grnID.String()
+			}
+		}
+		if f.def != "" {
+			if n, err := strconv.ParseInt(f.def, 10, 64); err == nil && p["type"] == "integer" {
+				p["default"] = n
+			} else {
+				p["default"] = f.def
 			}
 		}
 		props[f.name] = p

@@ -77,39 +77,70 @@ type SearchProceduresArgs struct {
 
 // GetStockArgs are the arguments of get_stock.
 type GetStockArgs struct {
-	ArticleID int64 `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number, e.g. 40211."`
 	StoreArg
+	ArticleID int64 `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number, e.g. 40211. Never guess one: ask the person, or use one a tool returned."`
 }
+
+// Days a delivery or a task can be about: words, not dates, so the model
+// never computes one.
+const (
+	DayYesterday = "yesterday"
+	DayToday     = "today"
+	DayTomorrow  = "tomorrow"
+	DayThisWeek  = "this_week"
+)
 
 // GetDeliveriesArgs are the arguments of get_deliveries.
 type GetDeliveriesArgs struct {
 	StoreArg
-	Date   string `json:"date,omitempty" validate:"omitempty,datetime=2006-01-02" desc:"Delivery day as YYYY-MM-DD. Leave it out for upcoming deliveries."`
-	Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of a previous answer, to read the next page."`
+	Day    string `json:"day,omitempty" validate:"omitempty,oneof=yesterday today tomorrow" default:"today" desc:"Which day's deliveries; today when left out."`
+	Status string `json:"status,omitempty" validate:"omitempty,oneof=expected on_the_way arrived received delayed" desc:"Only deliveries in this state; all when left out."`
+	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=20" default:"10" desc:"Deliveries per page, 1 to 20; 10 when left out."`
+	Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of the previous page, to read the next one."`
 }
 
 // GetGRNArgs are the arguments of get_grn.
 type GetGRNArgs struct {
-	GRNNumber string `json:"grnNumber" validate:"required,startswith=GRN-,max=20" desc:"Goods received note number as printed, e.g. GRN-88213."`
 	StoreArg
+	GRNID string `json:"grnId" validate:"required,grnid" desc:"Goods received note id as get_deliveries returns it, e.g. GRN-88213."`
 }
 
-// CreateTaskArgs are the arguments of create_task.
+// Task kinds: the jobs a store's staff can be given.
+const (
+	TaskRecount      = "recount"
+	TaskShelfCheck   = "shelf_check"
+	TaskExpiryCheck  = "expiry_check"
+	TaskCallSupplier = "call_supplier"
+	TaskPricingDesk  = "pricing_desk"
+)
+
+// CreateTaskArgs are the arguments of create_task. The task's title is the
+// system's, written from the kind and the article.
 type CreateTaskArgs struct {
-	Title    string `json:"title" validate:"required,min=3,max=120" desc:"Short imperative title a colleague can act on, e.g. \"Check cooler 3 temperature\"."`
-	Details  string `json:"details,omitempty" validate:"max=1000" desc:"What to do and why, in a few sentences."`
-	Priority string `json:"priority,omitempty" validate:"omitempty,oneof=low normal high" desc:"How urgent the task is; normal when left out."`
-	DueDate  string `json:"dueDate,omitempty" validate:"omitempty,datetime=2006-01-02" desc:"Day the task is due, YYYY-MM-DD."`
 	StoreArg
+	Kind      string `json:"kind" validate:"required,oneof=recount shelf_check expiry_check call_supplier pricing_desk" desc:"What the staff should do."`
+	ArticleID int64  `json:"articleId,omitempty" validate:"omitempty,min=1,max=99999999" desc:"The article it is about, from get_stock results. Never guess an id."`
+	DueBy     string `json:"dueBy" validate:"required,oneof=today tomorrow this_week" desc:"When it must be done."`
+	Note      string `json:"note,omitempty" validate:"max=200" redact:"pii" desc:"One line for the staff, at most 200 characters. Phone numbers, e-mail addresses and secrets are removed."`
 }
+
+// Transfer reasons: why a store needs stock moved in.
+const (
+	ReasonStockoutRisk    = "stockout_risk"
+	ReasonFestivalPeak    = "festival_peak"
+	ReasonDamagedDelivery = "damaged_delivery"
+)
+
+// MaxTransferQuantity is the most cases one transfer may move.
+const MaxTransferQuantity = 500
 
 // RequestStockTransferArgs are what the model may say about a transfer into
 // a store. The source store and the value are the system's, from the dry run.
 type RequestStockTransferArgs struct {
-	ArticleID int64  `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number to bring in, e.g. 40211."`
-	Quantity  int64  `json:"quantity" validate:"required,min=1,max=10000" desc:"How many cases (or bags) to bring in."`
-	Reason    string `json:"reason" validate:"required,oneof=stockout_risk promotion damaged_stock other" desc:"Why the store needs it."`
 	StoreArg
+	ArticleID int64  `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number to bring in, from get_stock results, e.g. 40211."`
+	Quantity  int64  `json:"quantity" validate:"required,min=1,max=500" desc:"How many cases (or bags) to bring in, 1 to 500."`
+	Reason    string `json:"reason" validate:"required,oneof=stockout_risk festival_peak damaged_delivery" desc:"Why the store needs it."`
 }
 
 // TransferAction is exactly what an approved transfer runs: the model's
@@ -141,37 +172,39 @@ var Tools = []ToolSpec{
 	{
 		Name:    "get_stock",
 		Example: `{"articleId":40211}`,
-		Description: "Get the current stock of one article in one store, in cases and units. " +
-			"Use it before suggesting a reorder or a transfer. Do not use it to search articles by name; ask for the article number.",
+		Description: "Cases of one article on hand in one store. Use it for \"how many X do I have\" and before proposing a task or a transfer. " +
+			"Not for deliveries on the way (use get_deliveries). It takes an article number, never a name: an unknown number is answered with candidates to ask the person about.",
 		Args: reflect.TypeFor[GetStockArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    "get_deliveries",
-		Example: `{"date":"2026-12-01"}`,
-		Description: "List deliveries to a store, upcoming or on one day, with supplier, status and expected time. " +
-			"Use it to answer \"when does X arrive\". Do not use it for what was actually received; use get_grn for that.",
+		Example: `{"day":"today"}`,
+		Description: "Status of supplier and DC deliveries to one store on one day: expected, on_the_way, arrived, received (with its GRN id) or delayed, " +
+			"with the expected time and what it carries. Use it for \"where is my delivery\" or \"when does X arrive\". " +
+			"Not for stock on the shelf (use get_stock) or for differences on a received delivery (use get_grn).",
 		Args: reflect.TypeFor[GetDeliveriesArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    "get_grn",
-		Example: `{"grnNumber":"GRN-88213"}`,
-		Description: "Get one goods received note (what a delivery actually brought in, line by line, with any shortages). " +
-			"Use it to check a delivery that arrived. Do not use it for deliveries still on the way; use get_deliveries.",
+		Example: `{"grnId":"GRN-88213"}`,
+		Description: "One goods received note: what a delivery actually brought in, line by line, with any shortages. " +
+			"Use it to check a received delivery; get_deliveries gives its GRN id. Not for deliveries still on the way (use get_deliveries).",
 		Args: reflect.TypeFor[GetGRNArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    "create_task",
-		Example: `{"title":"Check cooler 3 temperature","priority":"high"}`,
-		Description: "Create a task on a store's task board for the staff to do. " +
-			"Use it when someone asks to have something done in a store. Do not use it for stock moves or price changes.",
+		Example: `{"kind":"recount","articleId":40211,"dueBy":"today"}`,
+		Description: "Create a follow-up task for staff at one store, such as a recount or a shelf check; the system writes its title from the kind and the article. " +
+			"Use it when the person wants someone to do something later, or when you believe a count is wrong: a person checks. " +
+			"It does not change stock or prices, and it is not for moving stock (use request_stock_transfer).",
 		Args: reflect.TypeFor[CreateTaskArgs](), Tier: TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},
 	{
 		Name:    "request_stock_transfer",
 		Example: `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`,
-		Description: "Ask for stock to be moved into a store from another store of the same area. The system picks the source store, values the move at cost, " +
-			"and a manager approves it on a card before anything moves. Use it when a store will run out before its next delivery. " +
-			"Do not use it to check stock (use get_stock) or to order from a supplier.",
+		Description: "Ask for stock to be moved into a store from a nearby store of the same area. The system picks the source store and values the move at cost, " +
+			"and a manager always approves a card before anything moves. Use it only when stock will run out before the next delivery: check get_stock and get_deliveries first. " +
+			"Not for ordering from a supplier.",
 		Args: reflect.TypeFor[RequestStockTransferArgs](), Tier: TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
 	},
 	{

@@ -91,7 +91,7 @@ func TestOrdinaryTextSurvives(t *testing.T) {
 		`{"article":"UHT milk 1 L, case of 12","articleId":40211,"cases":6,"storeId":112}`,
 		`{"summary":"Store 112 has 6 cases of UHT milk 1 L, case of 12."}`,
 		`{"deliveryId":"DL-5501","expected":"06:30","supplier":"Volta Dairies"}`,
-		`{"grnNumber":"GRN-88213","note":"6 cases short"}`,
+		`{"grnId":"GRN-88213","note":"6 cases short"}`,
 		`{"title":"Milk handling guide, part 3","sessionsHeld":2,"skipping":"no"}`,
 		`{"transferNumber":"TR-000001","taskId":7,"date":"2026-11-30"}`,
 	} {

@@ -78,6 +78,8 @@ GUARDS = [
     ("servers time out slow clients", "internal/httpserver/httpserver.go", "ReadTimeout: ReadTimeout,", "", run("SlowClients", "./approvals")),
     ("failed sign-ins are throttled", "approvals/server.go", "if s.throttle.blocked(r, user, s.now()) {", "if false {", run("FailedSignIns", "./approvals")),
     ("the sanitizer normalises before matching", "sanitize/sanitize.go", "\tif isPlainASCII(s) {\n\t\treturn s", "\tif true {\n\t\treturn s", run("Bypasses|DisguisedSecrets", "./sanitize", "./workflows")),
+    ("a task's note is redacted at decode", "policy/decode.go", "f.SetString(sanitize.Text(f.String()))", "f.SetString(f.String())", run("MangroveToolsAsTheDomain", "./workflows")),
+    ("tools keep the domain's bounds", "policy/tools.go", "validate:\"required,min=1,max=500\"", "validate:\"required,min=1,max=10000\"", run("SchemasAreTheDomains", "./policy")),
     ("the sanitizer redacts keys", "sanitize/sanitize.go", "\t\t\tkey := Text(k)\n", "\t\t\tkey := k\n", run("Bypasses", "./sanitize")),
 ]
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -257,7 +258,7 @@ func (s *Server) getStock(w http.ResponseWriter, r *http.Request) {
 		LEFT JOIN mangrove.stock s ON s.article_id = a.article_id AND s.store_id = $1
 		WHERE a.article_id = $2`, store, article).Scan(&st.Article, &st.Cases)
 	if errors.Is(err, pgx.ErrNoRows) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no article %d", article))
+		s.unknownArticle(w, r, article)
 		return
 	}
 	if err != nil {
@@ -268,14 +269,22 @@ func (s *Server) getStock(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// Delivery is one delivery to a store.
+// Delivery is one delivery to a store, in words the model can quote.
 type Delivery struct {
 	DeliveryID string `json:"deliveryId"`
 	Supplier   string `json:"supplier"`
 	Expected   string `json:"expected"`
 	Status     string `json:"status"`
 	Contents   string `json:"contents"`
+	GRNID      string `json:"grnId,omitempty"`
+	Summary    string `json:"summary"`
 }
+
+// Delivery days and statuses the API answers for.
+var (
+	deliveryDays     = map[string]int{"yesterday": -1, "today": 0, "tomorrow": 1}
+	deliveryStatuses = []string{"expected", "on_the_way", "arrived", "received", "delayed"}
+)
 
 func (s *Server) getDeliveries(w http.ResponseWriter, r *http.Request) {
 	store, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
@@ -284,20 +293,26 @@ func (s *Server) getDeliveries(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	var day *time.Time
-	if v := r.URL.Query().Get("date"); v != "" {
-		d, err := time.Parse(time.DateOnly, v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", "date must be YYYY-MM-DD")
-			return
-		}
-		day = &d
+	q := r.URL.Query()
+	day := q.Get("day")
+	if day == "" {
+		day = "today"
+	}
+	offsetDays, ok := deliveryDays[day]
+	if !ok {
+		writeError(w, http.StatusBadRequest, "bad_request", "day must be yesterday, today or tomorrow")
+		return
+	}
+	status := q.Get("status")
+	if status != "" && !slices.Contains(deliveryStatuses, status) {
+		writeError(w, http.StatusBadRequest, "bad_request", "status must be one of "+strings.Join(deliveryStatuses, ", "))
+		return
 	}
 	rows, err := s.Pool.Query(r.Context(), `
-		SELECT delivery_id, supplier, to_char(current_date + day_offset + expected, 'YYYY-MM-DD HH24:MI'), status, summary, count(*) OVER ()
+		SELECT delivery_id, supplier, to_char(expected, 'HH24:MI'), status, summary, coalesce(grn_id, ''), count(*) OVER ()
 		FROM mangrove.deliveries
-		WHERE store_id = $1 AND (CASE WHEN $2::date IS NULL THEN day_offset >= 0 ELSE current_date + day_offset = $2::date END)
-		ORDER BY day_offset, expected, delivery_id OFFSET $3 LIMIT $4`, store, day, offset, limit)
+		WHERE store_id = $1 AND day_offset = $2 AND ($3 = '' OR status = $3)
+		ORDER BY expected, delivery_id OFFSET $4 LIMIT $5`, store, offsetDays, status, offset, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -305,7 +320,9 @@ func (s *Server) getDeliveries(w http.ResponseWriter, r *http.Request) {
 	var total int
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
 		var d Delivery
-		return d, row.Scan(&d.DeliveryID, &d.Supplier, &d.Expected, &d.Status, &d.Contents, &total)
+		err := row.Scan(&d.DeliveryID, &d.Supplier, &d.Expected, &d.Status, &d.Contents, &d.GRNID, &total)
+		d.Summary = deliverySummary(d, day)
+		return d, err
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -314,9 +331,24 @@ func (s *Server) getDeliveries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, finishPage(items, offset, total))
 }
 
+// deliverySummary says where a delivery is, as a person would.
+func deliverySummary(d Delivery, day string) string {
+	switch d.Status {
+	case "received":
+		return fmt.Sprintf("%s: received %s at %s (%s).", d.Supplier, day, d.Expected, d.GRNID)
+	case "arrived":
+		return fmt.Sprintf("%s: arrived %s at %s, waiting to be counted.", d.Supplier, day, d.Expected)
+	case "on_the_way":
+		return fmt.Sprintf("%s: on the way, expected %s at %s.", d.Supplier, day, d.Expected)
+	case "delayed":
+		return fmt.Sprintf("%s: delayed, now expected %s at %s.", d.Supplier, day, d.Expected)
+	}
+	return fmt.Sprintf("%s: expected %s at %s.", d.Supplier, day, d.Expected)
+}
+
 // GRN is a goods received note.
 type GRN struct {
-	GRNNumber  string          `json:"grnNumber"`
+	GRNID      string          `json:"grnId"`
 	StoreID    int64           `json:"storeId"`
 	DeliveryID string          `json:"deliveryId"`
 	Received   string          `json:"received"`
@@ -325,13 +357,13 @@ type GRN struct {
 
 func (s *Server) getGRN(w http.ResponseWriter, r *http.Request) {
 	store, _ := strconv.ParseInt(r.PathValue("store"), 10, 64)
-	g := GRN{GRNNumber: r.PathValue("grn")}
+	g := GRN{GRNID: r.PathValue("grn")}
 	err := s.Pool.QueryRow(r.Context(), `
 		SELECT store_id, delivery_id, to_char(current_date + day_offset, 'YYYY-MM-DD'), lines
-		FROM mangrove.grns WHERE grn_number = $1`, g.GRNNumber).Scan(&g.StoreID, &g.DeliveryID, &g.Received, &g.Lines)
+		FROM mangrove.grns WHERE grn_number = $1`, g.GRNID).Scan(&g.StoreID, &g.DeliveryID, &g.Received, &g.Lines)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && g.StoreID != store) {
 		// Another store's note is reported as missing, not as someone else's.
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("store %d has no goods received note %s", store, g.GRNNumber))
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("store %d has no goods received note %s; get_deliveries gives the GRN id of each received delivery", store, g.GRNID))
 		return
 	}
 	if err != nil {
@@ -341,12 +373,12 @@ func (s *Server) getGRN(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g)
 }
 
-// TaskRequest creates a task.
+// TaskRequest creates a task: what to do, about which article, by when.
 type TaskRequest struct {
-	Title    string `json:"title"`
-	Details  string `json:"details"`
-	Priority string `json:"priority"`
-	DueDate  string `json:"dueDate"`
+	Kind      string `json:"kind"`
+	ArticleID int64  `json:"articleId,omitempty"`
+	DueBy     string `json:"dueBy"`
+	Note      string `json:"note,omitempty"`
 }
 
 // Task is a created task. Replayed is true when the Idempotency-Key had
@@ -354,52 +386,69 @@ type TaskRequest struct {
 type Task struct {
 	TaskNumber string `json:"taskNumber"`
 	StoreID    int64  `json:"storeId"`
+	Kind       string `json:"kind"`
+	ArticleID  int64  `json:"articleId,omitempty"`
 	Title      string `json:"title"`
-	Priority   string `json:"priority"`
-	DueDate    string `json:"dueDate,omitempty"`
+	DueBy      string `json:"dueBy"`
 	Replayed   bool   `json:"replayed"`
 	Summary    string `json:"summary"`
 }
 
+// taskTitles writes a task's title from its kind; %s is the article.
+var taskTitles = map[string][2]string{
+	"recount":       {"Recount %s", "Recount the stock"},
+	"shelf_check":   {"Check the shelf of %s", "Check the shelves"},
+	"expiry_check":  {"Check the expiry dates of %s", "Check expiry dates"},
+	"call_supplier": {"Call the supplier of %s", "Call the supplier"},
+	"pricing_desk":  {"Ask the pricing desk about %s", "Ask the pricing desk"},
+}
+
+var taskDue = map[string]string{"today": "current_date", "tomorrow": "current_date + 1", "this_week": "date_trunc('week', current_date)::date + 6"}
+
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 	var req TaskRequest
-	store, key, err := writeRequest(w, r, 8192, &req)
+	store, key, err := writeRequest(w, r, 4096, &req)
 	if key == "" {
 		return
 	}
-	if err != nil || strings.TrimSpace(req.Title) == "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "body must be {title, details, priority, dueDate} with a title")
+	titles, okKind := taskTitles[req.Kind]
+	due, okDue := taskDue[req.DueBy]
+	if err != nil || !okKind || !okDue || len([]rune(req.Note)) > 200 {
+		writeError(w, http.StatusBadRequest, "bad_request", "body must be {kind, articleId, dueBy, note}: kind recount, shelf_check, expiry_check, call_supplier or pricing_desk; dueBy today, tomorrow or this_week; note at most 200 characters")
 		return
 	}
-	if req.Priority == "" {
-		req.Priority = "normal"
-	}
-	var due *time.Time
-	if req.DueDate != "" {
-		d, err := time.Parse(time.DateOnly, req.DueDate)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", "dueDate must be YYYY-MM-DD")
+	title := titles[1]
+	var article *int64
+	if req.ArticleID != 0 {
+		var name string
+		err := s.Pool.QueryRow(r.Context(), `SELECT name FROM mangrove.articles WHERE article_id = $1`, req.ArticleID).Scan(&name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			s.unknownArticle(w, r, req.ArticleID)
 			return
 		}
-		due = &d
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		title, article = fmt.Sprintf(titles[0], name), &req.ArticleID
 	}
 	c := claimsOf(r)
 	var id int64
 	err = s.Pool.QueryRow(r.Context(), `
-		INSERT INTO mangrove.tasks (store_id, title, details, priority, due_date, created_by, idempotency_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		INSERT INTO mangrove.tasks (store_id, title, details, priority, due_date, created_by, idempotency_key, kind, article_id, due_by, note)
+		VALUES ($1, $2, '', 'normal', `+due+`, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (idempotency_key) DO NOTHING RETURNING task_id`,
-		store, req.Title, req.Details, req.Priority, due, c.Subject, key).Scan(&id)
+		store, title, c.Subject, key, req.Kind, article, req.DueBy, req.Note).Scan(&id)
 	replayed := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !replayed {
 		s.fail(w, r, err)
 		return
 	}
 	t := Task{Replayed: replayed}
-	var dueOut *string
+	var articleOut *int64
 	err = s.Pool.QueryRow(r.Context(), `
-		SELECT task_id, store_id, title, priority, to_char(due_date, 'YYYY-MM-DD') FROM mangrove.tasks WHERE idempotency_key = $1`, key).
-		Scan(&id, &t.StoreID, &t.Title, &t.Priority, &dueOut)
+		SELECT task_id, store_id, coalesce(kind, ''), article_id, title, coalesce(due_by, '') FROM mangrove.tasks WHERE idempotency_key = $1`, key).
+		Scan(&id, &t.StoreID, &t.Kind, &articleOut, &t.Title, &t.DueBy)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -408,11 +457,11 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "idempotency_key", "this Idempotency-Key was already used for another store")
 		return
 	}
-	if dueOut != nil {
-		t.DueDate = *dueOut
+	if articleOut != nil {
+		t.ArticleID = *articleOut
 	}
 	t.TaskNumber = fmt.Sprintf("T-%06d", id)
-	t.Summary = fmt.Sprintf("Task %s \"%s\" is on the board of store %d.", t.TaskNumber, t.Title, t.StoreID)
+	t.Summary = fmt.Sprintf("Task %s \"%s\" is on the board of store %d, due %s.", t.TaskNumber, t.Title, t.StoreID, strings.ReplaceAll(t.DueBy, "_", " "))
 	status := http.StatusCreated
 	if replayed {
 		status = http.StatusOK
@@ -435,10 +484,12 @@ func writeRequest(w http.ResponseWriter, r *http.Request, limit int64, body any)
 	return store, key, dec.Decode(body)
 }
 
-// Error is the body of every error answer.
+// Error is the body of every error answer. Candidates, when set, are the
+// articles an unknown article id may stand for.
 type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code       string      `json:"code"`
+	Message    string      `json:"message"`
+	Candidates []Candidate `json:"candidates,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -80,16 +80,34 @@ func TestUpstreamGuardsItself(t *testing.T) {
 		t.Fatalf("missing scope: %d", code)
 	}
 
-	if code, _ := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "", `{"title":"No key"}`); code != http.StatusBadRequest {
+	if code, _ := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "", `{"kind":"recount","dueBy":"today"}`); code != http.StatusBadRequest {
 		t.Fatalf("write without Idempotency-Key: %d", code)
 	}
-	code1, first := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "toolcall-c1-k1", `{"title":"Count milk"}`)
-	code2, second := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "toolcall-c1-k1", `{"title":"Count milk"}`)
+	code1, first := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "toolcall-c1-k1", `{"kind":"recount","articleId":40211,"dueBy":"today"}`)
+	code2, second := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "toolcall-c1-k1", `{"kind":"recount","articleId":40211,"dueBy":"today"}`)
 	var a, b upstream.Task
 	_ = json.Unmarshal([]byte(first), &a)
 	_ = json.Unmarshal([]byte(second), &b)
 	if code1 != 201 || code2 != 200 || a.TaskNumber == "" || a.TaskNumber != b.TaskNumber || a.Replayed || !b.Replayed {
 		t.Fatalf("repeated key: %d %s / %d %s", code1, first, code2, second)
+	}
+	// The system writes the title from the kind and the article.
+	if a.Title != "Recount UHT milk 1 L, case of 12" || a.Kind != "recount" || a.ArticleID != 40211 || a.DueBy != "today" {
+		t.Fatalf("task: %+v", a)
+	}
+	// An article id nobody has gets candidates, not a bare "not found".
+	for _, path := range []string{"/v1/stores/112/stock/4021", "/v1/stores/112/transfer-preview?articleId=40299&quantity=4"} {
+		code, body := call(t, "GET", srv.URL+path, tok, "", "")
+		var e upstream.Error
+		_ = json.Unmarshal([]byte(body), &e)
+		if code != http.StatusNotFound || e.Code != "unknown_article" || len(e.Candidates) < 2 || e.Candidates[0].ArticleID/100 != 402 ||
+			!strings.Contains(e.Message, "UHT milk") {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+	}
+	if code, body := call(t, "POST", srv.URL+"/v1/stores/112/tasks", tok, "toolcall-c1-k2", `{"kind":"recount","articleId":99,"dueBy":"today"}`); code != http.StatusNotFound ||
+		!strings.Contains(body, "candidates") {
+		t.Fatalf("a task about an unknown article: %d %s", code, body)
 	}
 }
 

@@ -41,7 +41,7 @@ func (s *Server) previewTransfer(w http.ResponseWriter, r *http.Request) {
 	err := s.Pool.QueryRow(r.Context(), `SELECT name, unit, cost_cents * $2 FROM mangrove.articles WHERE article_id = $1`, article, qty).
 		Scan(&p.Article, &p.Unit, &p.ValueCents)
 	if errors.Is(err, pgx.ErrNoRows) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("there is no article %d", article))
+		s.unknownArticle(w, r, article)
 		return
 	}
 	if err != nil {

@@ -257,7 +257,7 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 func TestHundredCasesRouteToTheAreaManager(t *testing.T) {
 	f := newFixture(t)
 	var seen workflows.Status
-	res := f.run(t, "hundred", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion"}`, ama(""), func(env tenv) {
+	res := f.run(t, "hundred", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama(""), func(env tenv) {
 		decide(t, env, time.Minute, &seen, approve(amaID))
 		decide(t, env, 2*time.Minute, nil, approve(kofiID))
 	})
@@ -271,7 +271,7 @@ func TestHundredCasesRouteToTheAreaManager(t *testing.T) {
 
 func TestOverLimitBeforeAnyCard(t *testing.T) {
 	f := newFixture(t)
-	res := f.run(t, "big", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"promotion"}`, kofi(""), nil)
+	res := f.run(t, "big", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"festival_peak"}`, kofi(""), nil)
 	if res.Status != "denied" || res.Code != policy.CodeOverLimit || !strings.Contains(res.Message, "$2,400.00") {
 		t.Fatalf("%+v", res)
 	}
@@ -289,20 +289,20 @@ func TestTransferLimitsPerStorePerDay(t *testing.T) {
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(storeManager(113)), approve(storeManager(114)))
 	}
 	for i := 1; i <= 5; i++ {
-		if res := f.run(t, "six", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":113}`, kofi(""), approveAt); res.Status != "executed" {
+		if res := f.run(t, "six", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":113}`, kofi(""), approveAt); res.Status != "executed" {
 			t.Fatalf("transfer %d: %s/%s %s", i, res.Status, res.Code, res.Message)
 		}
 	}
-	if res := f.run(t, "six", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":113}`, kofi(""), approveAt); res.Code != policy.CodeRateLimit {
+	if res := f.run(t, "six", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":113}`, kofi(""), approveAt); res.Code != policy.CodeRateLimit {
 		t.Fatalf("sixth: %s/%s", res.Status, res.Code)
 	}
 	// Spend: two 100-case transfers (192000 cents) then 10 more cases (9600) pass $2,000.00 in a day.
 	for i := 1; i <= 2; i++ {
-		if res := f.run(t, "spend", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"promotion","storeId":114}`, kofi(""), approveAt); res.Status != "executed" {
+		if res := f.run(t, "spend", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"festival_peak","storeId":114}`, kofi(""), approveAt); res.Status != "executed" {
 			t.Fatalf("spend %d: %s/%s %s", i, res.Status, res.Code, res.Message)
 		}
 	}
-	res := f.run(t, "spend", "c3", "request_stock_transfer", `{"articleId":40211,"quantity":10,"reason":"promotion","storeId":114}`, kofi(""), approveAt)
+	res := f.run(t, "spend", "c3", "request_stock_transfer", `{"articleId":40211,"quantity":10,"reason":"festival_peak","storeId":114}`, kofi(""), approveAt)
 	if res.Code != policy.CodeRateLimit || !strings.Contains(res.Message, "$2,000.00") {
 		t.Fatalf("over the daily spend: %s/%s %s", res.Status, res.Code, res.Message)
 	}
@@ -318,9 +318,9 @@ func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 		if i%2 == 0 {
 			during = nil // left to expire
 		}
-		f.run(t, "free", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""), during)
+		f.run(t, "free", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":116}`, kofi(""), during)
 	}
-	res := f.run(t, "free", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"other","storeId":116}`, kofi(""),
+	res := f.run(t, "free", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":116}`, kofi(""),
 		func(env tenv) {
 			decide(t, env, time.Minute, nil, approve(storeManager(116)))
 		})

@@ -36,7 +36,7 @@ var goldenPaths = []struct {
 	decisions []policy.Approval
 }{
 	{"allowed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
-	{"executed_task", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"title":"Check cooler 3"}`)}, nil},
+	{"executed_task", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 	{"denied_unknown_tool", workflows.ToolCallInput{Tool: "constructor", Args: json.RawMessage(`{}`)}, nil},
 	{"denied_tool_denied", workflows.ToolCallInput{Tool: "change_price", Args: json.RawMessage(`{"articleId":40211,"newPriceCents":1}`)}, nil},
 	{"denied_invalid_arguments", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"userId":"kofi"}`)}, nil},
@@ -48,12 +48,12 @@ var goldenPaths = []struct {
 	{"transfer_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Reject, Approver: amaID, Reason: "delivery due"}}},
 	{"transfer_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{}},
-	{"transfer_over_limit", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":250,"reason":"promotion"}`)}, nil},
+	{"transfer_over_limit", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":250,"reason":"festival_peak"}`)}, nil},
 	{"transfer_signed_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
-	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"promotion"}`)}, nil},
+	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
 }
 
 // lockingDecisions are one more unsigned decision than a card takes, then a

@@ -23,8 +23,9 @@ func kofi(conv string) policy.Session {
 	return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: stores, SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
 }
 
-func task(store int64, title string) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"title": title, "storeId": store})
+// task is a recount of UHT milk at a store, due today, with a note.
+func task(store int64, note string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"kind": "recount", "articleId": 40211, "dueBy": "today", "note": note, "storeId": store})
 	return b
 }
 

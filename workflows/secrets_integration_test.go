@@ -57,7 +57,7 @@ func TestTokenNeverLeavesTheActivity(t *testing.T) {
 	calls := []workflows.ToolCallInput{
 		{Tool: "get_stock", ToolCallID: "a", Args: json.RawMessage(`{"articleId":40211}`), Session: ama("tok")},
 		{Tool: "create_task", ToolCallID: "b", Args: task(112, "Recount milk"), Session: ama("tok")},
-		{Tool: "get_grn", ToolCallID: "c", Args: json.RawMessage(`{"grnNumber":"GRN-88190"}`), Session: ama("tok")},
+		{Tool: "get_grn", ToolCallID: "c", Args: json.RawMessage(`{"grnId":"GRN-88190"}`), Session: ama("tok")},
 	}
 	var results []string
 	for _, in := range calls {
@@ -254,11 +254,14 @@ func TestDisguisedSecretsAreRedacted(t *testing.T) {
 	if _, err := s.Owner.Exec(ctx, `INSERT INTO mangrove.procedures VALUES (999, 'Supplier portal access', $1)`, body); err != nil {
 		t.Fatal(err)
 	}
-	details, _ := json.Marshal(strings.Join(texts, "; "))
-	calls := []workflows.ToolCallInput{
-		{Tool: "create_task", ToolCallID: "args", Args: json.RawMessage(`{"title":"Rotate the supplier keys","details":` + string(details) + `}`), Session: ama("disguised")},
-		{Tool: "search_procedures", ToolCallID: "result", Args: json.RawMessage(`{"query":"supplier portal"}`), Session: ama("disguised")},
+	// Each secret in the note of its own task (a note is at most 200 characters).
+	var calls []workflows.ToolCallInput
+	for i, text := range texts {
+		note, _ := json.Marshal(text)
+		calls = append(calls, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("args", i),
+			Args: json.RawMessage(`{"kind":"call_supplier","dueBy":"today","note":` + string(note) + `}`), Session: ama("disguised")})
 	}
+	calls = append(calls, workflows.ToolCallInput{Tool: "search_procedures", ToolCallID: "result", Args: json.RawMessage(`{"query":"supplier portal"}`), Session: ama("disguised")})
 	var haystacks []string
 	for _, in := range calls {
 		res := s.Run(t, in)
@@ -267,8 +270,8 @@ func TestDisguisedSecretsAreRedacted(t *testing.T) {
 		}
 		haystacks = append(haystacks, string(res.Result))
 	}
-	if !strings.Contains(haystacks[1], "Supplier portal access") {
-		t.Fatalf("the search did not find the seeded procedure: %s", haystacks[1])
+	if last := haystacks[len(haystacks)-1]; !strings.Contains(last, "Supplier portal access") {
+		t.Fatalf("the search did not find the seeded procedure: %s", last)
 	}
 	// The result as the history holds it (the call's activity result, decrypted).
 	iter := s.Client.GetWorkflowHistory(ctx, workflows.WorkflowID("disguised", "result"), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -303,7 +306,7 @@ func TestDisguisedSecretsAreRedacted(t *testing.T) {
 		haystacks = append(haystacks, r)
 		audited++
 	}
-	if audited < 3 {
+	if audited < 2*len(disguisedSecrets) {
 		t.Fatalf("only %d audit rows", audited)
 	}
 	for _, h := range haystacks {

@@ -241,12 +241,32 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	if err == nil {
 		return pv, nil, nil
 	}
-	code, msg, retryable, auth := upstreamFailure(err, true)
+	failure := err
+	code, msg, retryable, auth := upstreamFailure(failure, true)
 	if code == policy.CodeUpstreamError {
 		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
 	}
 	res, err := c.failed(v, code, msg, retryable, auth)
+	if err == nil && res.Status == StatusFailed {
+		res.Result = refusalResult(failure, res.Result)
+	}
 	return pv, &res, err
+}
+
+// refusalResult is the result of a call the upstream refused: the articles
+// an unknown article id may stand for, so the model can ask the person
+// which one they mean; else def.
+func refusalResult(err error, def json.RawMessage) json.RawMessage {
+	var app *temporal.ApplicationError
+	var r activities.UpstreamRefusal
+	if !errors.As(err, &app) || app.Type() != activities.ErrUpstream || !app.HasDetails() || app.Details(&r) != nil || len(r.Candidates) == 0 {
+		return def
+	}
+	b, err := json.Marshal(map[string]any{"error": r.Code, "candidates": r.Candidates})
+	if err != nil {
+		return def
+	}
+	return b
 }
 
 // failed ends a call that could not run, with its audit row.
@@ -371,7 +391,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
-		return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
+		return c.result(StatusFailed, code, msg, retryable, auth, refusalResult(err, nil)), nil
 	}
 	c.setStatus(StatusExecuted, policy.CodeOK)
 	// Reads are audited by their decision row alone; calls that change something also get an executed row.

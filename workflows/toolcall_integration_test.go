@@ -35,10 +35,14 @@ func TestReadmeCalls(t *testing.T) {
 		{"extra field", "get_stock", `{"articleId":40211,"userId":"kofi"}`, nil, "denied", "invalid_arguments", false, ""},
 		{"change_price", "change_price", `{"articleId":40211,"newPriceCents":1}`, nil, "denied", "tool_denied", false, ""},
 		{"revoked or foreign credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, "failed", "credential_unavailable", true, ""},
-		{"unknown article", "get_stock", `{"articleId":99999}`, nil, "failed", "upstream_error", false, ""},
-		{"deliveries", "get_deliveries", `{}`, nil, "executed", "ok", false, `"nextCursor":"10"`},
-		{"grn", "get_grn", `{"grnNumber":"GRN-88213"}`, nil, "executed", "ok", false, "6 cases short"},
-		{"other store's grn", "get_grn", `{"grnNumber":"GRN-88190"}`, nil, "failed", "upstream_error", false, ""},
+		{"unknown article", "get_stock", `{"articleId":99999}`, nil, "failed", "upstream_error", false, `"candidates":[{"articleId":40207`},
+		{"ambiguous article", "get_stock", `{"articleId":4021}`, nil, "failed", "upstream_error", false, `{"articleId":40211,"name":"UHT milk 1 L, case of 12"}`},
+		{"deliveries today", "get_deliveries", `{}`, nil, "executed", "ok", false, `delayed, now expected today at 16:00`},
+		{"delayed only", "get_deliveries", `{"status":"delayed"}`, nil, "executed", "ok", false, `"total":1`},
+		{"deliveries tomorrow page", "get_deliveries", `{"day":"tomorrow"}`, nil, "executed", "ok", false, `"nextCursor":"10"`},
+		{"received yesterday with its GRN", "get_deliveries", `{"day":"yesterday"}`, nil, "executed", "ok", false, `"grnId":"GRN-88201"`},
+		{"grn", "get_grn", `{"grnId":"GRN-88213"}`, nil, "executed", "ok", false, "6 cases short"},
+		{"other store's grn", "get_grn", `{"grnId":"GRN-88190"}`, nil, "failed", "upstream_error", false, ""},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
