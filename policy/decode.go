@@ -296,3 +296,45 @@ func (e *ArgError) Error() string { return e.Msg }
 func argErrorf(format string, args ...any) error {
 	return &ArgError{Msg: fmt.Sprintf(format, args...)}
 }
+
+// RedactPII returns args with the free-text fields tagged redact:"pii"
+// passed through the sanitizer, for clients to apply before they start a
+// call, so not even the workflow's input holds a phone number or an e-mail
+// address in a task's note. Args that are not an object of the tool's
+// fields come back unchanged: the chain refuses them anyway.
+func RedactPII(tool string, args json.RawMessage) json.RawMessage {
+	spec, ok := Default().Spec(tool)
+	if !ok {
+		return args
+	}
+	var obj map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if dec.Decode(&obj) != nil {
+		return args
+	}
+	changed := false
+	t := spec.Args
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if sf.Tag.Get("redact") != "pii" {
+			continue
+		}
+		name := jsonName(sf)
+		var s string
+		if raw, ok := obj[name]; ok && json.Unmarshal(raw, &s) == nil {
+			if clean := sanitize.Text(s); clean != s {
+				obj[name], _ = json.Marshal(clean)
+				changed = true
+			}
+		}
+	}
+	if !changed || checkKeys(bytes.TrimSpace(args), fieldsOf(t)) != nil {
+		return args
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return args
+	}
+	return out
+}

@@ -117,3 +117,27 @@ func TestEveryToolHasAValidExample(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactPII: clients redact a task's note before starting a call; other
+// fields, other tools and args the chain would refuse pass unchanged.
+func TestRedactPII(t *testing.T) {
+	in := `{"kind":"call_supplier","dueBy":"today","note":"ring +233 24 555 0123, kwame@volta.example"}`
+	out := string(RedactPII("create_task", json.RawMessage(in)))
+	if strings.Contains(out, "555 0123") || strings.Contains(out, "kwame@") || !strings.Contains(out, `"kind":"call_supplier"`) {
+		t.Fatalf("redacted: %s", out)
+	}
+	for tool, args := range map[string]string{
+		"create_task":       `{"kind":"recount","dueBy":"today","note":"aisle 4"}`,
+		"search_procedures": `{"query":"call kwame@volta.example"}`,
+		"nope":              `{"note":"kwame@volta.example"}`,
+		"get_stock":         `not json`,
+	} {
+		if got := string(RedactPII(tool, json.RawMessage(args))); got != args {
+			t.Errorf("%s %s changed to %s", tool, args, got)
+		}
+	}
+	dup := `{"kind":"recount","dueBy":"today","note":"kwame@volta.example","note":"x"}`
+	if got := string(RedactPII("create_task", json.RawMessage(dup))); got != dup {
+		t.Errorf("args with a duplicate key were rewritten (the chain must still refuse them): %s", got)
+	}
+}

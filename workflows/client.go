@@ -21,6 +21,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallIn
 	if err := checkIDs(in); err != nil {
 		return nil, err
 	}
+	in.Args = policy.RedactPII(in.Tool, in.Args)
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	run, err := c.ExecuteWorkflow(ctx, startOptions(id, taskQueue, in), WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -45,6 +46,7 @@ func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInp
 	if err := checkIDs(in); err != nil {
 		return Outcome{}, nil, err
 	}
+	in.Args = policy.RedactPII(in.Tool, in.Args)
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	op := c.NewWithStartWorkflowOperation(startOptions(id, taskQueue, in), WorkflowType, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
