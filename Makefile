@@ -6,10 +6,11 @@ export GOBIN := $(CURDIR)/bin
 TEMPORAL_VERSION    := v1.5.1
 STATICCHECK_VERSION := v0.7.0
 WORKFLOWCHECK_VER   := v0.6.0
-DATABASE_URL        ?= postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable
-export DATABASE_URL
+# DATABASE_URL: set it to use your own server; unset, make dev and make test run a
+# private cluster (scripts/pg.sh) and never touch the machine's.
+WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: dev test lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
+.PHONY: dev test test-all lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -17,7 +18,9 @@ dev: tools build
 
 ## test: lint, then every test with the real dev server, PostgreSQL and Chromium (nothing skips).
 test: tools browser lint
-	./scripts/require-postgres.sh
+	$(WITH_PG) $(MAKE) test-all
+
+test-all:
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x
 	$(MAKE) chaos CHAOS_CALLS=60
@@ -36,6 +39,7 @@ build:
 	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream ./approvals/cmd/approvals
 
 migrate:
+	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL (make dev migrates its private cluster itself)"; exit 1; }
 	go run ./starter migrate
 
 ## browser: Debian's Chromium for the card UI's browser tests, unless one is installed.
@@ -45,8 +49,7 @@ browser:
 
 ## screenshot: the card UI as docs/card.png, from the browser test.
 screenshot: tools browser
-	./scripts/require-postgres.sh
-	TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_SCREENSHOT=$(CURDIR)/docs/card.png go test -count=1 -run TestCardUIInABrowser ./approvals
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_SCREENSHOT=$(CURDIR)/docs/card.png go test -count=1 -run TestCardUIInABrowser ./approvals
 
 ## tools: the Temporal CLI (unless one is on PATH), staticcheck and workflowcheck, into bin/.
 tools: temporal bin/staticcheck bin/workflowcheck
@@ -63,18 +66,18 @@ bin/workflowcheck:
 
 ## reset: forget the dev stack's state (toolgate database, Temporal history, keys) so the demo numbers start over.
 reset:
-	psql "$(subst /toolgate?,/postgres?,$(DATABASE_URL))" -c 'DROP DATABASE IF EXISTS toolgate WITH (FORCE)'
+	@if [ -n "$$DATABASE_URL" ]; then psql "$$(echo "$$DATABASE_URL" | sed 's|/toolgate?|/postgres?|')" -c 'DROP DATABASE IF EXISTS toolgate WITH (FORCE)'; fi
+	-./scripts/pg.sh stop .dev/pg
 	rm -rf .dev
 
 clean:
 	rm -rf bin .dev
 
 ## chaos: mixed calls while the worker is SIGKILLed at random and the upstream and PostgreSQL restart once each
-## (make test runs 60 calls). It restarts the machine's PostgreSQL cluster.
+## (make test runs 60 calls). It restarts only a private cluster; with your own DATABASE_URL it leaves PostgreSQL alone.
 CHAOS_CALLS ?= 300
 chaos: tools
-	./scripts/require-postgres.sh
-	TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
 ## fuzz: the chain and the sanitizer under go test -fuzz (make test runs a short pass).
 FUZZ_AUTHORIZE ?= 1000000x
@@ -87,8 +90,7 @@ fuzz:
 ## then the policy engines, then 10,000 pending approvals (about 20 minutes; BENCH_PENDING=1000 for a short
 ## run). Raw figures and the chart go to bench/results/.
 bench: tools
-	./scripts/require-postgres.sh
-	TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
 	cd bench && go run ./chart
 	$(MAKE) bench-policy
 	$(MAKE) bench-pending
@@ -96,8 +98,7 @@ bench: tools
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires. About 15 minutes.
 bench-pending: tools
-	./scripts/require-postgres.sh
-	TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-10000} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-10000} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:
@@ -107,10 +108,8 @@ bench-policy:
 
 ## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).
 prove: tools
-	./scripts/require-postgres.sh
-	python3 scripts/prove.py
+	$(WITH_PG) python3 scripts/prove.py
 
 ## golden: record the golden histories under workflows/testdata/golden from a real run (commit them).
 golden: tools
-	./scripts/require-postgres.sh
-	TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_RECORD_GOLDEN=1 go test -count=1 -run RecordGoldenHistories ./workflows
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_RECORD_GOLDEN=1 go test -count=1 -run RecordGoldenHistories ./workflows

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// Audit events of DESIGN.md.
+// Audit events of docs/contract.md.
 const (
 	EventAllowed         = "allowed"
 	EventNeedsApproval   = "needs_approval"

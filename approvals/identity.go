@@ -24,7 +24,7 @@ type Identity interface {
 // DemoPassword signs in every demo user.
 const DemoPassword = "demo"
 
-// DemoIdentity signs in the seed users of DESIGN.md with DemoPassword.
+// DemoIdentity signs in the seed users of docs/contract.md with DemoPassword.
 type DemoIdentity struct{}
 
 var demoUsers = []User{

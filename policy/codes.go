@@ -1,6 +1,6 @@
 package policy
 
-// Code is one member of DESIGN.md's closed set of outcome codes. The
+// Code is one member of the contract's (docs/contract.md) closed set of outcome codes. The
 // model-facing message, the audit reason and the tests all key off these
 // exact strings.
 type Code string
@@ -29,7 +29,7 @@ const (
 	CodeIdempotencyConflict Code = "idempotency_conflict"
 )
 
-// Codes lists the whole closed set, in DESIGN.md's order.
+// Codes lists the whole closed set, in the contract's (docs/contract.md) order.
 var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
 	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
@@ -47,7 +47,7 @@ func (c Code) Valid() bool {
 	return false
 }
 
-// Step is a position in the authorization chain of DESIGN.md.
+// Step is a position in the authorization chain of docs/contract.md.
 type Step int
 
 // The steps of the chain, in the order they run.

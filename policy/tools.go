@@ -9,7 +9,7 @@ import (
 // row can raise but never lower.
 type Tier string
 
-// The risk tiers of DESIGN.md.
+// The risk tiers of docs/contract.md.
 const (
 	TierRead            Tier = "read"
 	TierWriteReversible Tier = "write_reversible"

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Defaults of DESIGN.md.
+// Defaults of docs/contract.md.
 const (
 	DefaultMaxChars = 4000
 	DefaultMaxItems = 10

@@ -5,16 +5,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
 export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
-export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable}"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
 mkdir -p .dev
 pids=()
-cleanup() { trap - EXIT INT TERM; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+private_pg=""
+cleanup() {
+  trap - EXIT INT TERM
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  if [ -n "$private_pg" ]; then ./scripts/pg.sh stop "$private_pg"; fi
+}
 trap cleanup EXIT INT TERM
 
-./scripts/require-postgres.sh
+if [ -n "${DATABASE_URL:-}" ]; then
+  echo "using DATABASE_URL"
+else
+  # A private cluster in .dev/pg (kept between runs, so the demo data stays; make reset forgets it).
+  chmod 755 .dev
+  private_pg=.dev/pg
+  server="$(./scripts/pg.sh start "$private_pg")"
+  export DATABASE_URL="${server%/postgres?*}/toolgate?sslmode=disable"
+fi
 
 host="${TEMPORAL_ADDRESS%:*}"; port="${TEMPORAL_ADDRESS##*:}"
 sa_flags=(); for sa in $(bin/starter search-attributes); do sa_flags+=(--search-attribute "$sa"); done

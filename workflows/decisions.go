@@ -15,6 +15,11 @@ import (
 // code locked, and nothing can approve it afterwards.
 const MaxRefusedDecisions = 20
 
+// batchSize bounds the decisions read in one wake-up, so a flood never
+// holds a workflow task past the SDK's deadlock detector (1 s); the rest
+// wait in the channel for the next turn of the loop.
+const batchSize = 64
+
 // codeLocked marks a wait that ended in a lock.
 const codeLocked = string(policy.CodeLocked)
 
@@ -55,7 +60,7 @@ func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, string,
 		var batch []received
 		expired := false
 		sel := workflow.NewSelector(c.ctx)
-		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch) })
+		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch, batchSize) })
 		sel.AddFuture(timer, func(workflow.Future) { expired = true })
 		sel.Select(c.ctx)
 		if expired {
@@ -78,7 +83,7 @@ func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, string,
 			late = late || f.code == policy.CodeExpired
 			refused = append(refused, f)
 		}
-		if err := c.refuseAll(refused, ""); err != nil {
+		if err := c.refuseAll(refused, 0, "", ""); err != nil {
 			return policy.Approval{}, "", err
 		}
 		switch {
@@ -112,13 +117,13 @@ func (g guard) judge(r received, now time.Time) refusal {
 	return f
 }
 
-// takeDecisions empties the signal channel. A payload the data converter
-// cannot decode (not JSON, or encrypted with a key this worker lacks) is
-// dropped by the SDK while receiving; the channel's length before and after
-// counts it, so it is refused like any other bad decision.
-func takeDecisions(ch workflow.ReceiveChannel) []received {
+// takeDecisions reads up to max payloads from the signal channel. A payload
+// the data converter cannot decode (not JSON, or encrypted with a key this
+// worker lacks) is dropped by the SDK while receiving; the channel's length
+// before and after counts it, so it is refused like any other bad decision.
+func takeDecisions(ch workflow.ReceiveChannel, max int) []received {
 	var out []received
-	for ch.Len() > 0 {
+	for ch.Len() > 0 && len(out) < max {
 		before := ch.Len()
 		var raw json.RawMessage
 		ok := ch.ReceiveAsync(&raw)
@@ -145,9 +150,9 @@ func takeDecisions(ch workflow.ReceiveChannel) []received {
 // refuseAll audits refused decisions in one write, up to the cap; past it
 // they are counted, not written one by one. A non-empty summary writes one
 // row for the ones past the cap.
-func (c *call) refuseAll(refused []refusal, summary string) error {
+func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryCode policy.Code) error {
 	var rows []activities.AuditInput
-	over := 0
+	over := unread
 	for _, f := range refused {
 		c.refused++
 		c.countApproval("refused_" + string(f.code))
@@ -167,8 +172,8 @@ func (c *call) refuseAll(refused []refusal, summary string) error {
 		rows = append(rows, row)
 	}
 	if over > 0 && summary != "" {
-		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: refused[len(refused)-1].code,
-			Message: fmt.Sprintf("%d more decisions arrived %s, past the cap of %d audited one by one; none counted", over, summary, MaxRefusedDecisions),
+		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: summaryCode,
+			Message: fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions),
 			StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
 	}
 	if len(rows) == 0 {
@@ -185,8 +190,12 @@ func (c *call) drainGuarded(final string, code policy.Code) error {
 	if code == policy.CodeOK {
 		code = policy.CodeInvalidArguments
 	}
-	pending := append(c.late, takeDecisions(workflow.GetSignalChannel(c.ctx, ApprovalSignal))...)
+	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
+	pending := append(c.late, takeDecisions(ch, batchSize)...)
 	c.late = nil
+	// Past one batch nothing more is read: the card has ended, and what is
+	// left is counted in the summary row unread.
+	unread := ch.Len()
 	refused := make([]refusal, 0, len(pending))
 	for _, r := range pending {
 		f := refusal{received: r, code: code, why: "the card is no longer pending (it is " + final + ")"}
@@ -195,5 +204,5 @@ func (c *call) drainGuarded(final string, code policy.Code) error {
 		}
 		refused = append(refused, f)
 	}
-	return c.refuseAll(refused, "after the card was "+final)
+	return c.refuseAll(refused, unread, "after the card was "+final, code)
 }

@@ -1,5 +1,5 @@
 // Package workflows holds ToolCall, the durable workflow that carries one
-// tool call from proposal to outcome along DESIGN.md's chain.
+// tool call from proposal to outcome along the contract's (docs/contract.md) chain.
 package workflows
 
 import (
@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Wire names of DESIGN.md.
+// Wire names of docs/contract.md.
 const (
 	TaskQueue      = "toolgate"
 	WorkflowType   = "ToolCall"
@@ -85,7 +85,7 @@ type Settings struct {
 	ApprovalKeys policy.ApprovalKeys
 }
 
-// DefaultApprovalTTL is the wait of DESIGN.md.
+// DefaultApprovalTTL is the wait of docs/contract.md.
 const DefaultApprovalTTL = 30 * time.Minute
 
 // Register registers the workflows on the worker.

@@ -1,4 +1,4 @@
-// Package config reads the environment variables of DESIGN.md, with the
+// Package config reads the environment variables of docs/contract.md, with the
 // defaults of `make dev`.
 package config
 
@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// Defaults of DESIGN.md.
+// Defaults of docs/contract.md.
 const (
 	DefaultTemporalAddress = "127.0.0.1:7233"
 	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/toolgate?sslmode=disable"

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,10 +98,18 @@ func unavailable(t testing.TB, format string, args ...any) {
 	t.Skipf("skipped: "+format+" (set TOOLGATE_REQUIRE_SERVICES=1 to fail instead)", args...)
 }
 
-// ServerURL is the PostgreSQL server tests create their databases on.
+// ServerURL is the PostgreSQL server tests create their databases on:
+// TOOLGATE_TEST_DATABASE_URL (make test's private cluster), else the server
+// of DATABASE_URL, else 127.0.0.1:5432.
 func ServerURL() string {
 	if v := os.Getenv("TOOLGATE_TEST_DATABASE_URL"); v != "" {
 		return v
+	}
+	if v := os.Getenv("DATABASE_URL"); v != "" {
+		if u, err := url.Parse(v); err == nil && u.Scheme != "" {
+			u.Path = "/postgres"
+			return u.String()
+		}
 	}
 	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
