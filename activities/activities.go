@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -30,7 +29,6 @@ type Activities struct {
 	HTTP        *http.Client
 	UpstreamURL string
 	Sanitizer   sanitize.Sanitizer
-	Policy      *policy.Policy
 	Logger      *zap.Logger
 	// Temporal reads an earlier run's result when a later run of the same
 	// call ID is refused; nil leaves that result out.

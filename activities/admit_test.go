@@ -18,8 +18,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 func admitIn(note string) activities.AdmitInput {
 	args, _ := json.Marshal(map[string]any{"kind": "recount", "dueBy": "today", "note": note, "storeId": 112})
-	return activities.AdmitInput{Request: policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
-		UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}}
+	return checked(policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
+		UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}, nil)
+}
+
+// checked is what the workflow sends admission: its recorded verdict of
+// steps 0-6 for the request.
+func checked(req policy.Request, value *int64) activities.AdmitInput {
+	return activities.AdmitInput{Verdict: policy.Default().Check(req, value), Tool: req.Tool, Session: req.Session, ValueCents: value}
 }
 
 // TestAdmitIsRaceFree: 60 admissions at once with 25 of 30 used admit
@@ -80,7 +86,7 @@ func TestAdmitRetryReturnsTheRecordedDecision(t *testing.T) {
 		t.Fatalf("30th: %v %s", err, first.Code)
 	}
 	again, err := a.AdmitRun(ctx, "wf-30", "run", admitIn("Thirtieth"))
-	if err != nil || again.Code != policy.CodeOK || again.Decision != first.Decision || string(again.Args) != string(first.Args) {
+	if err != nil || again.Code != policy.CodeOK || again != first {
 		t.Fatalf("retry: %v %+v, want the first decision %+v", err, again, first)
 	}
 	var rows int
@@ -110,7 +116,7 @@ func TestAdmitWaitsForTheBucketLock(t *testing.T) {
 	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, activities.LockID("create_task/store/112/86400")); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan policy.Verdict, 1)
+	done := make(chan activities.AdmitResult, 1)
 	go func() {
 		v, err := a.AdmitRun(ctx, "late", "run", admitIn("Late"))
 		if err != nil {

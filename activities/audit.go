@@ -166,9 +166,14 @@ func clean(s string) string {
 	return s
 }
 
-// AdmitInput asks for step 7 of the chain and the decision's audit row.
+// AdmitInput asks for step 7 on the verdict the workflow recorded, and the
+// decision's audit row.
 type AdmitInput struct {
-	Request    policy.Request `json:"request"`
+	// Verdict is the workflow's recorded verdict of steps 0-6: the limits it
+	// names are the ones counted.
+	Verdict    policy.Verdict `json:"verdict"`
+	Tool       string         `json:"tool"`
+	Session    policy.Session `json:"session"`
 	ValueCents *int64         `json:"valueCents,omitempty"`
 	// Action, when set, is what will run (the dry run's choices included);
 	// the decision row records it instead of the model's args.
@@ -177,58 +182,74 @@ type AdmitInput struct {
 	Claim *Claim `json:"claim,omitempty"`
 }
 
-// Admit runs the whole chain with usage counted from audit_log and writes
+// AdmitResult is step 7's answer: the decision that stands (the recorded
+// one, or a rate_limit denial). Its JSON names are the verdict's, so calls
+// recorded when admission returned a whole verdict replay.
+type AdmitResult struct {
+	Decision policy.Decision `json:"decision"`
+	Code     policy.Code     `json:"code"`
+	Message  string          `json:"message"`
+	Step     policy.Step     `json:"step"`
+}
+
+// Allowed reports whether the call was admitted.
+func (r AdmitResult) Allowed() bool { return r.Decision != policy.DecisionDeny }
+
+// Admit is step 7: it counts, from audit_log, the usage of each limit the
+// workflow's recorded verdict names, judges it with policy.Admit, and writes
 // the decision row in the same transaction, holding an advisory lock per
-// limit bucket: N concurrent calls can never pass a limit of N-1.
-// A retry returns the decision already recorded for this run.
-func (a *Activities) Admit(ctx context.Context, in AdmitInput) (policy.Verdict, error) {
+// limit bucket: N concurrent calls can never pass a limit of N-1. It never
+// re-runs steps 0-6; the workflow decided those once. A retry returns the
+// decision already recorded for this run.
+func (a *Activities) Admit(ctx context.Context, in AdmitInput) (AdmitResult, error) {
 	wf, run := workflowIDs(ctx)
 	return a.AdmitRun(ctx, wf, run, in)
 }
 
-// AdmitRun is Admit for a named workflow run.
-func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput) (policy.Verdict, error) {
-	pre := a.Policy.Check(in.Request, in.ValueCents)
+// AdmitRun is Admit for a named workflow run (tests and tools that admit
+// outside an activity).
+func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput) (AdmitResult, error) {
+	pre := in.Verdict
 	tx, err := a.Pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
-		return policy.Verdict{}, fmt.Errorf("admit: begin: %w", err)
+		return AdmitResult{}, fmt.Errorf("admit: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
-	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Request.Tool, in.Request.Session.UserID)
+	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Tool, in.Session.UserID)
 	if err != nil {
-		return policy.Verdict{}, fmt.Errorf("admit: %w", err)
+		return AdmitResult{}, fmt.Errorf("admit: %w", err)
 	}
 	if sr != nil {
 		_ = tx.Rollback(ctx)
-		return policy.Verdict{}, a.secondRun(ctx, wf, sr)
+		return AdmitResult{}, a.secondRun(ctx, wf, sr)
 	}
 
 	keys := slices.Clone(pre.Limits)
 	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
 	for _, k := range keys {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
-			return policy.Verdict{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
+			return AdmitResult{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
 		}
 	}
 	var event, reason, message string
 	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, '') FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
 		Scan(&event, &reason, &message)
 	if err == nil {
-		return recorded(pre, event, reason, message), nil
+		return recorded(event, reason, message), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return policy.Verdict{}, fmt.Errorf("admit: look up decision: %w", err)
+		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
 	}
 
-	facts := policy.Facts{ValueCents: in.ValueCents}
+	usage := make([]policy.Usage, 0, len(pre.Limits))
 	for _, k := range pre.Limits {
 		u, err := countUsage(ctx, tx, k)
 		if err != nil {
-			return policy.Verdict{}, err
+			return AdmitResult{}, err
 		}
-		facts.Usage = append(facts.Usage, u)
+		usage = append(usage, u)
 	}
-	v := a.Policy.Authorize(in.Request, facts)
+	v := policy.Admit(pre, in.ValueCents, usage)
 	event = EventAllowed
 	switch v.Decision {
 	case policy.DecisionDeny:
@@ -236,37 +257,31 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	case policy.DecisionApprove:
 		event = EventNeedsApproval
 	}
-	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Request.Tool, Session: in.Request.Session,
-		Args: v.Args, StoreID: v.StoreID, Value: in.ValueCents, Message: v.Message}
+	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Tool, Session: in.Session,
+		Args: pre.Args, StoreID: pre.StoreID, Value: in.ValueCents, Message: v.Message}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
 	}
-	if len(row.Args) == 0 {
-		row.Args = in.Request.Args
-	}
 	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
-		return policy.Verdict{}, err
+		return AdmitResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return policy.Verdict{}, fmt.Errorf("admit: commit: %w", err)
+		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
 	}
-	return v, nil
+	return AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}, nil
 }
 
-// recorded rebuilds the verdict a previous attempt committed: the decision
+// recorded rebuilds the decision a previous attempt committed: the decision
 // row is the truth, since counting again would count that row itself.
-func recorded(pre policy.Verdict, event, reason, message string) policy.Verdict {
-	v := pre
-	v.Code, v.Message = policy.Code(reason), message
+func recorded(event, reason, message string) AdmitResult {
+	r := AdmitResult{Code: policy.Code(reason), Message: message, Decision: policy.DecisionAllow}
 	switch event {
 	case EventDenied:
-		v.Decision, v.Step = policy.DecisionDeny, policy.StepRateLimit
+		r.Decision, r.Step = policy.DecisionDeny, policy.StepRateLimit
 	case EventNeedsApproval:
-		v.Decision = policy.DecisionApprove
-	default:
-		v.Decision = policy.DecisionAllow
+		r.Decision = policy.DecisionApprove
 	}
-	return v
+	return r
 }
 
 // freed leaves out cards that were rejected or expired: nothing ran, so

@@ -35,8 +35,9 @@ func TestEveryLimitHoldsUnderConcurrency(t *testing.T) {
 					if row.HardLimitCents > 0 && value > row.HardLimitCents {
 						value = row.HardLimitCents
 					}
-					in := activities.AdmitInput{Request: policy.Request{Tool: row.Tool, Args: json.RawMessage(spec.Example), Session: sess}, ValueCents: &value}
-					if v := p.Check(in.Request, &value); v.Code != policy.CodeOK {
+					req := policy.Request{Tool: row.Tool, Args: json.RawMessage(spec.Example), Session: sess}
+					in := activities.AdmitInput{Verdict: p.Check(req, &value), Tool: row.Tool, Session: sess, ValueCents: &value}
+					if v := in.Verdict; v.Code != policy.CodeOK {
 						t.Fatalf("the example call does not pass steps 0-6: %s %s", v.Code, v.Message)
 					}
 					// Fill the bucket straight into audit_log, as earlier calls would have.

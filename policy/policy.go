@@ -124,13 +124,17 @@ type Usage struct {
 }
 
 // LimitKey names one limit bucket to count, e.g. create_task/store/112/86400.
+// It carries the limit's bounds, so admission counts and judges exactly the
+// limits the recorded verdict names.
 type LimitKey struct {
-	Key    string `json:"key"`
-	Tool   string `json:"tool"`
-	Scope  Scope  `json:"scope"`
-	UserID string `json:"userId,omitempty"`
-	Store  int64  `json:"store,omitempty"`
-	Window Window `json:"window"`
+	Key      string `json:"key"`
+	Tool     string `json:"tool"`
+	Scope    Scope  `json:"scope"`
+	UserID   string `json:"userId,omitempty"`
+	Store    int64  `json:"store,omitempty"`
+	Window   Window `json:"window"`
+	MaxCalls int    `json:"maxCalls,omitempty"`
+	MaxCents int64  `json:"maxCents,omitempty"`
 }
 
 // Verdict is the outcome of the chain.
@@ -177,8 +181,16 @@ func deny(step Step, msg string) Verdict {
 	return Verdict{Decision: DecisionDeny, Code: step.Code(), Step: step, Message: msg}
 }
 
-// Check runs steps 0 to 6 of the chain, everything that needs no counting.
-// A passing verdict carries the limit buckets that step 7 must count.
+// The chain, top to bottom: front (steps 0-2), Decode (step 3), the
+// session's credential and stores and the call's value (steps 4-6), then
+// step 7 on the limits. Check is what the workflow runs and records; Admit
+// is step 7 on that record, run by admission against the audit log's
+// counts; Decide is the whole chain on decoded args, for callers that count
+// usage themselves.
+
+// Check runs steps 0 to 6, everything that needs no counting. A passing
+// verdict is the record the workflow keeps: the canonical args, the tool's
+// spec facts, and the limits step 7 must count, with their bounds.
 func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 	e, v := p.front(req.Tool, req.Session)
 	if e == nil {
@@ -188,23 +200,77 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 	if err != nil {
 		return deny(StepArguments, err.Error())
 	}
-	return p.back(e, args, req.Session, valueCents, nil, true)
+	if v = p.steps4to6(e, args, req.Session, valueCents); !v.Allowed() {
+		return v
+	}
+	canonical, err := json.Marshal(args)
+	if err != nil {
+		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+	}
+	v.Args = canonical
+	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout}
+	if len(e.row.Limits) > 0 {
+		v.Limits = make([]LimitKey, 0, len(e.row.Limits))
+		for _, l := range e.row.Limits {
+			v.Limits = append(v.Limits, limitKey(e.spec.Name, l, req.Session.UserID, v.StoreID))
+		}
+	}
+	return v
 }
 
-// Decide runs the chain on args already decoded into the tool's args type
-// (a pointer, as Decode returns), with usage and value as facts. It skips
-// the canonical encoding and limit keys that only the workflow needs, so an
-// allowed call costs no allocation.
+// Admit is step 7 on a verdict Check recorded: each limit it names, with
+// the usage already counted in its window (same order) and this call's
+// value, stays within its bounds. Missing usage fails closed.
+func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
+	if !v.Allowed() {
+		return v
+	}
+	if v.NeedsPreview {
+		return deny(StepHardLimit, "The call could not be valued, so it cannot be checked against its limits. Retry once; if it fails again, tell the person.")
+	}
+	if len(usage) != len(v.Limits) {
+		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+	}
+	value := deref(valueCents)
+	for i, k := range v.Limits {
+		if over, ok := overLimit(k.Tool, Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}, v.StoreID, usage[i], value); !ok {
+			return over
+		}
+	}
+	return v
+}
+
+// Authorize runs the whole chain, steps 0 to 7: Check, then Admit with the
+// usage in f.
+func (p *Policy) Authorize(req Request, f Facts) Verdict {
+	return Admit(p.Check(req, f.ValueCents), f.ValueCents, f.Usage)
+}
+
+// Decide runs the whole chain on args already decoded into the tool's args
+// type (a pointer, as Decode returns), with usage and value as facts. It
+// records nothing (no canonical args, no limit keys), so an allowed call
+// costs no allocation.
 func (p *Policy) Decide(tool string, args any, s Session, f Facts) Verdict {
 	e, v := p.front(tool, s)
 	if e == nil {
 		return v
 	}
-	return p.back(e, args, s, f.ValueCents, &f, false)
+	if v = p.steps4to6(e, args, s, f.ValueCents); !v.Allowed() || v.NeedsPreview {
+		return v
+	}
+	if len(f.Usage) != len(e.row.Limits) {
+		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+	}
+	for i, l := range e.row.Limits {
+		if over, ok := overLimit(tool, l, v.StoreID, f.Usage[i], deref(f.ValueCents)); !ok {
+			return over
+		}
+	}
+	return v
 }
 
-// front runs steps 0 to 2: registered, not denied, role. A nil entry comes
-// with the refusal.
+// front runs steps 0 to 2: registered, not denied, a sound session with a
+// listed role. A nil entry comes with the refusal.
 func (p *Policy) front(tool string, s Session) (*entry, Verdict) {
 	e, ok := p.entries[tool]
 	if !ok {
@@ -223,8 +289,12 @@ func (p *Policy) front(tool string, s Session) (*entry, Verdict) {
 	return e, Verdict{}
 }
 
-// back runs steps 4 to 6, and step 7 when facts carry the usage.
-func (p *Policy) back(e *entry, args any, s Session, valueCents *int64, facts *Facts, encode bool) Verdict {
+// steps4to6 runs steps 4 to 6 on decoded args: a credential when the tool
+// needs one, the stores the args name (filling the session's first when
+// they name none), and the dry run's value against the hard limit and the
+// approver routing. A dry-run tool without its value yet passes with
+// NeedsPreview set.
+func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Verdict {
 	spec, row, decision := &e.spec, &e.row, e.decision
 	if spec.RequiresCredential && (s.CredentialRef == "" || s.UserID == "") {
 		v := deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
@@ -255,16 +325,8 @@ func (p *Policy) back(e *entry, args any, s Session, valueCents *int64, facts *F
 	if decision == DecisionApprove {
 		v.Message = "Waiting for a person to approve."
 	}
-	if encode {
-		v.Tool = &ToolFacts{Tier: spec.Tier, Idempotent: spec.Idempotent, Timeout: spec.Timeout}
-		canonical, err := json.Marshal(args)
-		if err != nil {
-			return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
-		}
-		v.Args = canonical
-	}
 	if spec.DryRun && valueCents == nil {
-		// Steps 6 and 7 need the dry run's value; the caller previews and checks again.
+		// Step 6 needs the dry run's value; the caller previews and checks again.
 		v.NeedsPreview, v.Message = true, "Needs a dry run."
 		return v
 	}
@@ -277,76 +339,45 @@ func (p *Policy) back(e *entry, args any, s Session, valueCents *int64, facts *F
 				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
 		}
 	}
-	var value int64
-	if valueCents != nil {
-		value = *valueCents
-	}
 	if decision == DecisionApprove {
-		role, ok := row.ApproverFor(value)
+		role, ok := row.ApproverFor(deref(valueCents))
 		if !ok {
-			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(value)))
+			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
 		}
 		v.ApproverRole = role
-	}
-	if facts == nil {
-		if len(row.Limits) > 0 {
-			v.Limits = make([]LimitKey, 0, len(row.Limits))
-			for _, l := range row.Limits {
-				v.Limits = append(v.Limits, limitKey(spec.Name, l, s.UserID, store))
-			}
-		}
-		return v
-	}
-	return p.limits(v, spec.Name, row, store, value, facts.Usage)
-}
-
-// Authorize runs the whole chain, steps 0 to 7, stopping at the first failure.
-func (p *Policy) Authorize(req Request, f Facts) Verdict {
-	v := p.Check(req, f.ValueCents)
-	if !v.Allowed() {
-		return v
-	}
-	if v.NeedsPreview {
-		return deny(StepHardLimit, fmt.Sprintf("%s could not be valued, so it cannot be checked against its limits. Retry once; if it fails again, tell the person.", req.Tool))
-	}
-	var value int64
-	if f.ValueCents != nil {
-		value = *f.ValueCents
-	}
-	return p.limits(v, req.Tool, &p.entries[req.Tool].row, v.StoreID, value, f.Usage)
-}
-
-// limits is step 7: each limit's usage plus this call stays within it.
-// Missing usage fails closed.
-func (p *Policy) limits(v Verdict, tool string, row *Row, store, value int64, usage []Usage) Verdict {
-	if len(usage) != len(row.Limits) {
-		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
-	}
-	for i, l := range row.Limits {
-		u := usage[i]
-		callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls
-		centsOver := l.MaxCents > 0 && u.Cents+value > l.MaxCents
-		if !callsOver && !centsOver {
-			continue
-		}
-		who := "the signed-in person"
-		if l.Scope == PerStore {
-			who = fmt.Sprintf("store %d", store)
-		}
-		if callsOver {
-			return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
-				tool, l.MaxCalls, l.Window, who))
-		}
-		if centsOver {
-			return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
-				tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
-		}
 	}
 	return v
 }
 
+func deref(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+// overLimit is step 7 for one limit: its usage plus this call stays within
+// its bounds, or the refusal says which bound and for whom.
+func overLimit(tool string, l Limit, store int64, u Usage, value int64) (Verdict, bool) {
+	callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls
+	centsOver := l.MaxCents > 0 && u.Cents+value > l.MaxCents
+	if !callsOver && !centsOver {
+		return Verdict{}, true
+	}
+	who := "the signed-in person"
+	if l.Scope == PerStore {
+		who = fmt.Sprintf("store %d", store)
+	}
+	if callsOver {
+		return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
+			tool, l.MaxCalls, l.Window, who)), false
+	}
+	return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
+		tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents))), false
+}
+
 func limitKey(tool string, l Limit, user string, store int64) LimitKey {
-	k := LimitKey{Tool: tool, Scope: l.Scope, Window: l.Window}
+	k := LimitKey{Tool: tool, Scope: l.Scope, Window: l.Window, MaxCalls: l.MaxCalls, MaxCents: l.MaxCents}
 	who := ""
 	if l.Scope == PerStore {
 		k.Store = store

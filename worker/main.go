@@ -16,7 +16,6 @@ import (
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pg"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
@@ -75,7 +74,7 @@ func run(log *zap.Logger) error {
 	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys})
 	activities.Register(w, &activities.Activities{
 		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,
-		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Policy: policy.Default(), Logger: log, Temporal: c,
+		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Logger: log, Temporal: c,
 	})
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())

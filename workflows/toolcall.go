@@ -132,7 +132,7 @@ func (c *call) run() (ToolCallResult, error) {
 	}
 	if v.Allowed() {
 		var err error
-		if v, err = c.admit(); err != nil {
+		if v, err = c.admit(v); err != nil {
 			return c.rerun(err)
 		}
 	}
@@ -278,11 +278,12 @@ func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable,
 	return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
 }
 
-// admit runs step 7 against the audit log and records the decision row.
+// admit runs step 7 on the recorded verdict against the audit log, which
+// writes the decision row. The verdict stands unless a limit refuses it.
 // Admission retries until PostgreSQL answers, so an error here is a bug.
-func (c *call) admit() (policy.Verdict, error) {
-	var v policy.Verdict
-	in := activities.AdmitInput{Request: c.req, Claim: c.claim()}
+func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
+	var res activities.AdmitResult
+	in := activities.AdmitInput{Verdict: v, Tool: c.in.Tool, Session: c.in.Session, Claim: c.claim()}
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
@@ -293,9 +294,15 @@ func (c *call) admit() (policy.Verdict, error) {
 	} else {
 		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "admit"), acts.Admit, in)
 	}
-	if err := f.Get(c.ctx, &v); err != nil {
+	if err := f.Get(c.ctx, &res); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
+	if !res.Allowed() {
+		return policy.Verdict{Decision: res.Decision, Code: res.Code, Message: res.Message, Step: res.Step}, nil
+	}
+	// Calls recorded when admission answered with a whole verdict carried the
+	// decision there; it equals the recorded one unless a limit refused.
+	v.Decision = res.Decision
 	return v, nil
 }
 

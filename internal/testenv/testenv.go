@@ -395,7 +395,7 @@ func (s *Stack) StopWorker() {
 // NewActivities builds the activities as the worker does.
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
 	return &activities.Activities{Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL,
-		Sanitizer: sanitize.Sanitizer{}, Policy: policy.Default(), Logger: log}
+		Sanitizer: sanitize.Sanitizer{}, Logger: log}
 }
 
 // Run starts (or attaches to) a ToolCall and waits for its result.
