@@ -1,0 +1,170 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// AdmitInput asks for step 7 on the verdict the workflow recorded, and the
+// decision's audit row.
+type AdmitInput struct {
+	// Verdict is the workflow's recorded verdict of steps 0-6: the limits it
+	// names are the ones counted.
+	Verdict    policy.Verdict `json:"verdict"`
+	Tool       string         `json:"tool"`
+	Session    policy.Session `json:"session"`
+	ValueCents *int64         `json:"valueCents,omitempty"`
+	// Action, when set, is what will run (the dry run's choices included);
+	// the decision row records it instead of the model's args.
+	Action json.RawMessage `json:"action,omitempty"`
+	// Claim claims the call for this run before anything is counted.
+	Claim *Claim `json:"claim,omitempty"`
+}
+
+// AdmitResult is step 7's answer: the decision that stands (the recorded
+// one, or a rate_limit denial). Its JSON names are the verdict's, so calls
+// recorded when admission returned a whole verdict replay.
+type AdmitResult struct {
+	Decision policy.Decision `json:"decision"`
+	Code     policy.Code     `json:"code"`
+	Message  string          `json:"message"`
+	Step     policy.Step     `json:"step"`
+}
+
+// Allowed reports whether the call was admitted.
+func (r AdmitResult) Allowed() bool { return r.Decision != policy.DecisionDeny }
+
+// Admit is step 7: it counts, from audit_log, the usage of each limit the
+// workflow's recorded verdict names, judges it with policy.Admit, and writes
+// the decision row in the same transaction, holding an advisory lock per
+// limit bucket: N concurrent calls can never pass a limit of N-1. It never
+// re-runs steps 0-6; the workflow decided those once. A retry returns the
+// decision already recorded for this run.
+func (a *Activities) Admit(ctx context.Context, in AdmitInput) (AdmitResult, error) {
+	wf, run := workflowIDs(ctx)
+	return a.AdmitRun(ctx, wf, run, in)
+}
+
+// AdmitRun is Admit for a named workflow run (tests and tools that admit
+// outside an activity).
+func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput) (AdmitResult, error) {
+	pre := in.Verdict
+	tx, err := a.Pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
+	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Tool, in.Session.UserID)
+	if err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: %w", err)
+	}
+	if sr != nil {
+		_ = tx.Rollback(ctx)
+		return AdmitResult{}, a.secondRun(ctx, wf, sr)
+	}
+
+	keys := slices.Clone(pre.Limits)
+	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
+	for _, k := range keys {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
+			return AdmitResult{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
+		}
+	}
+	var event, reason, message string
+	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, '') FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
+		Scan(&event, &reason, &message)
+	if err == nil {
+		return recorded(event, reason, message), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
+	}
+
+	usage := make([]policy.Usage, 0, len(pre.Limits))
+	for _, k := range pre.Limits {
+		u, err := countUsage(ctx, tx, k)
+		if err != nil {
+			return AdmitResult{}, err
+		}
+		usage = append(usage, u)
+	}
+	v := policy.Admit(pre, in.ValueCents, usage)
+	event = EventAllowed
+	switch v.Decision {
+	case policy.DecisionDeny:
+		event = EventDenied
+	case policy.DecisionApprove:
+		event = EventNeedsApproval
+	}
+	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Tool, Session: in.Session,
+		Args: pre.Args, StoreID: pre.StoreID, Value: in.ValueCents, Message: v.Message}
+	if len(in.Action) > 0 {
+		row.Args = in.Action
+	}
+	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
+		return AdmitResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
+	}
+	return AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}, nil
+}
+
+// recorded rebuilds the decision a previous attempt committed: the decision
+// row is the truth, since counting again would count that row itself.
+func recorded(event, reason, message string) AdmitResult {
+	r := AdmitResult{Code: policy.Code(reason), Message: message, Decision: policy.DecisionAllow}
+	switch event {
+	case EventDenied:
+		r.Decision, r.Step = policy.DecisionDeny, policy.StepRateLimit
+	case EventNeedsApproval:
+		r.Decision = policy.DecisionApprove
+	}
+	return r
+}
+
+// freed leaves out cards that were rejected or expired: nothing ran, so
+// they give their budget back.
+const freed = `
+			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
+			                  AND d.event IN ('rejected', 'expired'))`
+
+// countUsage counts what a limit bucket has admitted in its rolling window.
+// Calls that were admitted count; so does value waiting for approval.
+func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
+	var u policy.Usage
+	var err error
+	switch k.Scope {
+	case policy.PerStore:
+		err = tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
+			WHERE tool = $1 AND store_id = $2 AND event IN ('allowed', 'needs_approval')
+			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+	case policy.PerUser:
+		err = tx.QueryRow(ctx, `
+			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
+			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
+			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+	default:
+		return u, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
+	}
+	if err != nil {
+		return u, fmt.Errorf("admit: count %s: %w", k.Key, err)
+	}
+	return u, nil
+}
+
+// LockID is the advisory lock that serializes admissions to one limit bucket.
+func LockID(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("toolgate-limit:" + key))
+	return int64(h.Sum64())
+}
