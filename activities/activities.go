@@ -5,6 +5,7 @@ package activities
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/sanitize"
@@ -33,6 +34,14 @@ type Activities struct {
 	// Temporal reads an earlier run's result when a later run of the same
 	// call ID is refused; nil leaves that result out.
 	Temporal client.Client
+}
+
+// New returns the activities with their dependencies: the worker's pool,
+// the upstream's URL (an HTTP client with a 30 s bound), the sanitizer in
+// force, the logger and a Temporal client (nil leaves an earlier run's
+// result out when a later run of a call ID is refused).
+func New(pool *pgxpool.Pool, upstreamURL string, s sanitize.Sanitizer, log *zap.Logger, c client.Client) *Activities {
+	return &Activities{Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL, Sanitizer: s, Logger: log, Temporal: c}
 }
 
 // Register registers every activity on the worker.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/config"
@@ -70,12 +69,8 @@ func run(log *zap.Logger) error {
 	}
 	// Process-wide in the SDK: it bounds memory when many cards wait at once.
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	w := worker.New(c, cfg.TaskQueue, workflows.WorkerOptions())
-	workflows.Register(w, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys})
-	activities.Register(w, &activities.Activities{
-		Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: cfg.UpstreamURL,
-		Sanitizer: sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, Logger: log, Temporal: c,
-	})
+	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys},
+		activities.New(pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c))
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())
 }

@@ -3,7 +3,9 @@ package workflows
 import (
 	"time"
 
+	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -24,4 +26,14 @@ func StopTimeout() time.Duration {
 		}
 	}
 	return longest + 5*time.Second
+}
+
+// NewWorker builds a toolgate worker on a task queue: the options above,
+// the ToolCall workflow with its settings and every activity. The worker
+// process and the tests' stacks both build theirs here.
+func NewWorker(c client.Client, taskQueue string, s Settings, a *activities.Activities) worker.Worker {
+	w := worker.New(c, taskQueue, WorkerOptions())
+	Register(w, s)
+	activities.Register(w, a)
+	return w
 }

@@ -375,9 +375,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 // StartWorker starts a worker on the stack's task queue (after StopWorker).
 func (s *Stack) StartWorker(t testing.TB) {
 	t.Helper()
-	w := worker.New(s.Client, s.TaskQueue, workflows.WorkerOptions())
-	workflows.Register(w, s.settings)
-	activities.Register(w, s.Activities)
+	w := workflows.NewWorker(s.Client, s.TaskQueue, s.settings, s.Activities)
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
@@ -392,10 +390,10 @@ func (s *Stack) StopWorker() {
 	}
 }
 
-// NewActivities builds the activities as the worker does.
+// NewActivities builds the activities as the worker does (without a
+// Temporal client; NewStack sets one).
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
-	return &activities.Activities{Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL,
-		Sanitizer: sanitize.Sanitizer{}, Logger: log}
+	return activities.New(pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
 }
 
 // Run starts (or attaches to) a ToolCall and waits for its result.

@@ -1,6 +1,6 @@
-// Package compose checks docker-compose.yml against the code, since no
+// Package deploy_test checks docker-compose.yml against the code, since no
 // Docker engine runs where the tests do.
-package compose
+package deploy_test
 
 import (
 	"os"
@@ -28,7 +28,7 @@ type service struct {
 }
 
 func load(t *testing.T) map[string]service {
-	raw, err := os.ReadFile("../../docker-compose.yml")
+	raw, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		if svc.Build == nil {
 			t.Errorf("%s must be built from the repo's Dockerfile", name)
 		}
-		if _, err := os.Stat("../../" + pkg); err != nil {
+		if _, err := os.Stat("../" + pkg); err != nil {
 			t.Errorf("%s: its command's package %s is missing", name, pkg)
 		}
 		if len(svc.Entrypoint) == 0 || !strings.HasSuffix(svc.Entrypoint[0], "/"+path.Base(pkg)) {
@@ -119,7 +119,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	}
 	// The Temporal server gets the limits that bound a flooded card.
-	dyn, err := os.ReadFile("../../deploy/temporal-dynamicconfig.yaml")
+	dyn, err := os.ReadFile("temporal-dynamicconfig.yaml")
 	if err != nil || !strings.Contains(string(dyn), "history.maximumSignalsPerExecution") || !strings.Contains(string(dyn), "limit.blobSize.error") ||
 		!strings.Contains(strings.Join(svcs["temporal"].Volumes, " "), "./deploy/temporal-dynamicconfig.yaml:") {
 		t.Errorf("the Temporal service does not mount deploy/temporal-dynamicconfig.yaml with the signal and payload limits (%v)", err)
