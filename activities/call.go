@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
-	"github.com/toolgate/toolgate/upstream"
+	"github.com/toolgate/toolgate/upstream/api"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -113,14 +113,14 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
-		req, _ := json.Marshal(upstream.TaskRequest{Kind: args.Kind, ArticleID: args.ArticleID, DueBy: args.DueBy, Note: args.Note})
+		req, _ := json.Marshal(api.TaskRequest{Kind: args.Kind, ArticleID: args.ArticleID, DueBy: args.DueBy, Note: args.Note})
 		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
 	case "request_stock_transfer":
 		var args policy.TransferAction
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
-		req, _ := json.Marshal(upstream.TransferRequest{ArticleID: args.ArticleID, Quantity: int(args.Quantity), FromStoreID: args.FromStoreID, Reason: args.Reason})
+		req, _ := json.Marshal(api.TransferRequest{ArticleID: args.ArticleID, Quantity: int(args.Quantity), FromStoreID: args.FromStoreID, Reason: args.Reason})
 		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/transfers", args.StoreID), token, in.IdempotencyKey, req)
 	default:
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream call is defined for %q", in.Tool), ErrUpstream, nil)
@@ -233,7 +233,7 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return nil, temporal.NewApplicationError("the store system is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
 	}
-	var e upstream.Error
+	var e api.Error
 	_ = json.Unmarshal(data, &e)
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
@@ -247,7 +247,7 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 type UpstreamRefusal struct {
 	Status     int                  `json:"status"`
 	Code       string               `json:"code,omitempty"`
-	Candidates []upstream.Candidate `json:"candidates,omitempty"`
+	Candidates []api.Candidate `json:"candidates,omitempty"`
 }
 
 // neverSent reports a transport error from before the request left: the

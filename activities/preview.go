@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
-	"github.com/toolgate/toolgate/upstream"
+	"github.com/toolgate/toolgate/upstream/api"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -50,7 +50,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if err != nil {
 		return PreviewResult{}, err
 	}
-	var p upstream.TransferPreview
+	var p api.TransferPreview
 	if err := json.Unmarshal(body, &p); err != nil || p.ToStoreID != in.StoreID || int64(p.Quantity) != args.Quantity {
 		return PreviewResult{}, temporal.NewApplicationError("the transfer preview did not match the request", ErrUnavailable)
 	}
@@ -62,7 +62,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 }
 
 // TransferCard is the sentence an approver decides on, from the preview alone.
-func TransferCard(p upstream.TransferPreview) string {
+func TransferCard(p api.TransferPreview) string {
 	unit := p.Unit
 	if p.Quantity != 1 {
 		unit += "s"

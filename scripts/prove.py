@@ -75,7 +75,7 @@ GUARDS = [
     ("the worker's role holds no UPDATE on audit_log", "migrations/sql/007_service_roles.sql", "GRANT SELECT, INSERT ON audit_log TO toolgate_worker;", "GRANT SELECT, INSERT, UPDATE ON audit_log TO toolgate_worker;", run("ServicesRefuseAPowerfulRole", "./migrations")),
     ("a stopping worker lets activities finish", "workflows/worker.go", "return worker.Options{WorkerStopTimeout: StopTimeout()}", "return worker.Options{}", run("StoppingTheWorker", "./workflows")),
     ("listeners default to loopback", "internal/config/config.go", "env(\"APPROVALS_ADDR\", \"127.0.0.1:8080\")", "env(\"APPROVALS_ADDR\", \":8080\")", run("ListenersDefaultToLoopback", "./internal/startup")),
-    ("no demo upstream key outside dev mode", "internal/config/config.go", "func (c Config) UpstreamSecret() error {\n\tif c.DevMode {", "func (c Config) UpstreamSecret() error {\n\tif true {", run("RefuseDemoSecrets", "./internal/startup")),
+    ("no demo upstream key outside dev mode", "upstream/settings.go", "\tcase s.Key == DemoKey:", "\tcase false && s.Key == DemoKey:", run("RefuseDemoSecrets", "./internal/startup")),
     ("servers time out slow clients", "internal/httpserver/httpserver.go", "ReadTimeout: ReadTimeout,", "", run("SlowClients", "./approvals")),
     ("failed sign-ins are throttled", "approvals/server.go", "if s.throttle.blocked(r, user, s.now()) {", "if false {", run("FailedSignIns", "./approvals")),
     ("the sanitizer normalises before matching", "sanitize/sanitize.go", "\tif isPlainASCII(s) {\n\t\treturn s", "\tif true {\n\t\treturn s", run("Bypasses|DisguisedSecrets", "./sanitize", "./workflows")),

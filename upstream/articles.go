@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"github.com/toolgate/toolgate/upstream/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,11 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Candidate is an article a person may have meant.
-type Candidate struct {
-	ArticleID int64  `json:"articleId"`
-	Name      string `json:"name"`
-}
+// Candidate is api.Candidate, the wire type clients read.
+type Candidate = api.Candidate
 
 // maxCandidates bounds the candidates an unknown article id gets.
 const maxCandidates = 5

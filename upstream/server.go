@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/upstream/api"
 	"net/http"
 	"slices"
 	"strconv"
@@ -373,26 +374,11 @@ func (s *Server) getGRN(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g)
 }
 
-// TaskRequest creates a task: what to do, about which article, by when.
-type TaskRequest struct {
-	Kind      string `json:"kind"`
-	ArticleID int64  `json:"articleId,omitempty"`
-	DueBy     string `json:"dueBy"`
-	Note      string `json:"note,omitempty"`
-}
+// TaskRequest is api.TaskRequest, the wire type clients read.
+type TaskRequest = api.TaskRequest
 
-// Task is a created task. Replayed is true when the Idempotency-Key had
-// already created it.
-type Task struct {
-	TaskNumber string `json:"taskNumber"`
-	StoreID    int64  `json:"storeId"`
-	Kind       string `json:"kind"`
-	ArticleID  int64  `json:"articleId,omitempty"`
-	Title      string `json:"title"`
-	DueBy      string `json:"dueBy"`
-	Replayed   bool   `json:"replayed"`
-	Summary    string `json:"summary"`
-}
+// Task is api.Task, the wire type clients read.
+type Task = api.Task
 
 // taskTitles writes a task's title from its kind; %s is the article.
 var taskTitles = map[string][2]string{
@@ -484,13 +470,8 @@ func writeRequest(w http.ResponseWriter, r *http.Request, limit int64, body any)
 	return store, key, dec.Decode(body)
 }
 
-// Error is the body of every error answer. Candidates, when set, are the
-// articles an unknown article id may stand for.
-type Error struct {
-	Code       string      `json:"code"`
-	Message    string      `json:"message"`
-	Candidates []Candidate `json:"candidates,omitempty"`
-}
+// Error is api.Error, the wire type clients read.
+type Error = api.Error
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, Error{Code: code, Message: msg})

@@ -4,28 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/upstream/api"
 	"net/http"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// TransferPreview is the read-only dry run of a stock transfer into a store:
-// the source the system picks, the value at cost and the arrival.
-type TransferPreview struct {
-	ArticleID   int64   `json:"articleId"`
-	Article     string  `json:"article"`
-	Unit        string  `json:"unit"`
-	Quantity    int     `json:"quantity"`
-	FromStoreID int64   `json:"fromStoreId"`
-	ToStoreID   int64   `json:"toStoreId"`
-	DistanceKm  float64 `json:"distanceKm"`
-	ValueCents  int64   `json:"valueCents"`
-	Arrival     string  `json:"arrival"`
-	ArrivalDate string  `json:"arrivalDate"`
-	// Shortfall is set, and FromStoreID 0, when no store can supply it.
-	Shortfall string `json:"shortfall,omitempty"`
-}
+// TransferPreview is api.TransferPreview, the wire type clients read.
+type TransferPreview = api.TransferPreview
 
 // previewTransfer picks the nearest other store of the receiving store's
 // area that holds enough stock, and prices the quantity at cost. It changes nothing.
@@ -71,13 +58,8 @@ func (s *Server) previewTransfer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// TransferRequest executes a previewed transfer.
-type TransferRequest struct {
-	ArticleID   int64  `json:"articleId"`
-	Quantity    int    `json:"quantity"`
-	FromStoreID int64  `json:"fromStoreId"`
-	Reason      string `json:"reason"`
-}
+// TransferRequest is api.TransferRequest, the wire type clients read.
+type TransferRequest = api.TransferRequest
 
 // Transfer is an executed transfer. Replayed is true when the
 // Idempotency-Key had already executed it.

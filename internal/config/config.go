@@ -22,9 +22,6 @@ const (
 	DefaultUpstreamURL     = "http://127.0.0.1:8081"
 	DefaultTaskQueue       = "toolgate"
 	DefaultNamespace       = "default"
-	// DefaultUpstreamKey signs the demo upstream's tokens in dev mode only;
-	// anywhere else UPSTREAM_TOKEN_KEY must be a secret of MinSecretLength.
-	DefaultUpstreamKey = "mangrove-demo-signing-key-change-me"
 	// MinSecretLength is the shortest secret a process accepts.
 	MinSecretLength = 32
 )
@@ -39,16 +36,14 @@ var Vars = []string{
 
 // Config is the environment a process runs with.
 type Config struct {
-	// DevMode (TOOLGATE_DEV=1, set by make dev) allows the demo upstream key
-	// and the card UI's demo sign-in. Nothing else sets it.
+	// DevMode (TOOLGATE_DEV=1, set by make dev) allows the card UI's demo
+	// sign-in (the upstream reads it itself for its demo key). Nothing else sets it.
 	DevMode         bool
 	TemporalAddress string
 	Namespace       string
 	TaskQueue       string
 	DatabaseURL     string
 	UpstreamURL     string
-	UpstreamAddr    string
-	UpstreamKey     string
 	MaxResultChars  int
 	ApprovalTTL     time.Duration
 	MetricsAddr     string
@@ -78,15 +73,6 @@ func (c Config) ClientOptions() client.Options {
 	return o
 }
 
-// UpstreamSecret checks the upstream's token key: outside dev mode it must
-// be set, not the published demo key, and at least MinSecretLength long.
-func (c Config) UpstreamSecret() error {
-	if c.DevMode {
-		return nil
-	}
-	return secret("UPSTREAM_TOKEN_KEY", c.UpstreamKey, true)
-}
-
 // SessionKey is the card UI's cookie key: APPROVALS_SESSION_KEY when set (at
 // least MinSecretLength long), else nil (a random key per start).
 func SessionKey() ([]byte, error) {
@@ -94,18 +80,14 @@ func SessionKey() ([]byte, error) {
 	if v == "" {
 		return nil, nil
 	}
-	if err := secret("APPROVALS_SESSION_KEY", v, false); err != nil {
+	if err := secret("APPROVALS_SESSION_KEY", v); err != nil {
 		return nil, err
 	}
 	return []byte(v), nil
 }
 
-func secret(name, v string, demoKnown bool) error {
+func secret(name, v string) error {
 	switch {
-	case v == "":
-		return fmt.Errorf("%s is not set: outside dev mode (TOOLGATE_DEV=1, which make dev sets) it must be a random secret of at least %d characters, e.g. openssl rand -base64 32", name, MinSecretLength)
-	case demoKnown && v == DefaultUpstreamKey:
-		return fmt.Errorf("%s is the published demo key: set a random secret of at least %d characters (openssl rand -base64 32)", name, MinSecretLength)
 	case len(v) < MinSecretLength:
 		return fmt.Errorf("%s is %d characters: use a random secret of at least %d (openssl rand -base64 32)", name, len(v), MinSecretLength)
 	}
@@ -139,8 +121,6 @@ func FromEnv() (Config, error) {
 		TaskQueue:         env("TOOLGATE_TASK_QUEUE", DefaultTaskQueue),
 		DatabaseURL:       env("DATABASE_URL", DefaultDatabaseURL),
 		UpstreamURL:       env("UPSTREAM_URL", DefaultUpstreamURL),
-		UpstreamAddr:      env("UPSTREAM_ADDR", "127.0.0.1:8081"),
-		UpstreamKey:       os.Getenv("UPSTREAM_TOKEN_KEY"),
 		MetricsAddr:       env("METRICS_ADDR", "127.0.0.1:9090"),
 		CodecAddr:         env("CODEC_ADDR", "127.0.0.1:8089"),
 		CodecOrigins:      strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
@@ -149,9 +129,6 @@ func FromEnv() (Config, error) {
 		MaxResultChars:    4000,
 		WorkflowCacheSize: 1000,
 		ApprovalTTL:       30 * time.Minute,
-	}
-	if c.UpstreamKey == "" && c.DevMode {
-		c.UpstreamKey = DefaultUpstreamKey
 	}
 	if v := os.Getenv("TOOL_MAX_RESULT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
