@@ -97,14 +97,14 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		usage = append(usage, u)
 	}
 	v := policy.Admit(pre, in.ValueCents, usage)
-	event = EventAllowed
+	decided := EventAllowed
 	switch v.Decision {
 	case policy.DecisionDeny:
-		event = EventDenied
+		decided = EventDenied
 	case policy.DecisionApprove:
-		event = EventNeedsApproval
+		decided = EventNeedsApproval
 	}
-	row := AuditInput{Key: "decision", Event: event, Reason: v.Code, Tool: in.Tool, Session: in.Session,
+	row := AuditInput{Key: "decision", Event: decided, Reason: v.Code, Tool: in.Tool, Session: in.Session,
 		Args: pre.Args, StoreID: pre.StoreID, Value: in.ValueCents, Message: v.Message}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
@@ -122,7 +122,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 // row is the truth, since counting again would count that row itself.
 func recorded(event, reason, message string) AdmitResult {
 	r := AdmitResult{Code: policy.Code(reason), Message: message, Decision: policy.DecisionAllow}
-	switch event {
+	switch Event(event) {
 	case EventDenied:
 		r.Decision, r.Step = policy.DecisionDeny, policy.StepRateLimit
 	case EventNeedsApproval:

@@ -14,24 +14,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// Audit events of docs/contract.md.
-const (
-	EventAllowed         = "allowed"
-	EventNeedsApproval   = "needs_approval"
-	EventDenied          = "denied"
-	EventApprovalRefused = "approval_refused"
-	EventApproved        = "approved"
-	EventRejected        = "rejected"
-	EventExpired         = "expired"
-	EventExecuted        = "executed"
-	EventFailed          = "failed"
-)
-
 // AuditInput is one decision event.
 type AuditInput struct {
 	// Key names the event within its run; the same key never writes twice.
 	Key      string           `json:"key"`
-	Event    string           `json:"event"`
+	Event    Event            `json:"event"`
 	Reason   policy.Code      `json:"reason"`
 	Tool     string           `json:"tool"`
 	Session  policy.Session   `json:"session"`

@@ -67,7 +67,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	}
 	var body []byte
 	switch in.Tool {
-	case "search_procedures":
+	case policy.ToolSearchProcedures:
 		var args policy.SearchProceduresArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
@@ -77,13 +77,13 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			q.Set("offset", args.Cursor)
 		}
 		body, err = a.do(ctx, http.MethodGet, "/v1/procedures?"+q.Encode(), token, "", nil)
-	case "get_stock":
+	case policy.ToolGetStock:
 		var args policy.GetStockArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
 		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/stock/%d", in.StoreID, args.ArticleID), token, "", nil)
-	case "get_deliveries":
+	case policy.ToolGetDeliveries:
 		var args policy.GetDeliveriesArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
@@ -102,20 +102,20 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			q.Set("offset", args.Cursor)
 		}
 		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/deliveries?%s", in.StoreID, q.Encode()), token, "", nil)
-	case "get_grn":
+	case policy.ToolGetGRN:
 		var args policy.GetGRNArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
 		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/grns/%s", in.StoreID, url.PathEscape(args.GRNID)), token, "", nil)
-	case "create_task":
+	case policy.ToolCreateTask:
 		var args policy.CreateTaskArgs
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
 		}
 		req, _ := json.Marshal(api.TaskRequest{Kind: args.Kind, ArticleID: args.ArticleID, DueBy: args.DueBy, Note: args.Note})
 		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
-	case "request_stock_transfer":
+	case policy.ToolRequestStockTransfer:
 		var args policy.TransferAction
 		if err := json.Unmarshal(in.Args, &args); err != nil {
 			return CallResult{}, badArgs(err)
@@ -245,8 +245,8 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 // upstream's code and, for an unknown article, the articles the person may
 // have meant.
 type UpstreamRefusal struct {
-	Status     int                  `json:"status"`
-	Code       string               `json:"code,omitempty"`
+	Status     int             `json:"status"`
+	Code       string          `json:"code,omitempty"`
 	Candidates []api.Candidate `json:"candidates,omitempty"`
 }
 

@@ -11,7 +11,7 @@ import (
 // ProjectInput is one state of a card for the pending_action projection.
 type ProjectInput struct {
 	Version      int              `json:"version"`
-	Status       string           `json:"status"`
+	Status       CardStatus       `json:"status"`
 	Tool         string           `json:"tool"`
 	Session      policy.Session   `json:"session"`
 	StoreID      int64            `json:"storeId"`

@@ -34,7 +34,7 @@ type PreviewResult struct {
 
 // Preview runs a tool's read-only dry run as the signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
-	if in.Tool != "request_stock_transfer" {
+	if in.Tool != policy.ToolRequestStockTransfer {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
 	var args policy.RequestStockTransferArgs

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
@@ -171,7 +172,7 @@ type Card struct {
 	StoreID      int64
 	ApproverRole string
 	ArgsHash     string
-	Status       string
+	Status       activities.CardStatus
 	ExpiresAt    time.Time
 	CreatedAt    time.Time
 	DecidedBy    string
@@ -222,20 +223,20 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 	if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {
 		return Card{}, pgx.ErrNoRows
 	}
-	c.Pending = c.Status == workflows.StatusPendingApproval && s.now().Before(c.ExpiresAt)
+	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
 	switch {
 	case c.Pending:
-	case c.Status == workflows.StatusPendingApproval || c.Status == workflows.StatusExpired:
+	case c.Status == activities.CardPending || c.Status == activities.CardExpired:
 		c.Outcome = "Expired: nobody decided in time, so nothing ran."
-	case c.Status == workflows.StatusExecuted && c.Transfer != "":
+	case c.Status == activities.CardExecuted && c.Transfer != "":
 		c.Outcome = fmt.Sprintf("Executed: transfer %s, approved by %s.", c.Transfer, c.DecidedBy)
-	case c.Status == workflows.StatusExecuted:
+	case c.Status == activities.CardExecuted:
 		c.Outcome = fmt.Sprintf("Executed, approved by %s.", c.DecidedBy)
-	case c.Status == "approved":
+	case c.Status == activities.CardApproved:
 		c.Outcome = fmt.Sprintf("Approved by %s; running now.", c.DecidedBy)
-	case c.Status == workflows.StatusRejected:
+	case c.Status == activities.CardRejected:
 		c.Outcome = fmt.Sprintf("Rejected by %s: nothing ran.", c.DecidedBy)
-	case c.Status == workflows.StatusFailed:
+	case c.Status == activities.CardFailed:
 		c.Outcome = fmt.Sprintf("Approved by %s, but the store system could not run it.", c.DecidedBy)
 	}
 	return c, nil
@@ -315,7 +316,7 @@ func (s *Server) awaitOutcome(ctx context.Context, id, user string, since time.T
 		err := s.Pool.QueryRow(ctx, `SELECT p.status, coalesce((SELECT max(a.id) FROM audit_log a WHERE a.workflow_id = p.workflow_id
 			AND a.event = 'approval_refused' AND a.approver_id = $2 AND a.at >= $3), 0)
 			FROM pending_action p WHERE p.workflow_id = $1`, id, user, since.Add(-time.Second)).Scan(&status, &refused)
-		if err == nil && (refused != 0 || (status != workflows.StatusPendingApproval && status != "approved")) {
+		if err == nil && (refused != 0 || (activities.CardStatus(status) != activities.CardPending && activities.CardStatus(status) != activities.CardApproved)) {
 			return refused
 		}
 		select {

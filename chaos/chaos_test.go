@@ -253,7 +253,7 @@ func TestChaos(t *testing.T) {
 	lost, duplicates, unauthorized := 0, 0, 0
 	for i, p := range plans {
 		res := results[i]
-		outcomes[p.kind+":"+res.Status+"/"+string(res.Code)]++
+		outcomes[p.kind+":"+string(res.Status)+"/"+string(res.Code)]++
 		count := func(key string) int {
 			var n int
 			if err := owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event_key = $2`, p.workflow, key).Scan(&n); err != nil {

@@ -108,13 +108,13 @@ var managers = []Role{RoleStoreManager, RoleAreaManager}
 
 // Table is the shipped policy table: one row per tool.
 var Table = []Row{
-	{Tool: "search_procedures", Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerUser, Window: Hour, MaxCalls: 60}}},
-	{Tool: "get_stock", Roles: managers, Decision: DecisionAllow},
-	{Tool: "get_deliveries", Roles: managers, Decision: DecisionAllow},
-	{Tool: "get_grn", Roles: managers, Decision: DecisionAllow},
-	{Tool: "create_task", Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
-	{Tool: "request_stock_transfer", Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
+	{Tool: ToolSearchProcedures, Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerUser, Window: Hour, MaxCalls: 60}}},
+	{Tool: ToolGetStock, Roles: managers, Decision: DecisionAllow},
+	{Tool: ToolGetDeliveries, Roles: managers, Decision: DecisionAllow},
+	{Tool: ToolGetGRN, Roles: managers, Decision: DecisionAllow},
+	{Tool: ToolCreateTask, Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
+	{Tool: ToolRequestStockTransfer, Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
 		Limits:    []Limit{{Scope: PerStore, Window: Day, MaxCalls: 5, MaxCents: 200000}},
 		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}}},
-	{Tool: "change_price", Roles: nil, Decision: DecisionDeny},
+	{Tool: ToolChangePrice, Roles: nil, Decision: DecisionDeny},
 }

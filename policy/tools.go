@@ -160,24 +160,35 @@ type ChangePriceArgs struct {
 	StoreArg
 }
 
+// Tool names, the wire names a model calls.
+const (
+	ToolSearchProcedures     = "search_procedures"
+	ToolGetStock             = "get_stock"
+	ToolGetDeliveries        = "get_deliveries"
+	ToolGetGRN               = "get_grn"
+	ToolCreateTask           = "create_task"
+	ToolRequestStockTransfer = "request_stock_transfer"
+	ToolChangePrice          = "change_price"
+)
+
 // Tools is the registry of the Mangrove store operations tools.
 var Tools = []ToolSpec{
 	{
-		Name:    "search_procedures",
+		Name:    ToolSearchProcedures,
 		Example: `{"query":"cold chain breach"}`,
 		Description: "Search Mangrove's store operating procedures (food safety, cash handling, deliveries) and return matching titles with short excerpts. " +
 			"Use it when someone asks how something is supposed to be done. Do not use it for live data such as stock or deliveries.",
 		Args: reflect.TypeFor[SearchProceduresArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name:    "get_stock",
+		Name:    ToolGetStock,
 		Example: `{"articleId":40211}`,
 		Description: "Cases of one article on hand in one store. Use it for \"how many X do I have\" and before proposing a task or a transfer. " +
 			"Not for deliveries on the way (use get_deliveries). It takes an article number, never a name: an unknown number is answered with candidates to ask the person about.",
 		Args: reflect.TypeFor[GetStockArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name:    "get_deliveries",
+		Name:    ToolGetDeliveries,
 		Example: `{"day":"today"}`,
 		Description: "Status of supplier and DC deliveries to one store on one day: expected, on_the_way, arrived, received (with its GRN id) or delayed, " +
 			"with the expected time and what it carries. Use it for \"where is my delivery\" or \"when does X arrive\". " +
@@ -185,14 +196,14 @@ var Tools = []ToolSpec{
 		Args: reflect.TypeFor[GetDeliveriesArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name:    "get_grn",
+		Name:    ToolGetGRN,
 		Example: `{"grnId":"GRN-88213"}`,
 		Description: "One goods received note: what a delivery actually brought in, line by line, with any shortages. " +
 			"Use it to check a received delivery; get_deliveries gives its GRN id. Not for deliveries still on the way (use get_deliveries).",
 		Args: reflect.TypeFor[GetGRNArgs](), Tier: TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
-		Name:    "create_task",
+		Name:    ToolCreateTask,
 		Example: `{"kind":"recount","articleId":40211,"dueBy":"today"}`,
 		Description: "Create a follow-up task for staff at one store, such as a recount or a shelf check; the system writes its title from the kind and the article. " +
 			"Use it when the person wants someone to do something later, or when you believe a count is wrong: a person checks. " +
@@ -200,7 +211,7 @@ var Tools = []ToolSpec{
 		Args: reflect.TypeFor[CreateTaskArgs](), Tier: TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},
 	{
-		Name:    "request_stock_transfer",
+		Name:    ToolRequestStockTransfer,
 		Example: `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`,
 		Description: "Ask for stock to be moved into a store from a nearby store of the same area. The system picks the source store and values the move at cost, " +
 			"and a manager always approves a card before anything moves. Use it only when stock will run out before the next delivery: check get_stock and get_deliveries first. " +
@@ -208,7 +219,7 @@ var Tools = []ToolSpec{
 		Args: reflect.TypeFor[RequestStockTransferArgs](), Tier: TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
 	},
 	{
-		Name:        "change_price",
+		Name:        ToolChangePrice,
 		Example:     `{"articleId":40211,"newPriceCents":899}`,
 		Description: "Change the shelf price of an article in a store. Never offered to a model: prices are changed by pricing staff.",
 		Args:        reflect.TypeFor[ChangePriceArgs](), Tier: TierIrreversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,

@@ -77,7 +77,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
-	card := activities.ProjectInput{Version: cardPending, Status: StatusPendingApproval, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
+	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
@@ -88,7 +88,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
 	var decision policy.Approval
-	var ended string
+	var ended CallStatus
 	if guarded {
 		g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
 			card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
@@ -200,9 +200,9 @@ func (c *call) refuse(a policy.Approval, verified bool, code policy.Code, why st
 }
 
 // drain refuses decisions that arrived after the card was decided or expired.
-func (c *call) drain(final string) error {
+func (c *call) drain(final CallStatus) error {
 	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	code := map[string]policy.Code{StatusExpired: policy.CodeExpired, StatusRejected: policy.CodeRejected}[final]
+	code := map[CallStatus]policy.Code{StatusExpired: policy.CodeExpired, StatusRejected: policy.CodeRejected}[final]
 	if code == "" {
 		code = policy.CodeInvalidArguments
 	}
@@ -211,19 +211,19 @@ func (c *call) drain(final string) error {
 		if !ch.ReceiveAsync(&a) {
 			return nil
 		}
-		if err := c.refuse(a, false, code, "the card is no longer pending (it is "+final+")"); err != nil {
+		if err := c.refuse(a, false, code, "the card is no longer pending (it is "+string(final)+")"); err != nil {
 			return err
 		}
 	}
 }
 
 // end closes a card that will not run: rejected or expired.
-func (c *call) end(card activities.ProjectInput, status string, code policy.Code, event string, by *policy.Approval, msg string) (ToolCallResult, error) {
+func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.Code, event activities.Event, by *policy.Approval, msg string) (ToolCallResult, error) {
 	c.setStatus(status, code)
-	in := activities.AuditInput{Key: event, Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
+	in := activities.AuditInput{Key: string(event), Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
 	// An expiry or a lock does not depend on when the task runs: record it locally.
 	local := status == StatusExpired || code == policy.CodeLocked
-	card.Version, card.Status = cardFinal, status
+	card.Version, card.Status = cardFinal, status.card()
 	if by != nil {
 		in.Approver, card.DecidedBy, card.Note = &by.Approver, &by.Approver, by.Reason
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
@@ -250,9 +250,9 @@ func (c *call) record(in activities.AuditInput, card activities.ProjectInput, lo
 	rec := activities.RecordInput{Audit: in, Card: card}
 	var f workflow.Future
 	if local {
-		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "record "+in.Event), acts.Record, rec)
+		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "record "+string(in.Event)), acts.Record, rec)
 	} else {
-		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "record "+in.Event), acts.Record, rec)
+		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "record "+string(in.Event)), acts.Record, rec)
 	}
 	if err := f.Get(c.ctx, nil); err != nil {
 		return fmt.Errorf("record %s: %w", in.Event, err)
@@ -284,12 +284,12 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	if c.shape >= 2 {
 		return res, nil // execute recorded the outcome with the card
 	}
-	card.Version, card.Status, card.Result = cardFinal, res.Status, res.Result
+	card.Version, card.Status, card.Result = cardFinal, res.Status.card(), res.Result
 	return res, c.project(card)
 }
 
 func (c *call) project(card activities.ProjectInput) error {
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+card.Status), acts.Project, card).Get(c.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card).Get(c.ctx, nil); err != nil {
 		return fmt.Errorf("project card: %w", err)
 	}
 	return nil

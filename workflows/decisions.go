@@ -20,8 +20,9 @@ const MaxRefusedDecisions = 20
 // wait in the channel for the next turn of the loop.
 const batchSize = 64
 
-// codeLocked marks a wait that ended in a lock.
-const codeLocked = string(policy.CodeLocked)
+// codeLocked marks a wait that ended in a lock (a card then ends rejected,
+// with code locked).
+const codeLocked CallStatus = "locked"
 
 // guard is what a decision must match to count on this card.
 type guard struct {
@@ -51,7 +52,7 @@ type refusal struct {
 // waitGuarded returns the first decision that counts, or ends with
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
-func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, string, error) {
+func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
 	ctx, cancel := workflow.WithCancel(c.ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
@@ -186,7 +187,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 }
 
 // drainGuarded refuses the decisions that arrived after the card ended.
-func (c *call) drainGuarded(final string, code policy.Code) error {
+func (c *call) drainGuarded(final CallStatus, code policy.Code) error {
 	if code == policy.CodeOK {
 		code = policy.CodeInvalidArguments
 	}
@@ -198,11 +199,11 @@ func (c *call) drainGuarded(final string, code policy.Code) error {
 	unread := ch.Len()
 	refused := make([]refusal, 0, len(pending))
 	for _, r := range pending {
-		f := refusal{received: r, code: code, why: "the card is no longer pending (it is " + final + ")"}
+		f := refusal{received: r, code: code, why: "the card is no longer pending (it is " + string(final) + ")"}
 		if r.bad != "" {
 			f.code, f.why = policy.CodeInvalidArguments, r.bad
 		}
 		refused = append(refused, f)
 	}
-	return c.refuseAll(refused, unread, "after the card was "+final, code)
+	return c.refuseAll(refused, unread, "after the card was "+string(final), code)
 }

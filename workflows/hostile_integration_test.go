@@ -131,7 +131,7 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 				t.Errorf("%s: %s with %d transfers", run.GetID(), res.Status, transfers)
 			}
 			mu.Lock()
-			outcomes[res.Status]++
+			outcomes[string(res.Status)]++
 			mu.Unlock()
 		}()
 	}

@@ -150,7 +150,7 @@ func TestConcurrentCallsCannotPassALimit(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			got[res.Status+"/"+string(res.Code)]++
+			got[string(res.Status)+"/"+string(res.Code)]++
 			mu.Unlock()
 		}()
 	}

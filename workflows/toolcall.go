@@ -24,18 +24,6 @@ const (
 	ApprovalSignal = "approval"
 )
 
-// Result statuses and in-flight statuses of the status query.
-const (
-	StatusDeciding        = "deciding"
-	StatusPendingApproval = "pending_approval"
-	StatusExecuting       = "executing"
-	StatusExecuted        = "executed"
-	StatusDenied          = "denied"
-	StatusRejected        = "rejected"
-	StatusExpired         = "expired"
-	StatusFailed          = "failed"
-)
-
 // WorkflowID is the ID of the call's workflow and its idempotency key.
 func WorkflowID(conversationID, toolCallID string) string {
 	return "toolcall-" + conversationID + "-" + toolCallID
@@ -52,7 +40,7 @@ type ToolCallInput struct {
 // ToolCallResult is the outcome. Business outcomes complete the workflow
 // normally; a workflow failure means a bug.
 type ToolCallResult struct {
-	Status         string          `json:"status"`
+	Status         CallStatus      `json:"status"`
 	Code           policy.Code     `json:"code"`
 	Message        string          `json:"message"`
 	Retryable      bool            `json:"retryable"`
@@ -64,7 +52,7 @@ type ToolCallResult struct {
 
 // Status answers the status query.
 type Status struct {
-	Status       string      `json:"status"`
+	Status       CallStatus  `json:"status"`
 	Tool         string      `json:"tool"`
 	Card         string      `json:"card"`
 	ValueCents   int64       `json:"valueCents"`
@@ -419,9 +407,9 @@ func (c *call) toolFacts() policy.ToolFacts {
 		return *c.facts
 	}
 	switch c.in.Tool {
-	case "search_procedures", "get_stock", "get_deliveries", "get_grn":
+	case policy.ToolSearchProcedures, policy.ToolGetStock, policy.ToolGetDeliveries, policy.ToolGetGRN:
 		return policy.ToolFacts{Tier: policy.TierRead, Idempotent: true, Timeout: 10 * time.Second}
-	case "create_task":
+	case policy.ToolCreateTask:
 		return policy.ToolFacts{Tier: policy.TierWriteReversible, Timeout: 15 * time.Second}
 	default:
 		return policy.ToolFacts{Tier: policy.TierWrite, Timeout: 15 * time.Second}
@@ -436,7 +424,7 @@ func (c *call) recordOutcome(in activities.AuditInput) error {
 		return c.audit(in)
 	}
 	card := *c.card
-	card.Version, card.Status, card.Result = cardFinal, in.Event, in.Result
+	card.Version, card.Status, card.Result = cardFinal, activities.CardStatusAfter(in.Event), in.Result
 	return c.record(in, card, true)
 }
 
@@ -468,13 +456,13 @@ func upstreamFailure(err error, idempotent bool) (policy.Code, string, bool, boo
 
 func (c *call) audit(in activities.AuditInput) error {
 	in.Tool, in.Session = c.in.Tool, c.in.Session
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "audit "+in.Event), acts.Audit, in).Get(c.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "audit "+string(in.Event)), acts.Audit, in).Get(c.ctx, nil); err != nil {
 		return fmt.Errorf("audit %s: %w", in.Event, err)
 	}
 	return nil
 }
 
-func (c *call) result(status string, code policy.Code, msg string, retryable, auth bool, result json.RawMessage) ToolCallResult {
+func (c *call) result(status CallStatus, code policy.Code, msg string, retryable, auth bool, result json.RawMessage) ToolCallResult {
 	if len(result) == 0 {
 		result = json.RawMessage("{}")
 	}

@@ -23,7 +23,7 @@ func TestReadmeCalls(t *testing.T) {
 		tool     string
 		args     string
 		session  func(policy.Session) policy.Session
-		status   string
+		status   workflows.CallStatus
 		code     policy.Code
 		auth     bool
 		contains string

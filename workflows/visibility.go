@@ -33,7 +33,7 @@ var SearchAttributes = []struct{ Name, Type string }{
 // call, so it is findable before its first workflow task runs.
 func StartAttributes(in ToolCallInput) temporal.SearchAttributes {
 	updates := []temporal.SearchAttributeUpdate{
-		ToolNameKey.ValueSet(toolLabel(in.Tool)), ToolStatusKey.ValueSet(StatusDeciding), RequestedByKey.ValueSet(label(in.Session.UserID)),
+		ToolNameKey.ValueSet(toolLabel(in.Tool)), ToolStatusKey.ValueSet(string(StatusDeciding)), RequestedByKey.ValueSet(label(in.Session.UserID)),
 	}
 	if len(in.Session.StoreIDs) > 0 {
 		updates = append(updates, StoreIDKey.ValueSet(in.Session.StoreIDs[0]))
@@ -76,7 +76,7 @@ func label(s string) string {
 
 // setStatus moves the call to a new status: the status query, the search
 // attributes and the current details all follow.
-func (c *call) setStatus(status string, code policy.Code) {
+func (c *call) setStatus(status CallStatus, code policy.Code) {
 	c.status.Status = status
 	if !c.visible {
 		return
@@ -84,7 +84,7 @@ func (c *call) setStatus(status string, code policy.Code) {
 	if c.shape >= 2 && status == StatusExecuting && c.status.Card == "" {
 		return // a call without a card runs in the same task; its final status follows at once
 	}
-	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(status), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
+	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
 	}
