@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,71 +66,80 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
 	}
-	var body []byte
-	switch in.Tool {
-	case policy.ToolSearchProcedures:
-		var args policy.SearchProceduresArgs
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		q := url.Values{"q": {args.Query}}
-		if args.Cursor != "" {
-			q.Set("offset", args.Cursor)
-		}
-		body, err = a.do(ctx, http.MethodGet, "/v1/procedures?"+q.Encode(), token, "", nil)
-	case policy.ToolGetStock:
-		var args policy.GetStockArgs
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/stock/%d", in.StoreID, args.ArticleID), token, "", nil)
-	case policy.ToolGetDeliveries:
-		var args policy.GetDeliveriesArgs
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		q := url.Values{}
-		if args.Day != "" {
-			q.Set("day", args.Day)
-		}
-		if args.Status != "" {
-			q.Set("status", args.Status)
-		}
-		if args.Limit != 0 {
-			q.Set("limit", strconv.Itoa(args.Limit))
-		}
-		if args.Cursor != "" {
-			q.Set("offset", args.Cursor)
-		}
-		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/deliveries?%s", in.StoreID, q.Encode()), token, "", nil)
-	case policy.ToolGetGRN:
-		var args policy.GetGRNArgs
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		body, err = a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/grns/%s", in.StoreID, url.PathEscape(args.GRNID)), token, "", nil)
-	case policy.ToolCreateTask:
-		var args policy.CreateTaskArgs
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		req, _ := json.Marshal(api.TaskRequest{Kind: args.Kind, ArticleID: args.ArticleID, DueBy: args.DueBy, Note: args.Note})
-		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/tasks", in.StoreID), token, in.IdempotencyKey, req)
-	case policy.ToolRequestStockTransfer:
-		var args policy.TransferAction
-		if err := json.Unmarshal(in.Args, &args); err != nil {
-			return CallResult{}, badArgs(err)
-		}
-		req, _ := json.Marshal(api.TransferRequest{ArticleID: args.ArticleID, Quantity: int(args.Quantity), FromStoreID: args.FromStoreID, Reason: args.Reason})
-		body, err = a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/stores/%d/transfers", args.StoreID), token, in.IdempotencyKey, req)
-	default:
-		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream call is defined for %q", in.Tool), ErrUpstream, nil)
+	spec, ok := policy.Default().Spec(in.Tool)
+	if !ok || spec.Route.Path == "" {
+		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream route is defined for %q", in.Tool), ErrUpstream, nil)
 	}
+	path, body, err := request(spec.Route, in.Args)
+	if err != nil {
+		return CallResult{}, badArgs(err)
+	}
+	key := ""
+	if spec.Route.Keyed {
+		key = in.IdempotencyKey
+	}
+	answer, err := a.do(ctx, spec.Route.Method, path, token, key, body)
 	if err != nil {
 		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
 	}
-	return CallResult{Result: a.Sanitizer.Result(body)}, nil
+	return CallResult{Result: a.Sanitizer.Result(answer)}, nil
+}
+
+// request fills a route from a call's authorized args: the path's
+// placeholders, the query parameters whose fields are present, and the body
+// fields as a JSON object.
+func request(r policy.Route, args json.RawMessage) (string, []byte, error) {
+	fields := map[string]json.RawMessage{}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil {
+		return "", nil, err
+	}
+	text := func(name string) (string, bool) {
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			return "", false
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, true
+		}
+		return string(raw), true
+	}
+	path := r.Path
+	for {
+		open := strings.IndexByte(path, '{')
+		if open < 0 {
+			break
+		}
+		end := strings.IndexByte(path[open:], '}') + open
+		v, ok := text(path[open+1 : end])
+		if !ok || v == "" {
+			return "", nil, fmt.Errorf("the args have no %s for the route %s", path[open+1:end], r.Path)
+		}
+		path = path[:open] + url.PathEscape(v) + path[end+1:]
+	}
+	q := url.Values{}
+	for param, field := range r.Query {
+		if v, ok := text(field); ok && v != "" {
+			q.Set(param, v)
+		}
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	if r.Body == nil {
+		return path, nil, nil
+	}
+	body := map[string]json.RawMessage{}
+	for _, f := range r.Body {
+		if raw, ok := fields[f]; ok {
+			body[f] = raw
+		}
+	}
+	b, err := json.Marshal(body)
+	return path, b, err
 }
 
 // recordSafely writes a record before the upstream call, retrying inside

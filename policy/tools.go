@@ -49,6 +49,25 @@ type ToolSpec struct {
 	DryRun bool
 	// Example is a valid call's args, for docs and tests.
 	Example string
+	// Route is the upstream request an authorized call makes; a tool
+	// without one cannot run.
+	Route Route
+}
+
+// Route is how a call's authorized args (canonical JSON, session filled)
+// become one upstream request: data, so the activity looks it up.
+type Route struct {
+	// Method is GET or POST.
+	Method string
+	// Path has {field} placeholders filled from the args, e.g.
+	// /v1/stores/{storeId}/stock/{articleId}.
+	Path string
+	// Query maps query parameters to the arg fields that fill them, when present.
+	Query map[string]string
+	// Body lists the arg fields sent as a JSON object.
+	Body []string
+	// Keyed writes send the call's workflow ID as the Idempotency-Key.
+	Keyed bool
 }
 
 // StoreScoped is implemented by args that name a store the session must own.
@@ -175,6 +194,7 @@ const (
 var Tools = []ToolSpec{
 	{
 		Name:    ToolSearchProcedures,
+		Route:   Route{Method: "GET", Path: "/v1/procedures", Query: map[string]string{"q": "query", "offset": "cursor"}},
 		Example: `{"query":"cold chain breach"}`,
 		Description: "Search Mangrove's store operating procedures (food safety, cash handling, deliveries) and return matching titles with short excerpts. " +
 			"Use it when someone asks how something is supposed to be done. Do not use it for live data such as stock or deliveries.",
@@ -182,6 +202,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:    ToolGetStock,
+		Route:   Route{Method: "GET", Path: "/v1/stores/{storeId}/stock/{articleId}"},
 		Example: `{"articleId":40211}`,
 		Description: "Cases of one article on hand in one store. Use it for \"how many X do I have\" and before proposing a task or a transfer. " +
 			"Not for deliveries on the way (use get_deliveries). It takes an article number, never a name: an unknown number is answered with candidates to ask the person about.",
@@ -189,6 +210,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:    ToolGetDeliveries,
+		Route:   Route{Method: "GET", Path: "/v1/stores/{storeId}/deliveries", Query: map[string]string{"day": "day", "status": "status", "limit": "limit", "offset": "cursor"}},
 		Example: `{"day":"today"}`,
 		Description: "Status of supplier and DC deliveries to one store on one day: expected, on_the_way, arrived, received (with its GRN id) or delayed, " +
 			"with the expected time and what it carries. Use it for \"where is my delivery\" or \"when does X arrive\". " +
@@ -197,6 +219,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:    ToolGetGRN,
+		Route:   Route{Method: "GET", Path: "/v1/stores/{storeId}/grns/{grnId}"},
 		Example: `{"grnId":"GRN-88213"}`,
 		Description: "One goods received note: what a delivery actually brought in, line by line, with any shortages. " +
 			"Use it to check a received delivery; get_deliveries gives its GRN id. Not for deliveries still on the way (use get_deliveries).",
@@ -204,6 +227,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:    ToolCreateTask,
+		Route:   Route{Method: "POST", Path: "/v1/stores/{storeId}/tasks", Body: []string{"kind", "articleId", "dueBy", "note"}, Keyed: true},
 		Example: `{"kind":"recount","articleId":40211,"dueBy":"today"}`,
 		Description: "Create a follow-up task for staff at one store, such as a recount or a shelf check; the system writes its title from the kind and the article. " +
 			"Use it when the person wants someone to do something later, or when you believe a count is wrong: a person checks. " +
@@ -212,6 +236,7 @@ var Tools = []ToolSpec{
 	},
 	{
 		Name:    ToolRequestStockTransfer,
+		Route:   Route{Method: "POST", Path: "/v1/stores/{storeId}/transfers", Body: []string{"articleId", "quantity", "fromStoreId", "reason"}, Keyed: true},
 		Example: `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`,
 		Description: "Ask for stock to be moved into a store from a nearby store of the same area. The system picks the source store and values the move at cost, " +
 			"and a manager always approves a card before anything moves. Use it only when stock will run out before the next delivery: check get_stock and get_deliveries first. " +
