@@ -77,7 +77,7 @@ clean:
 ## (make test runs 60 calls). It restarts only a private cluster; with your own DATABASE_URL it leaves PostgreSQL alone.
 CHAOS_CALLS ?= 300
 chaos: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
 ## fuzz: the chain and the sanitizer under go test -fuzz (make test runs a short pass).
 FUZZ_AUTHORIZE ?= 1000000x
@@ -90,20 +90,20 @@ fuzz:
 ## then the policy engines, then 10,000 pending approvals (about 20 minutes; BENCH_PENDING=1000 for a short
 ## run). Raw figures and the chart go to bench/results/.
 bench: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
-	cd bench && go run ./chart
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
+	cd bench/engines && go run ./chart
 	$(MAKE) bench-policy
 	$(MAKE) bench-pending
 
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires. About 15 minutes.
 bench-pending: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-10000} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./benchmarks 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-10000} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:
-	cd bench && go test -count=1 -run TestEnginesAgree ./policy
-	cd bench && go test -run='^$$' -bench=. -benchtime=2s ./policy
+	cd bench/engines && go test -count=1 -run TestEnginesAgree .
+	cd bench/engines && go test -run='^$$' -bench=. -benchtime=2s .
 	go test -run='^$$' -bench='Decide|AuthorizeRaw' -benchtime=2s ./policy
 
 ## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).

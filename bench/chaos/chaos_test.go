@@ -103,7 +103,7 @@ func TestChaos(t *testing.T) {
 
 	dir := t.TempDir()
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..")
+	root := filepath.Join(filepath.Dir(file), "..", "..")
 	build := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {

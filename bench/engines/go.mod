@@ -1,4 +1,4 @@
-module github.com/toolgate/toolgate/bench
+module github.com/toolgate/toolgate/bench/engines
 
 go 1.26.8
 
@@ -45,4 +45,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/toolgate/toolgate => ../
+replace github.com/toolgate/toolgate => ../../

@@ -1,6 +1,6 @@
 //go:build bench
 
-package benchmarks
+package e2e
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func TestPendingApprovals(t *testing.T) {
 		t.Errorf("%d expired of %d, %d failed to start, %d transfers", expired, n, failed.Load(), transfers)
 	}
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "bench", "results")
+	dir := filepath.Join(filepath.Dir(file), "..", "results")
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "workflow_cache": cache, "start_seconds": started.Seconds(), "pending_at_once": pending,
 		"rss_mb_before": before, "rss_mb_peak": peak.Load(), "expired": expired, "late_p50_s": p50, "late_p99_s": p99, "late_max_s": max}, "", "  ")

@@ -1,4 +1,4 @@
-// Command chart draws bench/results/e2e.json as bench/results/e2e.png:
+// Command chart draws bench/results/e2e.json as bench/results/e2e.png (run from bench/engines):
 // toolgate beside the bare workflow for each measure, as ratios of bare.
 package main
 
@@ -40,7 +40,7 @@ func pct(v []float64, p float64) float64 {
 }
 
 func main() {
-	in, out := "results/e2e.json", "results/e2e.png"
+	in, out := "../results/e2e.json", "../results/e2e.png"
 	if len(os.Args) > 2 {
 		in, out = os.Args[1], os.Args[2]
 	}

@@ -1,8 +1,8 @@
-// Package policy expresses toolgate's policy table in three other ways —
+// Package engines expresses toolgate's policy table in three other ways —
 // a hand-written floor (a map and ordered ifs), Rego for OPA, and Cedar —
 // so the decision can be compared and benchmarked against policy.Decide.
 // The models cover the shipped table: each row has at most one limit.
-package policy
+package engines
 
 import (
 	"context"

@@ -1,10 +1,10 @@
 //go:build bench
 
-// Package benchmarks measures toolgate end to end against the floor: a
+// Package e2e measures toolgate end to end against the floor: a
 // bare Temporal workflow making the same upstream calls in one activity, on
 // the same dev server, upstream and PostgreSQL, interleaved in one run.
 // Run it with `make bench`; figures go to bench/results/.
-package benchmarks
+package e2e
 
 import (
 	"context"
@@ -285,7 +285,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	t.Logf("end to end, %d reads and %d approvals each way, interleaved; throughput over %s:\n%s", reads, approvals, window, table.String())
 	_, file, _, _ := runtimeCaller()
-	dir := filepath.Join(filepath.Dir(file), "..", "bench", "results")
+	dir := filepath.Join(filepath.Dir(file), "..", "results")
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{
 		"when": time.Now().UTC().Format(time.RFC3339), "reads": map[string]any{"toolgate_ms": msList(tgRead), "bare_ms": msList(bareRead)},
