@@ -242,14 +242,24 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 	return c, nil
 }
 
-func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
+// loadOrAnswer loads the card of the request's path for the approver, or
+// answers "Not found" (or the failure) and reports false.
+func (s *Server) loadOrAnswer(w http.ResponseWriter, r *http.Request, sess session) (Card, bool) {
 	c, err := s.load(r.Context(), r.PathValue("id"), sess.User)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
-		return
+		return c, false
 	}
 	if err != nil {
 		s.fail(w, err)
+		return c, false
+	}
+	return c, true
+}
+
+func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
+	c, ok := s.loadOrAnswer(w, r, sess)
+	if !ok {
 		return
 	}
 	if id, err := strconv.ParseInt(r.URL.Query().Get("refused"), 10, 64); err == nil {
@@ -267,13 +277,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 		return
 	}
 	id := r.PathValue("id")
-	c, err := s.load(r.Context(), id, sess.User)
-	if errors.Is(err, pgx.ErrNoRows) {
-		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
-		return
-	}
-	if err != nil {
-		s.fail(w, err)
+	c, ok := s.loadOrAnswer(w, r, sess)
+	if !ok {
 		return
 	}
 	back := "/cards/" + id

@@ -88,49 +88,34 @@ func (s *StoreArg) Store() *int64 { return s.StoreID }
 // SetStore fills the store from the session.
 func (s *StoreArg) SetStore(id int64) { s.StoreID = &id }
 
-// SearchProceduresArgs are the arguments of search_procedures.
-type SearchProceduresArgs struct {
-	Query  string `json:"query" validate:"required,min=2,max=200" desc:"What to look for, in plain words, e.g. \"cold chain breach\"."`
-	Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of a previous answer, to read the next page."`
-}
+// The read tools' arguments.
+type (
+	// SearchProceduresArgs are the arguments of search_procedures.
+	SearchProceduresArgs struct {
+		Query  string `json:"query" validate:"required,min=2,max=200" desc:"What to look for, in plain words, e.g. \"cold chain breach\"."`
+		Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of a previous answer, to read the next page."`
+	}
 
-// GetStockArgs are the arguments of get_stock.
-type GetStockArgs struct {
-	StoreArg
-	ArticleID int64 `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number, e.g. 40211. Never guess one: ask the person, or use one a tool returned."`
-}
+	// GetStockArgs are the arguments of get_stock.
+	GetStockArgs struct {
+		StoreArg
+		ArticleID int64 `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number, e.g. 40211. Never guess one: ask the person, or use one a tool returned."`
+	}
 
-// Days a delivery or a task can be about: words, not dates, so the model
-// never computes one.
-const (
-	DayYesterday = "yesterday"
-	DayToday     = "today"
-	DayTomorrow  = "tomorrow"
-	DayThisWeek  = "this_week"
-)
+	// GetDeliveriesArgs are the arguments of get_deliveries.
+	GetDeliveriesArgs struct {
+		StoreArg
+		Day    string `json:"day,omitempty" validate:"omitempty,oneof=yesterday today tomorrow" default:"today" desc:"Which day's deliveries; today when left out."`
+		Status string `json:"status,omitempty" validate:"omitempty,oneof=expected on_the_way arrived received delayed" desc:"Only deliveries in this state; all when left out."`
+		Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=20" default:"10" desc:"Deliveries per page, 1 to 20; 10 when left out."`
+		Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of the previous page, to read the next one."`
+	}
 
-// GetDeliveriesArgs are the arguments of get_deliveries.
-type GetDeliveriesArgs struct {
-	StoreArg
-	Day    string `json:"day,omitempty" validate:"omitempty,oneof=yesterday today tomorrow" default:"today" desc:"Which day's deliveries; today when left out."`
-	Status string `json:"status,omitempty" validate:"omitempty,oneof=expected on_the_way arrived received delayed" desc:"Only deliveries in this state; all when left out."`
-	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=20" default:"10" desc:"Deliveries per page, 1 to 20; 10 when left out."`
-	Cursor string `json:"cursor,omitempty" validate:"omitempty,numeric,max=6" desc:"The nextCursor of the previous page, to read the next one."`
-}
-
-// GetGRNArgs are the arguments of get_grn.
-type GetGRNArgs struct {
-	StoreArg
-	GRNID string `json:"grnId" validate:"required,grnid" desc:"Goods received note id as get_deliveries returns it, e.g. GRN-88213."`
-}
-
-// Task kinds: the jobs a store's staff can be given.
-const (
-	TaskRecount      = "recount"
-	TaskShelfCheck   = "shelf_check"
-	TaskExpiryCheck  = "expiry_check"
-	TaskCallSupplier = "call_supplier"
-	TaskPricingDesk  = "pricing_desk"
+	// GetGRNArgs are the arguments of get_grn.
+	GetGRNArgs struct {
+		StoreArg
+		GRNID string `json:"grnId" validate:"required,grnid" desc:"Goods received note id as get_deliveries returns it, e.g. GRN-88213."`
+	}
 )
 
 // CreateTaskArgs are the arguments of create_task. The task's title is the
@@ -142,16 +127,6 @@ type CreateTaskArgs struct {
 	DueBy     string `json:"dueBy" validate:"required,oneof=today tomorrow this_week" desc:"When it must be done."`
 	Note      string `json:"note,omitempty" validate:"max=200" redact:"pii" desc:"One line for the staff, at most 200 characters. Phone numbers, e-mail addresses and secrets are removed."`
 }
-
-// Transfer reasons: why a store needs stock moved in.
-const (
-	ReasonStockoutRisk    = "stockout_risk"
-	ReasonFestivalPeak    = "festival_peak"
-	ReasonDamagedDelivery = "damaged_delivery"
-)
-
-// MaxTransferQuantity is the most cases one transfer may move.
-const MaxTransferQuantity = 500
 
 // RequestStockTransferArgs are what the model may say about a transfer into
 // a store. The source store and the value are the system's, from the dry run.

@@ -192,17 +192,23 @@ func callID(conv, id string) (string, error) {
 	return workflows.WorkflowID(conv, id), nil
 }
 
-func waitCmd(cfg config.Config, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+// openCall reads a command's call flags and dials Temporal.
+func openCall(cfg config.Config, name string, args []string) (string, client.Client, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	conv, id := callFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return "", nil, err
 	}
 	wf, err := callID(*conv, *id)
 	if err != nil {
-		return fmt.Errorf("wait: %w", err)
+		return "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c, err := dial(cfg)
+	return wf, c, err
+}
+
+func waitCmd(cfg config.Config, args []string, out io.Writer) error {
+	wf, c, err := openCall(cfg, "wait", args)
 	if err != nil {
 		return err
 	}
@@ -256,16 +262,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 }
 
 func statusCmd(cfg config.Config, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	conv, id := callFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	wf, err := callID(*conv, *id)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	c, err := dial(cfg)
+	wf, c, err := openCall(cfg, "status", args)
 	if err != nil {
 		return err
 	}

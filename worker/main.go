@@ -14,7 +14,6 @@ import (
 	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/metrics"
-	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
@@ -22,27 +21,12 @@ import (
 	"go.uber.org/zap"
 )
 
-func main() {
-	log := logging.New("worker")
-	defer log.Sync() //nolint:errcheck
-	if err := run(log); err != nil {
-		log.Error("worker stopped", zap.Error(err))
-		os.Exit(1)
-	}
-}
+func main() { config.Main("worker", run) }
 
-func run(log *zap.Logger) error {
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return err
-	}
+func run(log *zap.Logger, cfg config.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dbURL, err := cfg.ServiceDatabaseURL("worker")
-	if err != nil {
-		return err
-	}
-	pool, err := pg.OpenService(ctx, dbURL, "worker")
+	pool, err := cfg.OpenPool(ctx, "worker")
 	if err != nil {
 		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
 	}

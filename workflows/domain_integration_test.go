@@ -10,7 +10,6 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
-	"go.temporal.io/api/enums/v1"
 )
 
 // TestMangroveToolsAsTheDomainDesignedThem runs the domain's parameter sets
@@ -57,33 +56,12 @@ func TestMangroveToolsAsTheDomainDesignedThem(t *testing.T) {
 	if res := s.Run(t, note); res.Status != workflows.StatusExecuted {
 		t.Fatalf("note: %+v", res)
 	}
-	var places []string
-	rows, _ := s.Owner.Query(ctx, `SELECT a::text FROM audit_log a WHERE workflow_id = $1`, workflows.WorkflowID("domain", "note"))
-	for rows.Next() {
-		var r string
-		_ = rows.Scan(&r)
-		places = append(places, r)
-	}
+	_, places := logAndAuditTexts(t, s, "workflow_id = $1", workflows.WorkflowID("domain", "note"))
 	var stored string
 	_ = s.Owner.QueryRow(ctx, `SELECT note FROM mangrove.tasks WHERE kind = 'call_supplier'`).Scan(&stored)
 	places = append(places, stored)
-	iter := s.Client.GetWorkflowHistory(ctx, workflows.WorkflowID("domain", "note"), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := json.Marshal(ev)
-		places = append(places, string(raw)) // as stored: encrypted
-		// The input too: the client helpers redact the note before they start the call.
-		plain, err := testenv.Codec.Decode(payloadsOf(ev))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range plain {
-			places = append(places, string(p.Data))
-		}
-	}
+	// The input too: the client helpers redact the note before they start the call.
+	places = append(places, historyTexts(t, s, workflows.WorkflowID("domain", "note"), true)...)
 	if len(places) < 10 || !strings.Contains(stored, "[phone]") {
 		t.Fatalf("only %d places, stored note %q", len(places), stored)
 	}

@@ -54,12 +54,7 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 	if err := stranger.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}); err != nil {
 		t.Fatal(err)
 	}
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var res workflows.ToolCallResult
-	if err := run.Get(wait, &res); err != nil {
-		t.Fatalf("the card never ended (wedged by an undecodable signal?): %v", err)
-	}
+	res := awaitResult(t, run, 30*time.Second, "the card never ended (wedged by an undecodable signal?)")
 	if res.Status != workflows.StatusExpired || res.Code != policy.CodeExpired {
 		t.Fatalf("%+v", res)
 	}
@@ -99,12 +94,7 @@ func TestFloodedCardLocks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	var res workflows.ToolCallResult
-	if err := run.Get(wait, &res); err != nil {
-		t.Fatalf("the flooded card did not end: %v", err)
-	}
+	res := awaitResult(t, run, 60*time.Second, "the flooded card did not end")
 	if res.Status != workflows.StatusRejected || res.Code != policy.CodeLocked {
 		t.Fatalf("%+v", res)
 	}
@@ -184,12 +174,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	for _, a := range []policy.Approval{copied, otherCard, dated} {
 		_ = s.Client.SignalWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.ApprovalSignal, a)
 	}
-	wait, cancel := context.WithTimeout(ctx, 45*time.Second)
-	defer cancel()
-	var res workflows.ToolCallResult
-	if err := runC.Get(wait, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := awaitResult(t, runC, 45*time.Second, "the second run did not end")
 	var transfers int
 	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, runA.GetID()).Scan(&transfers)
 	if res.Status == workflows.StatusExecuted || transfers != 0 {

@@ -16,8 +16,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workflows"
-	"go.temporal.io/api/enums/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // spy sits between the worker and the upstream: it records every bearer
@@ -71,37 +69,10 @@ func TestTokenNeverLeavesTheActivity(t *testing.T) {
 
 	var haystacks []string
 	for _, in := range calls {
-		iter := s.Client.GetWorkflowHistory(context.Background(), workflows.WorkflowID("tok", in.ToolCallID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := protojson.Marshal(ev)
-			haystacks = append(haystacks, string(b))
-			// Payloads are encrypted: search what they say, decrypted.
-			plain, err := testenv.Codec.Decode(payloadsOf(ev))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range plain {
-				haystacks = append(haystacks, string(p.Data))
-			}
-		}
+		haystacks = append(haystacks, historyTexts(t, s, workflows.WorkflowID("tok", in.ToolCallID), true)...)
 	}
-	for _, e := range s.Logs.All() {
-		b, _ := json.Marshal(e.ContextMap())
-		haystacks = append(haystacks, e.Message+string(b))
-	}
-	rows, err := s.Owner.Query(context.Background(), `SELECT a::text FROM audit_log a`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var r string
-		_ = rows.Scan(&r)
-		haystacks = append(haystacks, r)
-	}
+	logs, rows := logAndAuditTexts(t, s, "true")
+	haystacks = append(append(haystacks, logs...), rows...)
 	haystacks = append(haystacks, results...)
 	if len(haystacks) < 20 {
 		t.Fatalf("only %d places searched", len(haystacks))
@@ -274,38 +245,10 @@ func TestDisguisedSecretsAreRedacted(t *testing.T) {
 		t.Fatalf("the search did not find the seeded procedure: %s", last)
 	}
 	// The result as the history holds it (the call's activity result, decrypted).
-	iter := s.Client.GetWorkflowHistory(ctx, workflows.WorkflowID("disguised", "result"), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetWorkflowExecutionStartedEventAttributes() != nil {
-			continue // the agent's own input
-		}
-		plain, err := testenv.Codec.Decode(payloadsOf(ev))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range plain {
-			haystacks = append(haystacks, string(p.Data))
-		}
-	}
-	for _, e := range s.Logs.All() {
-		b, _ := json.Marshal(e.ContextMap())
-		haystacks = append(haystacks, e.Message+string(b))
-	}
-	rows, err := s.Owner.Query(ctx, `SELECT a::text FROM audit_log a`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	audited := 0
-	for rows.Next() {
-		var r string
-		_ = rows.Scan(&r)
-		haystacks = append(haystacks, r)
-		audited++
-	}
+	haystacks = append(haystacks, historyTexts(t, s, workflows.WorkflowID("disguised", "result"), false)...)
+	logs, rows := logAndAuditTexts(t, s, "true")
+	haystacks = append(append(haystacks, logs...), rows...)
+	audited := len(rows)
 	if audited < 2*len(disguisedSecrets) {
 		t.Fatalf("only %d audit rows", audited)
 	}

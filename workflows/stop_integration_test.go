@@ -39,12 +39,7 @@ func TestStoppingTheWorkerLetsACallFinish(t *testing.T) {
 	}
 	s.StopWorker() // what the worker does on SIGTERM
 	s.StartWorker(t)
-	wait, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var res workflows.ToolCallResult
-	if err := run.Get(wait, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := awaitResult(t, run, time.Minute, "the stopped call did not end")
 	var tasks int
 	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.tasks WHERE idempotency_key = $1`, run.GetID()).Scan(&tasks)
 	if res.Status != workflows.StatusExecuted || tasks != 1 {

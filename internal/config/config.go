@@ -3,16 +3,20 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 )
 
 // Defaults of docs/contract.md.
@@ -196,4 +200,26 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// Main runs a toolgate process: its logger, its environment read and
+// checked, then its body; a failure is logged and exits 1.
+func Main(process string, run func(*zap.Logger, Config) error) {
+	logging.Main(process, func(log *zap.Logger) error {
+		cfg, err := FromEnv()
+		if err != nil {
+			return err
+		}
+		return run(log, cfg)
+	})
+}
+
+// OpenPool opens a service's pool with its own role (ServiceDatabaseURL),
+// refusing a superuser or the audit log's owner.
+func (c Config) OpenPool(ctx context.Context, service string) (*pgxpool.Pool, error) {
+	url, err := c.ServiceDatabaseURL(service)
+	if err != nil {
+		return nil, err
+	}
+	return pg.OpenService(ctx, url, service)
 }

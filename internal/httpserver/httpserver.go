@@ -4,6 +4,8 @@
 package httpserver
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -22,4 +24,19 @@ const (
 func New(addr string, h http.Handler) *http.Server {
 	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
 		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+}
+
+// Run serves srv until ctx ends, then shuts it down, giving requests in
+// flight five seconds. It returns nil after a shutdown.
+func Run(ctx context.Context, srv *http.Server) error {
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

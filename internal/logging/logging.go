@@ -29,3 +29,15 @@ func New(process string) *zap.Logger {
 func Temporal(l *zap.Logger) log.Logger {
 	return log.NewStructuredLogger(slog.New(zapslog.NewHandler(l.Core())))
 }
+
+// Main runs a process's body with its logger and exits 1, logged, when the
+// body fails: every process's main is one line.
+func Main(process string, run func(*zap.Logger) error) {
+	l := New(process)
+	if err := run(l); err != nil {
+		l.Error(process+" stopped", zap.Error(err))
+		_ = l.Sync()
+		os.Exit(1)
+	}
+	_ = l.Sync()
+}

@@ -5,35 +5,21 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
-	"github.com/toolgate/toolgate/internal/pg"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 )
 
-func main() {
-	log := logging.New("approvals")
-	defer log.Sync() //nolint:errcheck
-	if err := run(log); err != nil {
-		log.Error("approvals stopped", zap.Error(err))
-		os.Exit(1)
-	}
-}
+func main() { config.Main("approvals", run) }
 
-func run(log *zap.Logger) error {
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return err
-	}
+func run(log *zap.Logger, cfg config.Config) error {
 	if cfg.SigningKey == nil {
 		return errors.New("TOOLGATE_APPROVAL_SIGNING_KEY is not set: the card UI signs every decision (starter keygen makes a key pair; make dev sets one up)")
 	}
@@ -51,11 +37,7 @@ func run(log *zap.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dbURL, err := cfg.ServiceDatabaseURL("approvals")
-	if err != nil {
-		return err
-	}
-	pool, err := pg.OpenService(ctx, dbURL, "approvals")
+	pool, err := cfg.OpenPool(ctx, "approvals")
 	if err != nil {
 		return err
 	}
@@ -68,17 +50,8 @@ func run(log *zap.Logger) error {
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
 		Pool: pool, Temporal: c, Identity: approvals.DemoIdentity{}, Signer: *cfg.SigningKey, SessionKey: sessionKey,
 		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log}).Handler())
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
 	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr))
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return httpserver.Run(ctx, srv)
 }
 
 func withLogger(o client.Options, log *zap.Logger) client.Options {
