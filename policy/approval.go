@@ -139,13 +139,26 @@ const MaxIDLength = 64
 var (
 	hexHash  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	roleName = regexp.MustCompile(`^[a-z][a-z_]*$`)
-	idChars  = regexp.MustCompile(`^[A-Za-z0-9._@-]+$`)
 )
 
 // ValidID reports whether s is an ID toolgate accepts from a session or a
-// decision: 1 to MaxIDLength letters, digits, '.', '_', '@' or '-'.
-func ValidID(s string) bool {
-	return len(s) >= 1 && len(s) <= MaxIDLength && idChars.MatchString(s)
+// decision: 1 to MaxIDLength letters, digits, '.', '_', '@' or '-'. A loop,
+// not a regexp: it runs on every call's session (Decide stays near 100 ns).
+func ValidID(s string) bool { return idOf(s, "._@-") }
+
+// idOf reports whether s is 1 to MaxIDLength ASCII letters, digits or
+// bytes of extra.
+func idOf(s, extra string) bool {
+	if len(s) < 1 || len(s) > MaxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // strictObject decodes one JSON object into v, refusing unknown fields,

@@ -233,8 +233,8 @@ func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
 	}
 	value := deref(valueCents)
 	for i, k := range v.Limits {
-		if over, ok := overLimit(k.Tool, Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}, v.StoreID, usage[i], value); !ok {
-			return over
+		if l := (Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}); exceeds(l, usage[i], value) {
+			return limitDenial(k.Tool, l, v.StoreID, usage[i], value)
 		}
 	}
 	return v
@@ -262,8 +262,8 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) Verdict {
 		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
 	}
 	for i, l := range e.row.Limits {
-		if over, ok := overLimit(tool, l, v.StoreID, f.Usage[i], deref(f.ValueCents)); !ok {
-			return over
+		if exceeds(l, f.Usage[i], deref(f.ValueCents)) {
+			return limitDenial(tool, l, v.StoreID, f.Usage[i], deref(f.ValueCents))
 		}
 	}
 	return v
@@ -307,13 +307,13 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 			if len(s.StoreIDs) == 0 {
 				return deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
 			}
-			sc.SetStore(s.StoreIDs[0])
 			// The session is the agent backend's, not the model's: a store it
-			// lists must still be a valid store.
-			if err := validate.Struct(args); err != nil {
+			// lists must still be a valid store (the bounds of StoreArg's tag).
+			if id := s.StoreIDs[0]; id < MinStoreID || id > MaxStoreID {
 				return deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
 					s.StoreIDs[0]))
 			}
+			sc.SetStore(s.StoreIDs[0])
 		}
 		store = *sc.Store()
 		if !s.Owns(store) {
@@ -356,24 +356,24 @@ func deref(n *int64) int64 {
 	return *n
 }
 
-// overLimit is step 7 for one limit: its usage plus this call stays within
-// its bounds, or the refusal says which bound and for whom.
-func overLimit(tool string, l Limit, store int64, u Usage, value int64) (Verdict, bool) {
-	callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls
-	centsOver := l.MaxCents > 0 && u.Cents+value > l.MaxCents
-	if !callsOver && !centsOver {
-		return Verdict{}, true
-	}
+// exceeds is step 7 for one limit: its usage plus this call goes past a
+// bound.
+func exceeds(l Limit, u Usage, value int64) bool {
+	return l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls || l.MaxCents > 0 && u.Cents+value > l.MaxCents
+}
+
+// limitDenial says which bound a call would pass, and for whom.
+func limitDenial(tool string, l Limit, store int64, u Usage, value int64) Verdict {
 	who := "the signed-in person"
 	if l.Scope == PerStore {
 		who = fmt.Sprintf("store %d", store)
 	}
-	if callsOver {
+	if callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls; callsOver {
 		return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
-			tool, l.MaxCalls, l.Window, who)), false
+			tool, l.MaxCalls, l.Window, who))
 	}
 	return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
-		tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents))), false
+		tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
 }
 
 func limitKey(tool string, l Limit, user string, store int64) LimitKey {

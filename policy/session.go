@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"fmt"
-	"regexp"
-)
+import "fmt"
 
 // Session is who is asking, as the agent backend's sign-in established it.
 // Identity, role and stores come only from here, never from the model.
@@ -49,13 +46,11 @@ func (s Session) Problem() string {
 	return ""
 }
 
-var toolCallIDChars = regexp.MustCompile(`^[A-Za-z0-9_.:]{1,64}$`)
-
 // ValidToolCallID reports whether id can name a call: 1 to 64 letters,
 // digits, '_', '.' or ':'. No '-': the workflow ID joins conversation and
 // call with '-', so toolcall-a-b + c and toolcall-a + b-c cannot both exist,
 // and a workflow ID splits back into one pair at its last '-'.
-func ValidToolCallID(id string) bool { return toolCallIDChars.MatchString(id) }
+func ValidToolCallID(id string) bool { return idOf(id, "_.:") }
 
 // CallIDProblem says what is wrong with a call's IDs, or "".
 func CallIDProblem(conversationID, toolCallID string) string {

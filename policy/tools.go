@@ -77,6 +77,12 @@ type StoreScoped interface {
 	SetStore(int64)
 }
 
+// Store numbers run from MinStoreID to MaxStoreID (StoreArg's validate tag).
+const (
+	MinStoreID = 1
+	MaxStoreID = 99999
+)
+
 // StoreArg is embedded in args that name a store. The JSON name is storeId.
 type StoreArg struct {
 	StoreID *int64 `json:"storeId,omitempty" validate:"omitempty,min=1,max=99999" desc:"Store number. Leave it out to use the signed-in person's own store."`

@@ -57,21 +57,17 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}).Get(&ttl); err != nil {
 		return ToolCallResult{}, fmt.Errorf("approval TTL: %w", err)
 	}
-	// Calls recorded before decisions were signed replay without the check.
+	// The version markers of earlier shapes stay, at their only supported
+	// value, so the histories recorded with them replay (see the README's
+	// versioning policy).
+	workflow.GetVersion(ctx, "signed-approvals", 1, 1)
 	var keys policy.ApprovalKeys
-	signed := workflow.GetVersion(ctx, "signed-approvals", workflow.DefaultVersion, 1) == 1
-	if signed {
-		trusted := c.settings.ApprovalKeys
-		if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
-			return trusted
-		}).Get(&keys); err != nil {
-			return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
-		}
+	trusted := c.settings.ApprovalKeys
+	if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
+		return trusted
+	}).Get(&keys); err != nil {
+		return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
 	}
-	// Shape 3 reads every payload on the signal (an unreadable one is
-	// refused, never dropped), binds signatures to the run and the card's
-	// expiry, and locks a card after MaxRefusedDecisions.
-	guarded := c.shape >= 3
 	upAt := workflow.Now(ctx)
 	expires := upAt.Add(ttl)
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
@@ -87,19 +83,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
-	var decision policy.Approval
-	var ended CallStatus
-	if guarded {
-		g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
-			card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
-		decision, ended, err = c.waitGuarded(g, ttl)
-	} else {
-		var expired bool
-		decision, expired, err = c.wait(v, hash, ttl, expires, signed, keys)
-		if expired {
-			ended = StatusExpired
-		}
-	}
+	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
+		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
+	decision, ended, err := c.waitGuarded(g, ttl)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
@@ -134,87 +120,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if guarded {
-		return res, c.drainGuarded(res.Status, res.Code)
-	}
-	return res, c.drain(res.Status)
-}
-
-// wait returns the first decision that counts, or expired. Every other
-// decision is refused, audited, and the wait goes on.
-func (c *call) wait(v policy.Verdict, hash string, ttl time.Duration, expires time.Time, signed bool, keys policy.ApprovalKeys) (policy.Approval, bool, error) {
-	ctx, cancel := workflow.WithCancel(c.ctx)
-	defer cancel()
-	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
-	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	for {
-		var a policy.Approval
-		expired := false
-		sel := workflow.NewSelector(c.ctx)
-		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(c.ctx, &a) })
-		sel.AddFuture(timer, func(workflow.Future) { expired = true })
-		sel.Select(c.ctx)
-		if expired {
-			return a, true, nil
-		}
-		if !workflow.Now(c.ctx).Before(expires) {
-			if err := c.refuse(a, false, policy.CodeExpired, "the card expired before this decision arrived"); err != nil {
-				return a, false, err
-			}
-			return a, true, nil
-		}
-		if signed {
-			if ok, why := policy.VerifyUnboundApproval(a, c.key, keys); !ok {
-				if err := c.refuse(a, false, policy.CodeCredentialUnavailable, why); err != nil {
-					return a, false, err
-				}
-				continue
-			}
-		}
-		code, why := policy.CheckApproval(a, v.ApproverRole, v.StoreID, hash)
-		if code == policy.CodeOK {
-			return a, false, nil
-		}
-		if err := c.refuse(a, signed, code, why); err != nil {
-			return a, false, err
-		}
-	}
-}
-
-// refuse audits a decision that does not count, for calls recorded before
-// shape 3. Only a decision whose signature verified names its approver;
-// any other claim is kept apart (an audit input, so replay is unaffected).
-func (c *call) refuse(a policy.Approval, verified bool, code policy.Code, why string) error {
-	c.refused++
-	c.countApproval("refused_" + string(code))
-	workflow.GetLogger(c.ctx).Warn("approval refused", "code", code, "verified", verified)
-	in := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: code,
-		Message: "Refused: " + why, StoreID: c.status.storeID, Value: c.value()}
-	if verified {
-		who := a.Approver
-		in.Approver = &who
-	} else {
-		in.ClaimedBy = a.Approver.UserID
-	}
-	return c.audit(in)
-}
-
-// drain refuses decisions that arrived after the card was decided or expired.
-func (c *call) drain(final CallStatus) error {
-	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	code := map[CallStatus]policy.Code{StatusExpired: policy.CodeExpired, StatusRejected: policy.CodeRejected}[final]
-	if code == "" {
-		code = policy.CodeInvalidArguments
-	}
-	for {
-		var a policy.Approval
-		if !ch.ReceiveAsync(&a) {
-			return nil
-		}
-		if err := c.refuse(a, false, code, "the card is no longer pending (it is "+string(final)+")"); err != nil {
-			return err
-		}
-	}
+	return res, c.drainGuarded(res.Status, res.Code)
 }
 
 // end closes a card that will not run: rejected or expired.
@@ -234,18 +140,12 @@ func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.
 	return c.result(status, code, msg, false, false, nil), nil
 }
 
-// record writes an audit row and the card state it leads to. In the fast
-// shape they go together, locally when the event cannot depend on the
+// record writes an audit row and the card state it leads to, together,
+// locally when the event cannot depend on the
 // task's time (an expiry, a result already in history); a decision's
 // acceptance depends on it, so its record runs only after the task that
 // accepted it is complete.
 func (c *call) record(in activities.AuditInput, card activities.ProjectInput, local bool) error {
-	if c.shape < 2 {
-		if err := c.audit(in); err != nil {
-			return err
-		}
-		return c.project(card)
-	}
 	in.Tool, in.Session = c.in.Tool, c.in.Session
 	rec := activities.RecordInput{Audit: in, Card: card}
 	var f workflow.Future
@@ -269,23 +169,11 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	approved := activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
 		Value: c.value(), Approver: &a.Approver, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
-	if c.shape >= 2 {
-		// The call's own activity writes the approval first: it is scheduled
-		// only once the task that accepted the approval is complete.
-		c.before = &activities.RecordInput{Audit: approved, Card: card}
-	} else if err := c.record(approved, card, false); err != nil {
-		return ToolCallResult{}, err
-	}
+	// The call's own activity writes the approval first: it is scheduled
+	// only once the task that accepted the approval is complete.
+	c.before = &activities.RecordInput{Audit: approved, Card: card}
 	c.card = &card
-	res, err := c.execute(v, action, hash)
-	if err != nil {
-		return res, err
-	}
-	if c.shape >= 2 {
-		return res, nil // execute recorded the outcome with the card
-	}
-	card.Version, card.Status, card.Result = cardFinal, res.Status.card(), res.Result
-	return res, c.project(card)
+	return c.execute(v, action, hash) // it records the outcome with the card
 }
 
 func (c *call) project(card activities.ProjectInput) error {

@@ -178,9 +178,6 @@ func replayFile(file string) error {
 		return err
 	}
 	name, _, _ := strings.Cut(strings.TrimSuffix(filepath.Base(file), ".json"), ".")
-	if name == "allowed_read_with_executed_row" {
-		name = "allowed_read" // recorded before reads lost their executed row, under the old name
-	}
 	return replay(h, workflows.WorkflowID("golden", name))
 }
 

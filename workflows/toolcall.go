@@ -99,11 +99,9 @@ func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResu
 }
 
 func (c *call) run() (ToolCallResult, error) {
-	if c.shape >= 3 {
-		if why := c.idProblem(); why != "" {
-			return c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Step: policy.StepArguments,
-				Message: "The call's IDs cannot name it: " + why + ". Nothing ran; the agent backend must start it again with valid IDs."})
-		}
+	if why := c.idProblem(); why != "" {
+		return c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Step: policy.StepArguments,
+			Message: "The call's IDs cannot name it: " + why + ". Nothing ran; the agent backend must start it again with valid IDs."})
 	}
 	v := c.check(nil)
 	c.facts = v.Tool
@@ -160,10 +158,6 @@ type call struct {
 	facts *policy.ToolFacts
 	// late are decisions taken with the one that counted, refused at the end.
 	late []received
-	// visible is false when replaying calls recorded before search attributes.
-	visible bool
-	// shape is the workflow version this run was recorded with.
-	shape workflow.Version
 	// card is the approved card an execution finishes, if any.
 	card *activities.ProjectInput
 	// before is the approval's record, written by the call's activity first.
@@ -189,15 +183,10 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("first outcome update: %w", err)
 	}
-	// Version 1 added search attributes; version 2 is the fast shape: local
-	// admission and local idempotent calls, and upserts only when the status
-	// settles (the client sets the start attributes). Version 3 checks the
-	// call's IDs first and guards the approval wait (see waitGuarded).
-	c.shape = workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 3)
-	c.visible = c.shape >= 1
-	if c.shape == 1 {
-		c.setStatus(StatusDeciding, "")
-	}
+	// One version for the whole shape of the call. Earlier shapes were folded
+	// into this one before any release (README: versioning policy); a change
+	// to the commands goes behind the next value, 4, here.
+	workflow.GetVersion(ctx, "search-attributes", 3, 3)
 	return c, nil
 }
 
@@ -275,13 +264,8 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
-	var f workflow.Future
-	if c.shape >= 2 {
-		// Admission is keyed by run, so a repeat returns the recorded decision.
-		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "admit"), acts.Admit, in)
-	} else {
-		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "admit"), acts.Admit, in)
-	}
+	// Admission is keyed by run, so a repeat returns the recorded decision.
+	f := workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "admit"), acts.Admit, in)
 	if err := f.Get(c.ctx, &res); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
@@ -364,7 +348,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before}
 	var res activities.CallResult
 	var call workflow.Future
-	if c.shape >= 2 && spec.Idempotent {
+	if spec.Idempotent {
 		// A repeated idempotent call is harmless: run it in the workflow task.
 		call = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout, RetryPolicy: opts.RetryPolicy,
@@ -390,7 +374,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	}
 	c.setStatus(StatusExecuted, policy.CodeOK)
 	// Reads are audited by their decision row alone; calls that change something also get an executed row.
-	if spec.Tier != policy.TierRead || (c.shape < 2 && workflow.GetVersion(c.ctx, "reads-audited-by-decision-only", workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
+	if spec.Tier != policy.TierRead {
 		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value(), Result: res.Result}); err != nil {
 			return ToolCallResult{}, err
 		}
@@ -400,27 +384,21 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 }
 
 // toolFacts are the spec facts the call acts on: those recorded with its
-// verdict, or, for calls recorded before verdicts carried them, the facts
-// the tools shipped with then.
+// verdict, never the live spec.
 func (c *call) toolFacts() policy.ToolFacts {
 	if c.facts != nil {
 		return *c.facts
 	}
-	switch c.in.Tool {
-	case policy.ToolSearchProcedures, policy.ToolGetStock, policy.ToolGetDeliveries, policy.ToolGetGRN:
-		return policy.ToolFacts{Tier: policy.TierRead, Idempotent: true, Timeout: 10 * time.Second}
-	case policy.ToolCreateTask:
-		return policy.ToolFacts{Tier: policy.TierWriteReversible, Timeout: 15 * time.Second}
-	default:
-		return policy.ToolFacts{Tier: policy.TierWrite, Timeout: 15 * time.Second}
-	}
+	// Every call records its facts with its verdict; should one lack them,
+	// it runs as the most careful tool would: once, and audited.
+	return policy.ToolFacts{Tier: policy.TierWrite, Timeout: 15 * time.Second}
 }
 
-// recordOutcome records how an execution ended: the audit row, and with the fast
-// shape the approved card's final state in the same local write (the result
-// is already in history, so a repeat changes nothing).
+// recordOutcome records how an execution ended: the audit row, and the
+// approved card's final state in the same local write (the result is
+// already in history, so a repeat changes nothing).
 func (c *call) recordOutcome(in activities.AuditInput) error {
-	if c.shape < 2 || c.card == nil {
+	if c.card == nil {
 		return c.audit(in)
 	}
 	card := *c.card

@@ -78,10 +78,7 @@ func label(s string) string {
 // attributes and the current details all follow.
 func (c *call) setStatus(status CallStatus, code policy.Code) {
 	c.status.Status = status
-	if !c.visible {
-		return
-	}
-	if c.shape >= 2 && status == StatusExecuting && c.status.Card == "" {
+	if status == StatusExecuting && c.status.Card == "" {
 		return // a call without a card runs in the same task; its final status follows at once
 	}
 	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
