@@ -62,7 +62,18 @@ func TestMangroveToolsAsTheDomainDesignedThem(t *testing.T) {
 	places = append(places, stored)
 	// The input too: the client helpers redact the note before they start the call.
 	places = append(places, historyTexts(t, s, workflows.WorkflowID("domain", "note"), true)...)
-	if len(places) < 10 || !strings.Contains(stored, "[phone]") {
+	// A bare client sends the note unredacted; the chain redacts it at decode,
+	// so the audit row and the task still hold none of it.
+	bare := workflows.ToolCallInput{Tool: "create_task", ToolCallID: "bare", Session: ama("domain"),
+		Args: json.RawMessage(`{"kind":"shelf_check","dueBy":"today","note":"ask for Esi on +233 24 555 0123"}`)}
+	if res := bareStart(t, s, bare); res.Status != workflows.StatusExecuted {
+		t.Fatalf("bare note: %+v", res)
+	}
+	_, bareRows := logAndAuditTexts(t, s, "workflow_id = $1", workflows.WorkflowID("domain", "bare"))
+	var bareStored string
+	_ = s.Owner.QueryRow(ctx, `SELECT note FROM mangrove.tasks WHERE kind = 'shelf_check'`).Scan(&bareStored)
+	places = append(append(places, bareRows...), bareStored)
+	if len(places) < 10 || !strings.Contains(stored, "[phone]") || !strings.Contains(bareStored, "[phone]") {
 		t.Fatalf("only %d places, stored note %q", len(places), stored)
 	}
 	for _, p := range places {
