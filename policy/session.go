@@ -50,7 +50,7 @@ func (s Session) Problem() string {
 // digits, '_', '.' or ':'. No '-': the workflow ID joins conversation and
 // call with '-', so toolcall-a-b + c and toolcall-a + b-c cannot both exist,
 // and a workflow ID splits back into one pair at its last '-'.
-func ValidToolCallID(id string) bool { return idOf(id, "_.:") }
+func ValidToolCallID(id string) bool { return idOf(id, &callIDBytes) }
 
 // CallIDProblem says what is wrong with a call's IDs, or "".
 func CallIDProblem(conversationID, toolCallID string) string {
