@@ -66,7 +66,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
 	}
-	spec, ok := policy.Default().Spec(in.Tool)
+	spec, ok := policy.Lookup(in.Tool)
 	if !ok || spec.Route.Path == "" {
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream route is defined for %q", in.Tool), ErrUpstream, nil)
 	}

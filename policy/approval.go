@@ -133,41 +133,10 @@ func (a Approval) validate() error {
 	return nil
 }
 
-// MaxIDLength bounds user, session, conversation and tool-call IDs.
-const MaxIDLength = 64
-
 var (
 	hexHash  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	roleName = regexp.MustCompile(`^[a-z][a-z_]*$`)
 )
-
-// ValidID reports whether s is an ID toolgate accepts from a session or a
-// decision: 1 to MaxIDLength letters, digits, '.', '_', '@' or '-'. A table,
-// not a regexp: it runs on every call's session.
-func ValidID(s string) bool { return idOf(s, &idBytes) }
-
-// idBytes and callIDBytes are the bytes an ID and a tool-call ID may hold.
-var idBytes, callIDBytes = idTable("._@-"), idTable("_.:")
-
-func idTable(extra string) (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
-	}
-	return t
-}
-
-// idOf reports whether s is 1 to MaxIDLength bytes, each allowed by t.
-func idOf(s string, t *[256]bool) bool {
-	if len(s) < 1 || len(s) > MaxIDLength {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !t[s[i]] {
-			return false
-		}
-	}
-	return true
-}
 
 // strictObject decodes one JSON object into v, refusing unknown fields,
 // duplicate keys and trailing data.

@@ -303,7 +303,7 @@ func argErrorf(format string, args ...any) error {
 // address in a task's note. Args that are not an object of the tool's
 // fields come back unchanged: the chain refuses them anyway.
 func RedactPII(tool string, args json.RawMessage) json.RawMessage {
-	spec, ok := Default().Spec(tool)
+	spec, ok := Lookup(tool)
 	if !ok {
 		return args
 	}

@@ -77,6 +77,18 @@ func Default() *Policy {
 	return p
 }
 
+// Lookup finds a tool's spec in the registry without building a Policy:
+// for the paths that only need a tool's own facts (its upstream route, its
+// free-text fields), on every call. Only exact names match.
+func Lookup(name string) (ToolSpec, bool) {
+	for _, s := range Tools {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return ToolSpec{}, false
+}
+
 // Spec returns the tool's spec. Only exact, registered names match.
 func (p *Policy) Spec(name string) (ToolSpec, bool) {
 	s, ok := p.specs[name]

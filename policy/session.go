@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Session is who is asking, as the agent backend's sign-in established it.
 // Identity, role and stores come only from here, never from the model.
@@ -61,4 +64,35 @@ func CallIDProblem(conversationID, toolCallID string) string {
 		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", clip(conversationID), MaxIDLength)
 	}
 	return ""
+}
+
+// MaxIDLength bounds user, session, conversation and tool-call IDs.
+const MaxIDLength = 64
+
+// ValidID reports whether s is an ID toolgate accepts from a session or a
+// decision: 1 to MaxIDLength letters, digits, '.', '_', '@' or '-'. A table,
+// not a regexp: it runs on every call's session.
+func ValidID(s string) bool { return idOf(s, &idBytes) }
+
+// idBytes and callIDBytes are the bytes an ID and a tool-call ID may hold.
+var idBytes, callIDBytes = idTable("._@-"), idTable("_.:")
+
+func idTable(extra string) (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, byte(c)) >= 0
+	}
+	return t
+}
+
+// idOf reports whether s is 1 to MaxIDLength bytes, each allowed by t.
+func idOf(s string, t *[256]bool) bool {
+	if len(s) < 1 || len(s) > MaxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !t[s[i]] {
+			return false
+		}
+	}
+	return true
 }

@@ -43,7 +43,7 @@ GUARDS = [
     ("approval: card's args hash", "policy/approval.go", "if a.ArgsHash != argsHash {", "if false {", APPROVAL),
     ("approval: decision is approve or reject", "policy/approval.go", "if a.Decision != Approve && a.Decision != Reject {", "if false {", APPROVAL),
     ("approval: unexpired when it counts", "workflows/decisions.go", "\tif !now.Before(g.expires) {", "\tif false {", ["go", "test", "-count=1", "-run", "LandingWithTheExpiry", "./workflows"]),
-    ("approval: decisions after the end refused", "workflows/decisions.go", "func (c *call) drainGuarded(final CallStatus, code policy.Code) error {\n", "func (c *call) drainGuarded(final CallStatus, code policy.Code) error {\n\tif true {\n\t\treturn nil\n\t}\n", APPROVAL),
+    ("approval: decisions after the end refused", "workflows/decisions.go", "func (c *call) drain(final CallStatus, code policy.Code) error {\n", "func (c *call) drain(final CallStatus, code policy.Code) error {\n\tif true {\n\t\treturn nil\n\t}\n", APPROVAL),
     ("approval: activity runs only the approved args", "activities/call.go", "err != nil || h != in.ArgsHash {", "false && (err != nil || h != in.ArgsHash) {", ["go", "test", "-count=1", "-run", "CallTool", "./activities"]),
     ("approval: rejected and expired cards free budget only", "activities/admission.go", "AND d.event IN ('rejected', 'expired'))`", "AND d.event IN ('rejected', 'expired', 'approved'))`", APPROVAL),
     ("card UI: CSRF token on decisions", "approvals/server.go", "func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {\n\tif !s.csrfOK(sess, r.PostFormValue(\"csrf\")) {", "func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {\n\tif false {", UI),

@@ -85,7 +85,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
-	decision, ended, err := c.waitGuarded(g, ttl)
+	decision, ended, err := c.wait(g, ttl)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
@@ -120,7 +120,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if err != nil {
 		return res, err
 	}
-	return res, c.drainGuarded(res.Status, res.Code)
+	return res, c.drain(res.Status, res.Code)
 }
 
 // end closes a card that will not run: rejected or expired.

@@ -49,10 +49,10 @@ type refusal struct {
 	verified bool
 }
 
-// waitGuarded returns the first decision that counts, or ends with
+// wait returns the first decision that counts, or ends with
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
-func (c *call) waitGuarded(g guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
+func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
 	ctx, cancel := workflow.WithCancel(c.ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
@@ -186,8 +186,8 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	return nil
 }
 
-// drainGuarded refuses the decisions that arrived after the card ended.
-func (c *call) drainGuarded(final CallStatus, code policy.Code) error {
+// drain refuses the decisions that arrived after the card ended.
+func (c *call) drain(final CallStatus, code policy.Code) error {
 	if code == policy.CodeOK {
 		code = policy.CodeInvalidArguments
 	}

@@ -20,10 +20,8 @@ func WorkerOptions() worker.Options {
 // so a write in flight ends with its real outcome, not a cancellation.
 func StopTimeout() time.Duration {
 	longest := bookkeepingTimeout
-	for _, name := range policy.Default().Names() {
-		if spec, _ := policy.Default().Spec(name); spec.Timeout > longest {
-			longest = spec.Timeout
-		}
+	for _, spec := range policy.Tools {
+		longest = max(longest, spec.Timeout)
 	}
 	return longest + 5*time.Second
 }

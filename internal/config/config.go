@@ -84,18 +84,10 @@ func SessionKey() ([]byte, error) {
 	if v == "" {
 		return nil, nil
 	}
-	if err := secret("APPROVALS_SESSION_KEY", v); err != nil {
-		return nil, err
+	if len(v) < MinSecretLength {
+		return nil, fmt.Errorf("APPROVALS_SESSION_KEY is %d characters: use a random secret of at least %d (openssl rand -base64 32)", len(v), MinSecretLength)
 	}
 	return []byte(v), nil
-}
-
-func secret(name, v string) error {
-	switch {
-	case len(v) < MinSecretLength:
-		return fmt.Errorf("%s is %d characters: use a random secret of at least %d (openssl rand -base64 32)", name, len(v), MinSecretLength)
-	}
-	return nil
 }
 
 // ServiceDatabaseURL is the connection a service logs in with:
@@ -106,7 +98,7 @@ func (c Config) ServiceDatabaseURL(service string) (string, error) {
 	if v := os.Getenv(name); v != "" {
 		return v, nil
 	}
-	role := map[string]string{"worker": pg.WorkerRole, "approvals": pg.ApprovalsRole, "upstream": pg.UpstreamRole}[service]
+	role := pg.RoleOf(service)
 	if role == "" {
 		return "", fmt.Errorf("no database role for service %q", service)
 	}

@@ -68,19 +68,14 @@ func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Poo
 	if super || owns {
 		pool.Close()
 		return nil, fmt.Errorf("%s connects as %s, a superuser or the audit log's owner, which could rewrite the audit log; give it its own role (%s by default, from migration 007)",
-			service, pgx.Identifier{user}.Sanitize(), defaultRole(service))
+			service, pgx.Identifier{user}.Sanitize(), RoleOf(service))
 	}
 	return pool, nil
 }
 
-func defaultRole(service string) string {
-	switch service {
-	case "worker":
-		return WorkerRole
-	case "approvals":
-		return ApprovalsRole
-	}
-	return UpstreamRole
+// RoleOf is a service's own role ("worker", "approvals", "upstream"), or "".
+func RoleOf(service string) string {
+	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole}[service]
 }
 
 func redactURL(s string) string {

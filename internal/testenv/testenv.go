@@ -158,8 +158,7 @@ var Services = []string{"worker", "approvals", "upstream"}
 // neither a superuser nor the audit log's owner.
 func ServicePool(t testing.TB, url, service string) *pgxpool.Pool {
 	t.Helper()
-	role := map[string]string{"worker": pg.WorkerRole, "approvals": pg.ApprovalsRole, "upstream": pg.UpstreamRole}[service]
-	u, err := pg.ServiceURL(url, role)
+	u, err := pg.ServiceURL(url, pg.RoleOf(service))
 	if err != nil {
 		t.Fatal(err)
 	}
