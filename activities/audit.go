@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,7 +31,9 @@ type AuditInput struct {
 	// signature did not verify, or it could not be read); it never fills
 	// Approver.
 	ClaimedBy string `json:"claimedBy,omitempty"`
-	Message   string `json:"message,omitempty"`
+	// Evidence is how a verified approver proved who they are.
+	Evidence *policy.AuthEvidence `json:"evidence,omitempty"`
+	Message  string               `json:"message,omitempty"`
 	// Claim, on a run's first write, claims the call for this run.
 	Claim  *Claim          `json:"claim,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -107,6 +110,13 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	if in.Approver != nil {
 		approverID, approverRole = clean(in.Approver.UserID), clean(string(in.Approver.Role))
 	}
+	var issuer, subject, acr, authTime any
+	if e := in.Evidence; e != nil && in.Approver != nil {
+		issuer, subject, acr = clean(e.Issuer), clean(e.Subject), clean(e.ACR)
+		if t, err := time.Parse(time.RFC3339, e.AuthTime); err == nil {
+			authTime = t
+		}
+	}
 	var claimed any
 	if in.ClaimedBy != "" {
 		claimed = clean(in.ClaimedBy)
@@ -117,12 +127,13 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	}
 	tag, err := db.Exec(ctx, `
 		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, store_id, value_cents,
-		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18)
+		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id,
+		                       approver_issuer, approver_subject, approver_acr, approver_auth_time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)
 		ON CONFLICT (workflow_id, run_id, event_key) DO NOTHING`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
 		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, store, in.Value,
-		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed)
+		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {

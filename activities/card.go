@@ -26,6 +26,8 @@ type ProjectInput struct {
 	DecidedAt    string           `json:"decidedAt,omitempty"`
 	Note         string           `json:"note,omitempty"`
 	Result       json.RawMessage  `json:"result,omitempty"`
+	// Evidence is the sign-in the card's approver needs.
+	Evidence *policy.Requirement `json:"evidence,omitempty"`
 }
 
 // Project writes the card's state to pending_action. A write older than the
@@ -43,10 +45,15 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	if len(in.Result) > 0 {
 		result = string(a.Sanitizer.Result(in.Result))
 	}
+	var acr, maxAge any
+	if in.Evidence != nil {
+		acr, maxAge = in.Evidence.ACR, in.Evidence.MaxAgeSeconds
+	}
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
-		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb)
+		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
+		                            required_acr, required_max_age_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
@@ -57,7 +64,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		WHERE pending_action.version <= EXCLUDED.version`,
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
-		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result)
+		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge)
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

@@ -32,6 +32,9 @@ type Approval struct {
 	ArgsHash string   `json:"argsHash"`
 	Approver Identity `json:"approver"`
 	Reason   string   `json:"reason,omitempty"`
+	// Evidence is how the approver proved who they are; the workflow checks
+	// it against the card's recorded Requirement.
+	Evidence *AuthEvidence `json:"evidence,omitempty"`
 	// KeyID, SignedAt and Signature are set by the approvals service; the
 	// worker verifies them before a decision counts.
 	KeyID     string `json:"keyId,omitempty"`
@@ -124,6 +127,19 @@ func (a Approval) validate() error {
 		return fmt.Errorf("reason must be valid text of at most %d characters", MaxReasonRunes)
 	case len(a.KeyID) > 64 || len(a.SignedAt) > 40 || len(a.Signature) > 128:
 		return fmt.Errorf("keyId, signedAt and signature are at most 64, 40 and 128 characters")
+	}
+	if e := a.Evidence; e != nil {
+		switch {
+		case len(e.Issuer) > 256 || len(e.Subject) > 255 || !utf8.ValidString(e.Issuer) || !utf8.ValidString(e.Subject):
+			return fmt.Errorf("evidence.iss and evidence.sub are text of at most 256 and 255 bytes")
+		case len(e.ACR) > 64 || len(e.AuthTime) > 40 || len(e.AMR) > 8:
+			return fmt.Errorf("evidence.acr, evidence.authTime and evidence.amr are at most 64 bytes, 40 bytes and 8 methods")
+		}
+		for _, m := range e.AMR {
+			if len(m) > 32 || !roleName.MatchString(m) {
+				return fmt.Errorf("evidence.amr holds %q, not a method name such as \"pwd\" or \"otp\"", clip(m))
+			}
+		}
 	}
 	for _, s := range a.Approver.StoreIDs {
 		if s < 1 || s > 99999 {

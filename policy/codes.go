@@ -27,6 +27,9 @@ const (
 	// CodeIdempotencyConflict answers a tool-call ID reused with another
 	// tool, other args or another session.
 	CodeIdempotencyConflict Code = "idempotency_conflict"
+	// CodeStepUpRequired refuses a decision (or a call) whose sign-in is
+	// weaker or older than what it needs: the person must sign in again.
+	CodeStepUpRequired Code = "step_up_required"
 )
 
 // Codes lists the whole closed set, in the contract's (docs/contract.md) order.
@@ -34,7 +37,7 @@ var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
 	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
-	CodeLocked, CodeIdempotencyConflict,
+	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired,
 }
 
 // Valid reports whether c is in the closed set.

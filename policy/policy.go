@@ -176,6 +176,9 @@ type Verdict struct {
 	// runs, recorded with the verdict so a later change to the spec never
 	// changes a call in flight. Set on passing verdicts of Check.
 	Tool *ToolFacts `json:"toolFacts,omitempty"`
+	// Evidence is the sign-in an approval needs (EvidenceFor), set on
+	// approve verdicts and recorded with them.
+	Evidence *Requirement `json:"evidence,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -357,6 +360,8 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
 		}
 		v.ApproverRole = role
+		req := EvidenceFor(Evidence, spec.Name, deref(valueCents))
+		v.Evidence = &req
 	}
 	return v
 }

@@ -442,6 +442,9 @@ func TestApprovalSignatures(t *testing.T) {
 		"changed role":            forged(func(b *Approval) { b.Approver.Role = RoleAreaManager }),
 		"signed by a stranger":    SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", other, a.SignedAt),
 		"garbage signature":       forged(func(b *Approval) { b.Signature = "!!" }),
+		"evidence added": forged(func(b *Approval) {
+			b.Evidence = &AuthEvidence{Issuer: "i", Subject: "s", ACR: ACRMFA, AuthTime: b.SignedAt}
+		}),
 	} {
 		if ok, why := VerifyApproval(bad, card, up, expires, keys); ok || why == "" {
 			t.Errorf("%s: verified", name)

@@ -37,6 +37,9 @@ type signedDecision struct {
 	Reason     string   `json:"reason"`
 	SignedAt   string   `json:"signedAt"`
 	KeyID      string   `json:"keyId"`
+	// Evidence is left out when absent, so decisions signed before it
+	// existed still verify.
+	Evidence *AuthEvidence `json:"evidence,omitempty"`
 }
 
 // unboundDecision is what signatures covered before they were bound to the
@@ -54,7 +57,7 @@ type unboundDecision struct {
 // ApprovalMessage is the canonical bytes a decision's signature covers.
 func ApprovalMessage(a Approval, card Card) []byte {
 	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: card.WorkflowID, RunID: card.RunID, ExpiresAt: card.ExpiresAt,
-		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID})
+		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence})
 	return b
 }
 

@@ -51,9 +51,12 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if len(cfg.ApprovalKeys) == 0 {
 		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")
 	}
+	if len(cfg.ApproverIssuers) == 0 {
+		log.Warn("TOOLGATE_APPROVER_ISSUERS is empty: no identity provider is trusted, so every approval decision will be refused (set it to the card UI's APPROVALS_OIDC_ISSUER)")
+	}
 	// Process-wide in the SDK: it bounds memory when many cards wait at once.
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys},
+	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers},
 		activities.New(pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c))
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())

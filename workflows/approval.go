@@ -61,12 +61,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	// value, so the histories recorded with them replay (see the README's
 	// versioning policy).
 	workflow.GetVersion(ctx, "signed-approvals", 1, 1)
-	var keys policy.ApprovalKeys
-	trusted := c.settings.ApprovalKeys
-	if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
-		return trusted
-	}).Get(&keys); err != nil {
-		return ToolCallResult{}, fmt.Errorf("approval keys: %w", err)
+	trust, err := c.trust()
+	if err != nil {
+		return ToolCallResult{}, err
 	}
 	upAt := workflow.Now(ctx)
 	expires := upAt.Add(ttl)
@@ -74,7 +71,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
-		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt}
+		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
+		Evidence: v.Evidence}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
 	}
@@ -83,7 +81,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
-	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: keys, upAt: upAt, expires: expires,
+	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
 	decision, ended, err := c.wait(g, ttl)
 	if err != nil {
@@ -123,6 +121,37 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	return res, c.drain(res.Status, res.Code)
 }
 
+// trust is what a decision is checked against: the keys that may sign it
+// and the identity providers whose sign-ins it may carry.
+type trust struct {
+	Keys    policy.ApprovalKeys `json:"keys"`
+	Issuers []string            `json:"issuers"`
+}
+
+// trust records the deployment's trust in force when the card goes up, so
+// a redeploy with other keys or providers never changes a card in flight.
+func (c *call) trust() (trust, error) {
+	t := trust{Keys: c.settings.ApprovalKeys, Issuers: c.settings.ApproverIssuers}
+	var got trust
+	if c.version < 4 {
+		// Calls recorded before evidence recorded the keys alone.
+		err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
+			return t.Keys
+		}).Get(&got.Keys)
+		if err != nil {
+			return got, fmt.Errorf("approval keys: %w", err)
+		}
+		return got, nil
+	}
+	err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval keys and identity providers in force"}, func(workflow.Context) any {
+		return t
+	}).Get(&got)
+	if err != nil {
+		return got, fmt.Errorf("approval trust: %w", err)
+	}
+	return got, nil
+}
+
 // end closes a card that will not run: rejected or expired.
 func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.Code, event activities.Event, by *policy.Approval, msg string) (ToolCallResult, error) {
 	c.setStatus(status, code)
@@ -131,7 +160,7 @@ func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.
 	local := status == StatusExpired || code == policy.CodeLocked
 	card.Version, card.Status = cardFinal, status.card()
 	if by != nil {
-		in.Approver, card.DecidedBy, card.Note = &by.Approver, &by.Approver, by.Reason
+		in.Approver, in.Evidence, card.DecidedBy, card.Note = &by.Approver, by.Evidence, &by.Approver, by.Reason
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	}
 	if err := c.record(in, card, local); err != nil {
@@ -168,7 +197,7 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	card.Version, card.Status, card.DecidedBy, card.Note = cardDecided, "approved", &a.Approver, a.Reason
 	card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	approved := activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
-		Value: c.value(), Approver: &a.Approver, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
+		Value: c.value(), Approver: &a.Approver, Evidence: a.Evidence, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
 	// The call's own activity writes the approval first: it is scheduled
 	// only once the task that accepted the approval is complete.
 	c.before = &activities.RecordInput{Audit: approved, Card: card}

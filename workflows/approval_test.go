@@ -47,7 +47,7 @@ func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(logging.Temporal(zap.NewNop()))
 	env := suite.NewTestWorkflowEnvironment()
-	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys})
+	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}})
 	activities.Register(env, f.acts)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})
 	if during != nil {
@@ -103,7 +103,7 @@ func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, ap
 			case "unsigned":
 				a.Signature = ""
 			case "":
-				a = testenv.ApprovalSigner.Sign(a, st.CardRef(env.id), env.Now().UTC().Format(time.RFC3339))
+				a = testenv.SignAt(a, st.CardRef(env.id), env.Now())
 			}
 			env.SignalWorkflow(workflows.ApprovalSignal, a)
 		}
@@ -386,5 +386,67 @@ func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'rejected'`); n != 1 {
 		t.Fatal("pending_action not rejected")
+	}
+}
+
+// signedIn is an approval carrying a sign-in at acr, age before the moment
+// it is sent, by issuer.
+type signedIn struct {
+	a      policy.Approval
+	issuer string
+	acr    string
+	age    time.Duration
+}
+
+// decideAs sends decisions with the sign-in evidence each names.
+func decideAs(t *testing.T, env tenv, at time.Duration, decisions ...signedIn) {
+	env.RegisterDelayedCallback(func() {
+		st := status(t, env)
+		for _, d := range decisions {
+			a := d.a
+			a.ArgsHash = st.ArgsHash
+			a.Evidence = &policy.AuthEvidence{Issuer: d.issuer, Subject: a.Approver.UserID, ACR: d.acr, AuthTime: env.Now().Add(-d.age).UTC().Format(time.RFC3339)}
+			env.SignalWorkflow(workflows.ApprovalSignal, testenv.SignAt(a, st.CardRef(env.id), env.Now()))
+		}
+	}, at)
+}
+
+// TestApprovalsNeedTheirEvidence: the $960 card needs an mfa sign-in
+// within 5 minutes, the $384 card a password within 8 hours; anything short,
+// or from an identity provider the worker does not trust, is refused and
+// audited with the evidence it carried, and the wait goes on.
+func TestApprovalsNeedTheirEvidence(t *testing.T) {
+	f := newFixture(t)
+	res := f.run(t, "stepup", "c1", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama(""), func(env tenv) {
+		decideAs(t, env, time.Minute,
+			signedIn{approve(kofiID), testenv.Issuer, policy.ACRPassword, time.Minute},
+			signedIn{approve(kofiID), testenv.Issuer, policy.ACRMFA, 5*time.Minute + 30*time.Second},
+			signedIn{approve(kofiID), "https://evil.example", policy.ACRMFA, 0},
+			signedIn{approve(kofiID), testenv.Issuer, policy.ACRMFA, time.Minute})
+	})
+	if res.Status != "executed" {
+		t.Fatalf("%+v", res)
+	}
+	if got := events(f.audit(t, "toolcall-stepup-c1")); got != "needs_approval/ok approval_refused/step_up_required approval_refused/step_up_required approval_refused/credential_unavailable approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = 'toolcall-stepup-c1' AND event = 'approved' AND approver_issuer = $1
+		AND approver_subject = 'kofi' AND approver_acr = 'mfa' AND approver_auth_time IS NOT NULL`, testenv.Issuer); n != 1 {
+		t.Fatal("the approval row does not carry the approver's evidence")
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = 'toolcall-stepup-c1' AND event = 'approval_refused' AND approver_acr = 'pwd'`); n != 1 {
+		t.Fatal("the refused pwd decision does not carry its evidence")
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = 'toolcall-stepup-c1' AND required_acr = 'mfa' AND required_max_age_seconds = 300`); n != 1 {
+		t.Fatal("the card does not record the evidence it needs")
+	}
+
+	res = f.run(t, "stepup", "c2", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		decideAs(t, env, time.Minute,
+			signedIn{approve(amaID), testenv.Issuer, policy.ACRPassword, 8*time.Hour + time.Minute},
+			signedIn{approve(amaID), testenv.Issuer, policy.ACRPassword, 7 * time.Hour})
+	})
+	if got := events(f.audit(t, "toolcall-stepup-c2")); res.Status != "executed" || got != "needs_approval/ok approval_refused/step_up_required approved/ok executed/ok" {
+		t.Fatalf("%s, audit: %s", res.Status, got)
 	}
 }

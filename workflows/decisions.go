@@ -26,10 +26,13 @@ const codeLocked CallStatus = "locked"
 
 // guard is what a decision must match to count on this card.
 type guard struct {
-	role          policy.Role
-	store         int64
-	hash          string
-	keys          policy.ApprovalKeys
+	role    policy.Role
+	store   int64
+	hash    string
+	keys    policy.ApprovalKeys
+	issuers []string
+	// evidence is the sign-in the card needs; nil on cards recorded before.
+	evidence      *policy.Requirement
 	card          policy.Card
 	upAt, expires time.Time
 }
@@ -114,7 +117,10 @@ func (g guard) judge(r received, now time.Time) refusal {
 		return f
 	}
 	f.verified = true
-	f.code, f.why = policy.CheckApproval(r.a, g.role, g.store, g.hash)
+	if f.code, f.why = policy.CheckApproval(r.a, g.role, g.store, g.hash); f.code != policy.CodeOK {
+		return f
+	}
+	f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now)
 	return f
 }
 
@@ -166,7 +172,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 			Message: "Refused: " + f.why, StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
 		if f.verified {
 			who := f.a.Approver
-			row.Approver = &who
+			row.Approver, row.Evidence = &who, f.a.Evidence
 		} else {
 			row.ClaimedBy = f.a.Approver.UserID
 		}

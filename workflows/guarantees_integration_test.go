@@ -169,8 +169,8 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	if v, err := s.Client.QueryWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.StatusQuery); err == nil {
 		_ = v.Get(&st)
 	}
-	dated := testenv.ApprovalSigner.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID},
-		st.CardRef(runC.GetID()), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339))
+	dated := testenv.SignAt(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID},
+		st.CardRef(runC.GetID()), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, a := range []policy.Approval{copied, otherCard, dated} {
 		_ = s.Client.SignalWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.ApprovalSignal, a)
 	}
@@ -187,7 +187,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 func signFor(a policy.Approval, first workflows.Outcome, run client.WorkflowRun, at time.Time) policy.Approval {
 	card := first.CardRef()
 	card.WorkflowID, card.RunID = run.GetID(), run.GetRunID()
-	return testenv.ApprovalSigner.Sign(a, card, at.UTC().Format(time.RFC3339))
+	return testenv.SignAt(a, card, at)
 }
 
 // TestPerUserLimitCountsTheStoredUser: search_procedures allows 60 calls per

@@ -71,6 +71,10 @@ type Settings struct {
 	ApprovalTTL time.Duration
 	// ApprovalKeys verify decisions; with none, every decision is refused.
 	ApprovalKeys policy.ApprovalKeys
+	// ApproverIssuers are the identity providers whose sign-ins an approval
+	// may carry as evidence; with none, no card that needs evidence can be
+	// decided.
+	ApproverIssuers []string
 }
 
 // DefaultApprovalTTL is the wait of docs/contract.md.
@@ -156,6 +160,8 @@ type call struct {
 	conflicts int
 	// facts are the tool's spec facts recorded with the verdict.
 	facts *policy.ToolFacts
+	// version is the shape of the call (the "search-attributes" change).
+	version workflow.Version
 	// late are decisions taken with the one that counted, refused at the end.
 	late []received
 	// card is the approved card an execution finishes, if any.
@@ -183,10 +189,12 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("first outcome update: %w", err)
 	}
-	// One version for the whole shape of the call. Earlier shapes were folded
-	// into this one before any release (README: versioning policy); a change
-	// to the commands goes behind the next value, 4, here.
-	workflow.GetVersion(ctx, "search-attributes", 3, 3)
+	// One version for the whole shape of the call (README: versioning
+	// policy). 3: the shapes folded before any release. 4: an approval's
+	// sign-in evidence is checked against trusted identity providers,
+	// recorded with the keys. A change to the commands goes behind the next
+	// value, 5, here.
+	c.version = workflow.GetVersion(ctx, "search-attributes", 3, 4)
 	return c, nil
 }
 

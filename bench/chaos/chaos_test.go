@@ -117,7 +117,7 @@ func TestChaos(t *testing.T) {
 	env := []string{
 		"TEMPORAL_ADDRESS=" + testenv.TemporalAddress(t), "DATABASE_URL=" + db, "UPSTREAM_URL=http://" + upstreamAddr,
 		"UPSTREAM_ADDR=" + upstreamAddr, "UPSTREAM_TOKEN_KEY=chaos-upstream-key-of-at-least-32-chars", "TOOLGATE_TASK_QUEUE=" + queue,
-		"TOOLGATE_APPROVAL_TTL=20s", "TOOLGATE_APPROVAL_KEYS=" + testenv.ApprovalKeysEnv(), "TOOLGATE_CODEC_KEYS=" + testenv.CodecKeys,
+		"TOOLGATE_APPROVAL_TTL=20s", "TOOLGATE_APPROVAL_KEYS=" + testenv.ApprovalKeysEnv(), "TOOLGATE_APPROVER_ISSUERS=" + testenv.Issuer, "TOOLGATE_CODEC_KEYS=" + testenv.CodecKeys,
 		"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0", "TOOLGATE_APPROVAL_SIGNING_KEY=", "LOG_LEVEL=warn",
 	}
 	logs, _ := os.Create(filepath.Join(dir, "processes.log"))

@@ -36,6 +36,7 @@ var Vars = []string{
 	"UPSTREAM_TOKEN_KEY", "WORKER_DATABASE_URL", "APPROVALS_DATABASE_URL", "UPSTREAM_DATABASE_URL", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE", "TOOLGATE_DEV",
+	"TOOLGATE_APPROVER_ISSUERS",
 }
 
 // Config is the environment a process runs with.
@@ -54,6 +55,9 @@ type Config struct {
 	ApprovalsAddr   string
 	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
 	ApprovalKeys policy.ApprovalKeys
+	// ApproverIssuers (TOOLGATE_APPROVER_ISSUERS, else APPROVALS_OIDC_ISSUER)
+	// are the identity providers whose sign-ins a decision may carry.
+	ApproverIssuers []string
 	// SigningKey (TOOLGATE_APPROVAL_SIGNING_KEY) signs decisions in the approvals server and starter.
 	SigningKey *policy.Signer
 	// Codec (TOOLGATE_CODEC_KEYS, TOOLGATE_CODEC_KEY_ID) encrypts payloads; nil means plaintext.
@@ -138,6 +142,11 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("TOOLGATE_APPROVAL_KEYS: %w", err)
 	}
 	c.ApprovalKeys = keys
+	for _, iss := range strings.Split(env("TOOLGATE_APPROVER_ISSUERS", os.Getenv("APPROVALS_OIDC_ISSUER")), ",") {
+		if iss = strings.TrimSpace(iss); iss != "" {
+			c.ApproverIssuers = append(c.ApproverIssuers, iss)
+		}
+	}
 	if v := env("TOOLGATE_APPROVAL_SIGNING_KEY", devEnv("TOOLGATE_APPROVAL_SIGNING_KEY")); v != "" {
 		id, key, err := policy.ParseSigningKey(v)
 		if err != nil {

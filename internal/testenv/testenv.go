@@ -49,9 +49,23 @@ var ApprovalSigner, ApprovalKeys = func() (policy.Signer, policy.ApprovalKeys) {
 	return policy.Signer{KeyID: "test", Key: priv}, policy.ApprovalKeys{"test": pub}
 }()
 
-// Sign signs a decision for a card, now.
+// Issuer is the identity provider the tests' workers trust for approvers'
+// sign-ins (TOOLGATE_APPROVER_ISSUERS).
+const Issuer = "https://id.toolgate.test"
+
+// Sign signs a decision for a card, now. A decision without evidence gets
+// a fresh mfa sign-in at Issuer as its approver, which any card accepts.
 func Sign(a policy.Approval, card policy.Card) policy.Approval {
-	return ApprovalSigner.Sign(a, card, time.Now().UTC().Format(time.RFC3339))
+	return SignAt(a, card, time.Now())
+}
+
+// SignAt signs a decision as if at time at, signed in then (see Sign).
+func SignAt(a policy.Approval, card policy.Card, at time.Time) policy.Approval {
+	now := at.UTC().Format(time.RFC3339)
+	if a.Evidence == nil {
+		a.Evidence = &policy.AuthEvidence{Issuer: Issuer, Subject: a.Approver.UserID, ACR: policy.ACRMFA, AMR: []string{"pwd", "otp"}, AuthTime: now}
+	}
+	return ApprovalSigner.Sign(a, card, now)
 }
 
 // SigningKeyEnv is the tests' TOOLGATE_APPROVAL_SIGNING_KEY, for processes.
@@ -365,7 +379,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
-	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys}
+	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: []string{Issuer}}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
 	return s

@@ -1,0 +1,300 @@
+package idp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/pquerna/otp/totp"
+	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/policy"
+	"golang.org/x/oauth2"
+)
+
+const redirect = "http://127.0.0.1:1/callback"
+
+type fixture struct {
+	p      *idp.Provider
+	srv    *httptest.Server
+	users  map[string]idp.User
+	cfg    oauth2.Config
+	ver    *oidc.IDTokenVerifier
+	mu     sync.Mutex
+	logout []string // logout tokens received
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{users: map[string]idp.User{}}
+	users, err := idp.DemoUsers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		f.users[u.ID] = u
+	}
+	bcl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.logout = append(f.logout, r.PostFormValue("logout_token"))
+		f.mu.Unlock()
+	}))
+	t.Cleanup(bcl.Close)
+	f.srv = httptest.NewUnstartedServer(nil)
+	f.srv.Start()
+	t.Cleanup(f.srv.Close)
+	f.p, err = idp.New(idp.Options{Issuer: f.srv.URL, Users: users,
+		Clients: []idp.Client{{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: bcl.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = f.p.Handler()
+	prov, err := oidc.NewProvider(context.Background(), f.srv.URL)
+	if err != nil {
+		t.Fatalf("discovery: %v", err)
+	}
+	f.cfg = oauth2.Config{ClientID: "cards", ClientSecret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURL: redirect, Endpoint: prov.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile"}}
+	f.ver = prov.Verifier(&oidc.Config{ClientID: "cards"})
+	return f
+}
+
+// browser is one person's cookie jar at the provider.
+type browser struct {
+	f *fixture
+	c *http.Client
+}
+
+func (f *fixture) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{f: f, c: &http.Client{Jar: jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(r.URL.String(), redirect) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}}
+}
+
+// flow is one authorization request as far as the sign-in pages.
+type flow struct {
+	b                   *browser
+	id, verifier, nonce string
+	state               string
+	page                string
+	final               *url.URL
+}
+
+func (b *browser) authorize(t *testing.T, opts ...oauth2.AuthCodeOption) *flow {
+	t.Helper()
+	fl := &flow{b: b, verifier: oauth2.GenerateVerifier(), nonce: "n-" + time.Now().Format("150405.000000"), state: "st"}
+	u := b.f.cfg.AuthCodeURL(fl.state, append(opts, oauth2.S256ChallengeOption(fl.verifier), oidc.Nonce(fl.nonce))...)
+	fl.do(t, http.MethodGet, u, nil)
+	return fl
+}
+
+func (fl *flow) do(t *testing.T, method, u string, form url.Values) {
+	t.Helper()
+	var res *http.Response
+	var err error
+	if method == http.MethodGet {
+		res, err = fl.b.c.Get(u)
+	} else {
+		res, err = fl.b.c.PostForm(u, form)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := new(strings.Builder)
+	_, _ = io.Copy(buf, res.Body)
+	fl.page = buf.String()
+	if loc := res.Header.Get("Location"); strings.HasPrefix(loc, redirect) {
+		fl.final, _ = url.Parse(loc)
+		return
+	}
+	if i := strings.Index(fl.page, `name="authRequestID" value="`); i >= 0 {
+		rest := fl.page[i+len(`name="authRequestID" value="`):]
+		fl.id = rest[:strings.Index(rest, `"`)]
+	}
+}
+
+func (fl *flow) password(t *testing.T, user, pw string) {
+	fl.do(t, http.MethodPost, fl.b.f.srv.URL+"/login/password", url.Values{"authRequestID": {fl.id}, "username": {user}, "password": {pw}})
+}
+
+func (fl *flow) code(t *testing.T, code string) {
+	fl.do(t, http.MethodPost, fl.b.f.srv.URL+"/login/totp", url.Values{"authRequestID": {fl.id}, "code": {code}})
+}
+
+// claims are the ID token claims the card UI reads.
+type claims struct {
+	Sub      string   `json:"sub"`
+	ACR      string   `json:"acr"`
+	AMR      []string `json:"amr"`
+	AuthTime int64    `json:"auth_time"`
+	Role     string   `json:"toolgate_role"`
+	Stores   []int64  `json:"toolgate_stores"`
+	Name     string   `json:"name"`
+}
+
+// token exchanges the code and verifies the ID token.
+func (fl *flow) token(t *testing.T) claims {
+	t.Helper()
+	if fl.final == nil {
+		t.Fatalf("the flow did not return to the client; page:\n%s", fl.page)
+	}
+	if e := fl.final.Query().Get("error"); e != "" {
+		t.Fatalf("the provider answered %s: %s", e, fl.final.Query().Get("error_description"))
+	}
+	tok, err := fl.b.f.cfg.Exchange(context.Background(), fl.final.Query().Get("code"), oauth2.VerifierOption(fl.verifier))
+	if err != nil {
+		t.Fatalf("exchange: %v", err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	id, err := fl.b.f.ver.Verify(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if id.Nonce != fl.nonce {
+		t.Fatalf("nonce %q, want %q", id.Nonce, fl.nonce)
+	}
+	var c claims
+	if err := id.Claims(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func code(t *testing.T, secret string, at time.Time) string {
+	c, err := totp.GenerateCode(secret, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestACRValuesMatchThePolicy(t *testing.T) {
+	if idp.ACRPassword != policy.ACRPassword || idp.ACRMFA != policy.ACRMFA {
+		t.Fatal("the provider's acr values are not the ones the policy understands")
+	}
+}
+
+func TestPasswordSignInIsPwd(t *testing.T) {
+	f := newFixture(t)
+	ama := f.users["ama"]
+	fl := f.browser().authorize(t)
+	fl.password(t, "ama", "wrong")
+	if fl.final != nil || !strings.Contains(fl.page, "do not match") {
+		t.Fatalf("a wrong password passed: %s", fl.page)
+	}
+	fl.password(t, "ama", ama.Password)
+	c := fl.token(t)
+	if c.Sub != "ama" || c.ACR != "pwd" || len(c.AMR) != 1 || c.AMR[0] != "pwd" || c.Role != "store_manager" || len(c.Stores) != 1 || c.Stores[0] != 112 {
+		t.Fatalf("claims %+v", c)
+	}
+	if d := time.Since(time.Unix(c.AuthTime, 0)); d < 0 || d > time.Minute {
+		t.Fatalf("auth_time %d is not now", c.AuthTime)
+	}
+}
+
+func TestStepUpAsksForTheCode(t *testing.T) {
+	f := newFixture(t)
+	kofi := f.users["kofi"]
+	b := f.browser()
+	fl := b.authorize(t)
+	fl.password(t, "kofi", kofi.Password)
+	if c := fl.token(t); c.ACR != "pwd" {
+		t.Fatalf("first sign-in acr %q", c.ACR)
+	}
+	// Within max_age with a fresh password session: the code alone.
+	fl = b.authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"), oauth2.SetAuthURLParam("max_age", "300"))
+	if fl.final != nil || !strings.Contains(fl.page, `name="code"`) || strings.Contains(fl.page, `name="password"`) {
+		t.Fatalf("a step-up did not ask for the code alone: %s", fl.page)
+	}
+	fl.code(t, "000000")
+	if fl.final != nil {
+		t.Fatal("a wrong code passed")
+	}
+	fl.code(t, code(t, kofi.TOTPSecret, time.Now()))
+	c := fl.token(t)
+	if c.ACR != "mfa" || strings.Join(c.AMR, ",") != "pwd,otp" {
+		t.Fatalf("after the code: %+v", c)
+	}
+	// The same code is good once.
+	fl = b.authorize(t, oauth2.SetAuthURLParam("prompt", "login"), oauth2.SetAuthURLParam("acr_values", "mfa"))
+	fl.password(t, "kofi", kofi.Password)
+	fl.code(t, code(t, kofi.TOTPSecret, time.Now()))
+	if fl.final != nil {
+		t.Fatal("a used code passed again")
+	}
+	// The provider's mfa session satisfies a later request within max_age, with no page.
+	fl = b.authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"), oauth2.SetAuthURLParam("max_age", "300"))
+	if c := fl.token(t); c.ACR != "mfa" {
+		t.Fatalf("single sign-on: %+v", c)
+	}
+	// max_age=0 forces the password again.
+	fl = b.authorize(t, oauth2.SetAuthURLParam("max_age", "0"))
+	if fl.final != nil || !strings.Contains(fl.page, `name="password"`) {
+		t.Fatalf("max_age=0 did not ask for the password: %s", fl.page)
+	}
+}
+
+// TestLockoutEndsAuthority: five wrong codes lock the account; then the
+// right code passes nothing, no new sign-in or step-up succeeds, and every
+// client hears a back-channel logout.
+func TestLockoutEndsAuthority(t *testing.T) {
+	f := newFixture(t)
+	kofi := f.users["kofi"]
+	b := f.browser()
+	fl := b.authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"))
+	fl.password(t, "kofi", kofi.Password)
+	for i := 0; i < idp.MaxFactorFailures-1; i++ {
+		fl.code(t, "000000")
+		if fl.final != nil {
+			t.Fatalf("wrong code %d ended the flow", i+1)
+		}
+	}
+	fl.code(t, "000001")
+	if fl.final == nil || fl.final.Query().Get("error") != "access_denied" {
+		t.Fatalf("the fifth wrong code did not lock: %v %s", fl.final, fl.page)
+	}
+	if !f.p.Locked("kofi") {
+		t.Fatal("kofi is not locked")
+	}
+	f.mu.Lock()
+	n := len(f.logout)
+	f.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d back-channel logouts, want 1", n)
+	}
+	// The right password and the right code, after the lock: refused.
+	fl = f.browser().authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"))
+	fl.password(t, "kofi", kofi.Password)
+	if fl.final == nil || fl.final.Query().Get("error") != "access_denied" {
+		t.Fatalf("a locked account reached the code step: %s", fl.page)
+	}
+	fl = f.browser().authorize(t)
+	fl.password(t, "kofi", kofi.Password)
+	if fl.final == nil || fl.final.Query().Get("error") != "access_denied" {
+		t.Fatalf("a locked account signed in with a password: %s", fl.page)
+	}
+	// A flow that reached the code step before the lock cannot finish it either.
+	f.p.Unlock("kofi")
+	pending := f.browser().authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"))
+	pending.password(t, "kofi", kofi.Password)
+	other := f.browser().authorize(t, oauth2.SetAuthURLParam("acr_values", "mfa"))
+	other.password(t, "kofi", kofi.Password)
+	for i := 0; i < idp.MaxFactorFailures; i++ {
+		other.code(t, "000000")
+	}
+	pending.code(t, code(t, kofi.TOTPSecret, time.Now().Add(30*time.Second)))
+	if pending.final == nil || pending.final.Query().Get("error") != "access_denied" {
+		t.Fatalf("the right code after the lock passed: %v %s", pending.final, pending.page)
+	}
+}

@@ -1,0 +1,254 @@
+package idp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// storage is the op.Storage of the provider: everything in memory.
+type storage struct{ p *Provider }
+
+var errNotFound = errors.New("not found")
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func (s *storage) CreateAuthRequest(_ context.Context, req *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
+	if slices.Contains(req.Prompt, oidc.PromptNone) {
+		return nil, oidc.ErrLoginRequired()
+	}
+	a := &authRequest{id: rand.Text(), created: s.p.opts.Now(), req: *req}
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	for id, r := range s.p.requests { // forget abandoned requests
+		if s.p.opts.Now().Sub(r.created) > 15*time.Minute {
+			delete(s.p.requests, id)
+		}
+	}
+	s.p.requests[a.id] = a
+	return a, nil
+}
+
+func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if a, ok := s.p.requests[id]; ok {
+		return a, nil
+	}
+	return nil, errNotFound
+}
+
+func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	s.p.mu.Lock()
+	id, ok := s.p.codes[code]
+	s.p.mu.Unlock()
+	if !ok {
+		return nil, errors.New("code invalid or used")
+	}
+	return s.AuthRequestByID(ctx, id)
+}
+
+func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.codes[code] = id
+	return nil
+}
+
+func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	delete(s.p.requests, id)
+	for code, rid := range s.p.codes {
+		if rid == id {
+			delete(s.p.codes, code)
+		}
+	}
+	return nil
+}
+
+func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
+	var client string
+	if a, ok := req.(*authRequest); ok {
+		client = a.req.ClientID
+	}
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if acc, ok := s.p.accounts[req.GetSubject()]; !ok || acc.locked {
+		return "", time.Time{}, oidc.ErrAccessDenied().WithDescription("the account is locked")
+	}
+	id := rand.Text()
+	exp := s.p.opts.Now().Add(5 * time.Minute)
+	s.p.tokens[id] = &token{subject: req.GetSubject(), clientID: client, audience: req.GetAudience(), scopes: req.GetScopes(), expires: exp}
+	return id, exp, nil
+}
+
+func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
+	return "", "", time.Time{}, errors.New("refresh tokens are not issued")
+}
+
+func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
+	return nil, op.ErrInvalidRefreshToken
+}
+
+func (s *storage) TerminateSession(ctx context.Context, user, _ string) error {
+	s.p.mu.Lock()
+	for id, sess := range s.p.sessions {
+		if sess.user == user {
+			delete(s.p.sessions, id)
+		}
+	}
+	s.p.mu.Unlock()
+	return nil
+}
+
+func (s *storage) RevokeToken(_ context.Context, tokenID, _, _ string) *oidc.Error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	delete(s.p.tokens, tokenID)
+	return nil
+}
+
+func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
+	return "", "", op.ErrInvalidRefreshToken
+}
+
+type signingKey struct{ p *Provider }
+
+func (k signingKey) SignatureAlgorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k signingKey) Key() any                                    { return k.p.key }
+func (k signingKey) ID() string                                  { return k.p.keyID }
+
+type publicKey struct{ p *Provider }
+
+func (k publicKey) ID() string                         { return k.p.keyID }
+func (k publicKey) Algorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k publicKey) Use() string                        { return "sig" }
+func (k publicKey) Key() any                           { return &k.p.key.PublicKey }
+
+func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return signingKey{s.p}, nil }
+func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
+	return []jose.SignatureAlgorithm{jose.RS256}, nil
+}
+func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.p}}, nil }
+
+func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
+	for _, c := range s.p.opts.Clients {
+		if c.ID == id {
+			return client{c}, nil
+		}
+	}
+	return nil, fmt.Errorf("no client %q", id)
+}
+
+func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+	for _, c := range s.p.opts.Clients {
+		if c.ID == id && c.Secret != "" && constantEqual(c.Secret, secret) {
+			return nil
+		}
+	}
+	return errors.New("the client ID and secret do not match")
+}
+
+// SetUserinfoFromScopes is deprecated in op; SetUserinfoFromRequest fills ID tokens.
+func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+	return nil
+}
+
+// SetUserinfoFromRequest fills the ID token's claims.
+func (s *storage) SetUserinfoFromRequest(_ context.Context, info *oidc.UserInfo, req op.IDTokenRequest, _ []string) error {
+	return s.userinfo(info, req.GetSubject())
+}
+
+// SetUserinfoFromToken answers the userinfo endpoint; a locked account's
+// tokens are refused.
+func (s *storage) SetUserinfoFromToken(_ context.Context, info *oidc.UserInfo, tokenID, subject, _ string) error {
+	s.p.mu.Lock()
+	t, ok := s.p.tokens[tokenID]
+	s.p.mu.Unlock()
+	if !ok || t.subject != subject || s.p.opts.Now().After(t.expires) {
+		return errors.New("the token is not valid")
+	}
+	return s.userinfo(info, subject)
+}
+
+func (s *storage) userinfo(info *oidc.UserInfo, subject string) error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	a, ok := s.p.accounts[subject]
+	if !ok || a.locked {
+		return errors.New("the account is locked or gone")
+	}
+	info.Subject, info.Name, info.PreferredUsername = a.ID, a.Name, a.ID
+	info.AppendClaims(ClaimRole, a.Role)
+	info.AppendClaims(ClaimStores, slices.Clone(a.Stores))
+	return nil
+}
+
+func (s *storage) SetIntrospectionFromToken(_ context.Context, res *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	s.p.mu.Lock()
+	t, ok := s.p.tokens[tokenID]
+	s.p.mu.Unlock()
+	if !ok || t.subject != subject || s.p.opts.Now().After(t.expires) {
+		return errors.New("the token is not valid")
+	}
+	res.Active, res.Subject, res.ClientID, res.Audience = true, subject, t.clientID, t.audience
+	res.Scope = t.scopes
+	return nil
+}
+
+func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
+	return nil, nil
+}
+
+func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
+	return nil, errors.New("JWT profile grants are not supported")
+}
+
+func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
+	return nil, errors.New("JWT profile grants are not supported")
+}
+
+func (s *storage) Health(context.Context) error { return nil }
+
+// client is a registered relying party as op sees it.
+type client struct{ c Client }
+
+func (c client) GetID() string                       { return c.c.ID }
+func (c client) RedirectURIs() []string              { return c.c.RedirectURIs }
+func (c client) PostLogoutRedirectURIs() []string    { return nil }
+func (c client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
+func (c client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
+func (c client) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
+func (c client) GrantTypes() []oidc.GrantType                                 { return []oidc.GrantType{oidc.GrantTypeCode} }
+func (c client) LoginURL(id string) string                                    { return "/login/password?authRequestID=" + id }
+func (c client) AccessTokenType() op.AccessTokenType                          { return op.AccessTokenTypeBearer }
+func (c client) IDTokenLifetime() time.Duration                               { return 5 * time.Minute }
+func (c client) IDTokenUserinfoClaimsAssertion() bool                         { return true }
+func (c client) ClockSkew() time.Duration                                     { return 0 }
+func (c client) IsScopeAllowed(string) bool                                   { return false }
+func (c client) RestrictAdditionalIdTokenScopes() func([]string) []string     { return keep }
+func (c client) RestrictAdditionalAccessTokenScopes() func([]string) []string { return keep }
+
+// DevMode lets a loopback http:// redirect URI through (the demo's).
+func (c client) DevMode() bool {
+	for _, u := range c.c.RedirectURIs {
+		if !strings.HasPrefix(u, "http://127.0.0.1:") && !strings.HasPrefix(u, "http://localhost:") && !strings.HasPrefix(u, "https://") {
+			return false
+		}
+	}
+	return true
+}
+
+func keep(s []string) []string { return s }
