@@ -25,20 +25,31 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// ui is the whole stack plus the card UI on a real loopback port.
+// ui is the whole stack plus the card UI on a real loopback port, signing
+// people in at a demo identity provider.
 type ui struct {
 	*testenv.Stack
 	URL string
+	IdP *testenv.IdP
 }
 
 func newUI(t *testing.T, ttl time.Duration) *ui {
-	s := testenv.NewStackTTL(t, ttl)
+	h := &testenv.LateHandler{}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	id := testenv.NewIdP(t, srv.URL)
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, ApproverIssuers: []string{id.URL}})
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	srv := httptest.NewServer((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Identity: approvals.DemoIdentity{},
+	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+		RedirectURL: srv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
+		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
-	t.Cleanup(srv.Close)
-	return &ui{Stack: s, URL: srv.URL}
+	return &ui{Stack: s, URL: srv.URL, IdP: id}
 }
 
 var amaSession = policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}
@@ -65,27 +76,61 @@ func (u *ui) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
-// browserless is one signed-in HTTP session of the card UI.
+// browserless is one signed-in HTTP session of the card UI (and of the
+// provider: one cookie jar for both, as a browser has).
 type browserless struct {
 	t    *testing.T
+	u    *ui
 	base string
 	c    *http.Client
+	// page is the last page a sign-in step answered with.
+	page string
 }
 
+var requestIDRe = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
+
+// signIn signs user in with their password through the real code flow.
 func (u *ui) signIn(t *testing.T, user string) *browserless {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	b := &browserless{t: t, base: u.URL, c: &http.Client{Jar: jar}}
-	resp, err := b.c.PostForm(u.URL+"/signin", url.Values{"user": {user}, "password": {approvals.DemoPassword}})
-	if err != nil {
-		t.Fatalf("sign in %s: %v", user, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	// Signed in means redirected to the inbox, which names the person.
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" || !strings.Contains(string(body), `class="who"`) {
-		t.Fatalf("sign in %s: %d at %s, not the inbox", user, resp.StatusCode, resp.Request.URL.Path)
+	b := &browserless{t: t, u: u, base: u.URL, c: &http.Client{Jar: jar}}
+	b.step(b.c.Get(u.URL + "/"))
+	b.password(user)
+	if _, page := b.get("/"); !strings.Contains(page, `class="who"`) {
+		t.Fatalf("sign in %s: not the inbox:\n%s", user, page)
 	}
 	return b
+}
+
+// step keeps the page a sign-in step answered with.
+func (b *browserless) step(resp *http.Response, err error) {
+	b.t.Helper()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	b.page = string(body)
+}
+
+// password answers the provider's password page.
+func (b *browserless) password(user string) {
+	b.t.Helper()
+	m := requestIDRe.FindStringSubmatch(b.page)
+	if m == nil || !strings.Contains(b.page, `name="password"`) {
+		b.t.Fatalf("not the provider's password page:\n%s", b.page)
+	}
+	b.step(b.c.PostForm(b.u.IdP.URL+"/login/password", url.Values{"authRequestID": {m[1]}, "username": {user}, "password": {b.u.IdP.Users[user].Password}}))
+}
+
+// code answers the provider's code page.
+func (b *browserless) code(code string) {
+	b.t.Helper()
+	m := requestIDRe.FindStringSubmatch(b.page)
+	if m == nil || !strings.Contains(b.page, `name="code"`) {
+		b.t.Fatalf("not the provider's code page:\n%s", b.page)
+	}
+	b.step(b.c.PostForm(b.u.IdP.URL+"/login/totp", url.Values{"authRequestID": {m[1]}, "code": {code}}))
 }
 
 func (b *browserless) get(path string) (int, string) {
@@ -216,23 +261,29 @@ func TestUIGuards(t *testing.T) {
 	id := workflows.WorkflowID("guards", "c1")
 	anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := anon.Get(u.URL + "/cards/" + id)
-	if err != nil || resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+	if err != nil || resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?next=") {
 		t.Fatalf("no session: %v %v", err, resp.StatusCode)
 	}
 	ama := u.signIn(t, "ama")
-	cookies := ama.c.Jar.Cookies(mustURL(u.URL))
-	if len(cookies) != 1 || cookies[0].Name != approvals.SessionCookie {
-		t.Fatalf("cookies %v", cookies)
+	var cookie *http.Cookie
+	for _, c := range ama.c.Jar.Cookies(mustURL(u.URL)) {
+		if c.Name == approvals.SessionCookie {
+			cookie = c
+		}
 	}
-	// Keep ama's signature but claim to be kofi: the cookie must not verify.
-	_, sig, _ := strings.Cut(cookies[0].Value, ".")
-	body, _ := json.Marshal(map[string]any{"u": map[string]any{"userId": "kofi", "role": "area_manager", "storeIds": []int{112}, "Name": "Kofi"},
-		"n": "x", "e": time.Now().Add(time.Hour).Unix()})
-	jar, _ := cookiejar.New(nil)
-	jar.SetCookies(mustURL(u.URL), []*http.Cookie{{Name: approvals.SessionCookie, Value: base64.RawURLEncoding.EncodeToString(body) + "." + sig}})
-	tampered := &http.Client{Jar: jar, CheckRedirect: anon.CheckRedirect}
-	if resp, _ := tampered.Get(u.URL + "/"); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("tampered cookie: %d", resp.StatusCode)
+	if cookie == nil {
+		t.Fatal("no session cookie")
+	}
+	// A cookie is a random ID: any other value, or one a byte off, is no session.
+	raw, _ := base64.RawURLEncoding.DecodeString(cookie.Value)
+	raw[0] ^= 1
+	for _, v := range []string{base64.RawURLEncoding.EncodeToString(raw), "kofi", cookie.Value + "x"} {
+		jar, _ := cookiejar.New(nil)
+		jar.SetCookies(mustURL(u.URL), []*http.Cookie{{Name: approvals.SessionCookie, Value: v}})
+		tampered := &http.Client{Jar: jar, CheckRedirect: anon.CheckRedirect}
+		if resp, _ := tampered.Get(u.URL + "/"); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("tampered cookie %q: %d", v, resp.StatusCode)
+		}
 	}
 	resp, _ = ama.c.PostForm(u.URL+"/cards/"+id+"/decision", url.Values{"decision": {"approve"}})
 	if resp.StatusCode != http.StatusForbidden {

@@ -71,21 +71,26 @@ func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
-func signInAs(t *testing.T, ctx context.Context, base, user string) string {
+// signInAs goes through the real code flow: the card UI sends the browser
+// to the provider's password page, which sends it back signed in.
+func signInAs(t *testing.T, ctx context.Context, u *ui, user string) string {
 	do(t, ctx,
-		chromedp.Navigate(base+"/signin"),
-		chromedp.WaitVisible(chromedp.CSS("#user")),
-		chromedp.SetValue(chromedp.CSS("#user"), user),
-		chromedp.SendKeys(chromedp.CSS("#password"), "demo"),
+		chromedp.Navigate(u.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), user),
+		chromedp.SendKeys(chromedp.CSS("#password"), u.IdP.Users[user].Password),
 		chromedp.Submit(chromedp.CSS("#password")),
 		chromedp.WaitVisible(chromedp.CSS(".who")), // only a signed-in page has it
 	)
 	return get(t, ctx, chromedp.Text(chromedp.CSS("main")))
 }
 
-// TestCardUIInABrowser: ama sees and approves the $384.00 card and sees it
-// executed with a transfer number; efua never sees it, not even by URL;
-// kofi sees the 100-case card and not the 40-case one.
+// TestCardUIInABrowser: ama, signed in with her password alone, sees and
+// approves the $384.00 card and sees it executed with a transfer number;
+// efua never sees it, not even by URL; kofi sees the 100-case card and not
+// the 40-case one, is sent to the provider's code step when he opens it,
+// enters his code, and approves it: it executes once, with his mfa sign-in
+// in the audit log.
 func TestCardUIInABrowser(t *testing.T) {
 	u := newUI(t, 0)
 	u.request(t, "ui", "c40", 40)
@@ -93,7 +98,7 @@ func TestCardUIInABrowser(t *testing.T) {
 	c40, c100 := workflows.WorkflowID("ui", "c40"), workflows.WorkflowID("ui", "c100")
 
 	ama := browser(t)
-	if inbox := signInAs(t, ama, u.URL, "ama"); !strings.Contains(inbox, "$384.00") || strings.Contains(inbox, "$960.00") || !strings.Contains(inbox, "Move 40 cases of UHT milk 1 L") {
+	if inbox := signInAs(t, ama, u, "ama"); !strings.Contains(inbox, "$384.00") || strings.Contains(inbox, "$960.00") || !strings.Contains(inbox, "Move 40 cases of UHT milk 1 L") {
 		t.Fatalf("ama's inbox:\n%s", inbox)
 	}
 	do(t, ama,
@@ -111,7 +116,7 @@ func TestCardUIInABrowser(t *testing.T) {
 	}
 
 	efua := browser(t)
-	efuaInbox := signInAs(t, efua, u.URL, "efua")
+	efuaInbox := signInAs(t, efua, u, "efua")
 	do(t, efua, chromedp.Navigate(u.URL+"/cards/"+c100), chromedp.WaitVisible(chromedp.CSS("h1")))
 	byURL := get(t, efua, chromedp.Text(chromedp.CSS("main")))
 	do(t, efua, chromedp.Navigate(u.URL+"/cards/"+c40), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -121,14 +126,36 @@ func TestCardUIInABrowser(t *testing.T) {
 	}
 
 	kofi := browser(t)
-	if inbox := signInAs(t, kofi, u.URL, "kofi"); !strings.Contains(inbox, "$960.00") || strings.Contains(inbox, "$384.00") {
+	if inbox := signInAs(t, kofi, u, "kofi"); !strings.Contains(inbox, "$960.00") || strings.Contains(inbox, "$384.00") {
 		t.Fatalf("kofi's inbox:\n%s", inbox)
 	}
+	do(t, kofi,
+		chromedp.Click(chromedp.CSS(`a[href="/cards/`+c100+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#code")), // the provider's second factor
+		chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, "kofi")),
+		chromedp.Submit(chromedp.CSS("#code")),
+		chromedp.WaitVisible(chromedp.CSS("#approve")), // back on the card
+	)
 	if path := os.Getenv("TOOLGATE_SCREENSHOT"); path != "" {
-		do(t, kofi, chromedp.Navigate(u.URL+"/cards/"+c100), chromedp.WaitVisible(chromedp.CSS("#approve")))
 		if err := os.WriteFile(path, get(t, kofi, chromedp.FullScreenshot(100)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if ev := get(t, kofi, chromedp.Text(chromedp.CSS("#evidence"))); !strings.Contains(ev, "authenticator code, within 5 minutes") {
+		t.Fatalf("the card's evidence line: %q", ev)
+	}
+	do(t, kofi, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#outcome")))
+	if outcome := get(t, kofi, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed: transfer TR-") {
+		t.Fatalf("after kofi approved: %q", outcome)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, c100); n != 1 {
+		t.Fatalf("%d transfers of the $960.00 card", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved' AND approver_acr = 'mfa' AND approver_subject = 'kofi'`, c100); n != 1 {
+		t.Fatal("kofi's approval does not carry his mfa sign-in")
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved' AND approver_acr = 'pwd' AND approver_subject = 'ama'`, c40); n != 1 {
+		t.Fatal("ama's approval does not carry her password sign-in")
 	}
 }
 
@@ -139,7 +166,7 @@ func TestExpiredCardInABrowser(t *testing.T) {
 	u.request(t, "exp", "c1", 40)
 	id := workflows.WorkflowID("exp", "c1")
 	ama := browser(t)
-	signInAs(t, ama, u.URL, "ama")
+	signInAs(t, ama, u, "ama")
 	do(t, ama, chromedp.Navigate(u.URL+"/cards/"+id), chromedp.WaitVisible(chromedp.CSS("#approve")), chromedp.Sleep(5*time.Second))
 	countdown := get(t, ama, chromedp.Text(chromedp.CSS(".countdown")))
 	disabled := get(t, ama, chromedp.Evaluate[bool](`document.querySelector("#approve").disabled`))

@@ -34,7 +34,19 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"words":   func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":   func(t time.Time) string { return t.UTC().Format("15:04 UTC, 2 Jan") },
+	"age":     age,
 }).ParseFS(assets, "templates/*.html"))
+
+// age says a whole number of hours or minutes in words.
+func age(sec int64) string {
+	switch {
+	case sec%3600 == 0 && sec >= 3600:
+		return fmt.Sprintf("%d hours", sec/3600)
+	case sec%60 == 0:
+		return fmt.Sprintf("%d minutes", sec/60)
+	}
+	return fmt.Sprintf("%d seconds", sec)
+}
 
 // Server serves the card UI.
 type Server struct {
@@ -42,7 +54,8 @@ type Server struct {
 	Pool *pgxpool.Pool
 	// Temporal sends the approval signal.
 	Temporal client.Client
-	Identity Identity
+	// Auth signs people in with OpenID Connect.
+	Auth *Auth
 	// Signer signs each decision; the worker trusts its public key.
 	Signer policy.Signer
 	// SessionKey signs session cookies and CSRF tokens.
@@ -54,8 +67,6 @@ type Server struct {
 	DecisionWait time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-
-	throttle throttle
 }
 
 func (s *Server) now() time.Time {
@@ -71,8 +82,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("GET /signin", s.signInPage)
-	mux.HandleFunc("POST /signin", s.signIn)
+	mux.HandleFunc("GET /signin", s.signIn)
+	mux.HandleFunc("GET /auth/callback", s.callback)
+	mux.HandleFunc("POST /auth/backchannel-logout", s.backChannelLogout)
 	mux.HandleFunc("POST /signout", s.signedIn(s.signOut))
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
@@ -98,7 +110,7 @@ func (s *Server) signedIn(h handler) http.HandlerFunc {
 		sess, ok := s.sessionOf(r)
 		if !ok {
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				http.Redirect(w, r, "/signin?next="+urlQuery(localPath(r.URL.Path)), http.StatusSeeOther)
 				return
 			}
 			http.Error(w, "Your sign-in has ended. Sign in again.", http.StatusUnauthorized)
@@ -112,8 +124,9 @@ type pageData struct {
 	Title string
 	User  *User
 	CSRF  string
-	Users []User
 	Error string
+	// Next is where a sign-in page leads.
+	Next  string
 	Cards []Card
 	Card  *Card
 	Flash string
@@ -125,40 +138,6 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, d pageDa
 	if err := pages.ExecuteTemplate(w, name, d); err != nil {
 		s.Logger.Error("render", zap.String("page", name), zap.Error(err))
 	}
-}
-
-func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
-	s.render(w, http.StatusOK, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users()})
-}
-
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
-	user := r.PostFormValue("user")
-	if len(user) > 64 {
-		user = user[:64]
-	}
-	if s.throttle.blocked(r, user, s.now()) {
-		s.Logger.Warn("sign-in throttled", zap.String("user", user))
-		s.render(w, http.StatusTooManyRequests, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users(),
-			Error: "Too many failed sign-ins for this user. Wait 15 minutes, then try again."})
-		return
-	}
-	u, ok := s.Identity.SignIn(user, r.PostFormValue("password"))
-	if !ok {
-		s.throttle.failed(r, user, s.now())
-		s.render(w, http.StatusUnauthorized, "signin.html", pageData{Title: "Sign in", Users: s.Identity.Users(), Error: "That user and password do not match."})
-		return
-	}
-	s.setSession(w, u)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
-func (s *Server) signOut(w http.ResponseWriter, r *http.Request, sess session) {
-	if !s.csrfOK(sess, r.PostFormValue("csrf")) {
-		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
-		return
-	}
-	s.clearSession(w)
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
 // Card is one pending_action row as an approver sees it.
@@ -184,15 +163,25 @@ type Card struct {
 	Refusal      string
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID string
+	// Evidence is the sign-in the card needs; nil on cards from before.
+	Evidence *policy.Requirement
+	// StepUp says the approver's session falls short of Evidence.
+	StepUp bool
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
-	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id`
+	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
+	required_acr, required_max_age_seconds`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
+	var acr *string
+	var maxAge *int64
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID)
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge)
+	if acr != nil && maxAge != nil {
+		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
+	}
 	return c, err
 }
 
@@ -262,6 +251,15 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
 	if !ok {
 		return
 	}
+	if c.Pending && !s.satisfies(sess, c.Evidence) {
+		// The card needs a stronger or fresher sign-in: back to the
+		// provider with its acr_values and max_age, then back here.
+		if r.URL.Query().Get("stepup") != "no" {
+			http.Redirect(w, r, "/signin?card="+urlQuery(c.WorkflowID), http.StatusSeeOther)
+			return
+		}
+		c.StepUp = true
+	}
 	if id, err := strconv.ParseInt(r.URL.Query().Get("refused"), 10, 64); err == nil {
 		_ = s.Pool.QueryRow(r.Context(), `SELECT coalesce(message, reason) FROM audit_log WHERE id = $1 AND workflow_id = $2 AND approver_id = $3 AND event = 'approval_refused'`,
 			id, c.WorkflowID, sess.User.UserID).Scan(&c.Refusal)
@@ -287,13 +285,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
 		return
 	}
+	if !s.satisfies(sess, c.Evidence) {
+		http.Redirect(w, r, "/signin?card="+urlQuery(id), http.StatusSeeOther) // sign in again first
+		return
+	}
 	hash := r.PostFormValue("argsHash")
 	if hash == "" {
 		hash = c.ArgsHash
 	}
 	start := s.now()
+	ev := sess.Evidence
 	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
-		Approver: sess.User.Identity}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
+		Approver: sess.User.Identity, Evidence: &ev}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))
 		http.Redirect(w, r, back, http.StatusSeeOther)

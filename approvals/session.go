@@ -1,29 +1,36 @@
 package approvals
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/policy"
+	"go.uber.org/zap"
 )
 
-// SessionCookie names the signed session cookie.
+// SessionCookie names the session cookie: a random ID; the session itself
+// lives in approver_sessions, keyed by the ID's SHA-256.
 const SessionCookie = "toolgate_session"
 
-// SessionTTL is how long a sign-in lasts.
+// SessionTTL is the longest a card UI session lasts.
 const SessionTTL = 8 * time.Hour
 
-// session is what the cookie carries, signed: who signed in, and a nonce
-// that makes each sign-in's cookie and CSRF token unique.
+// session is one signed-in person, as approver_sessions holds them.
 type session struct {
-	User    User   `json:"u"`
-	Nonce   string `json:"n"`
-	Expires int64  `json:"e"`
+	idHash   []byte
+	User     User
+	Evidence policy.AuthEvidence
+	AuthTime time.Time
 }
 
 func (s *Server) mac(parts ...string) []byte {
@@ -32,44 +39,91 @@ func (s *Server) mac(parts ...string) []byte {
 	return m.Sum(nil)
 }
 
-func (s *Server) setSession(w http.ResponseWriter, u User) {
-	nonce := make([]byte, 16)
-	_, _ = rand.Read(nonce)
-	body, _ := json.Marshal(session{User: u, Nonce: hex.EncodeToString(nonce), Expires: s.now().Add(SessionTTL).Unix()})
-	b64 := base64.RawURLEncoding.EncodeToString(body)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: b64 + "." + base64.RawURLEncoding.EncodeToString(s.mac("session", b64)),
-		Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.SecureCookies, MaxAge: int(SessionTTL.Seconds())})
+// startSession stores a new session for a verified sign-in and sets its
+// cookie; replaced, if any, is the browser's earlier session (a step-up
+// replaces it).
+func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, c signInClaims, replaced *session) error {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	sum := sha256.Sum256(raw)
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if replaced != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM approver_sessions WHERE id_hash = $1`, replaced.idHash); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO approver_sessions (id_hash, user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			sum[:], c.User.UserID, c.User.Name, string(c.User.Role), c.User.StoreIDs, c.Evidence.Issuer, c.Evidence.Subject, c.Evidence.ACR,
+			nonNil(c.Evidence.AMR), c.AuthTime, s.now().Add(SessionTTL))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store the session: %w", err)
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.SecureCookies, MaxAge: int(SessionTTL.Seconds())})
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (s *Server) clearSession(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 }
 
-// sessionOf returns the request's valid session, if any.
+// sessionOf returns the request's session if its row still exists and has
+// not expired: a deleted row (sign-out, a lock, a role change) ends it
+// for every copy of the cookie.
 func (s *Server) sessionOf(r *http.Request) (session, bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
 		return session{}, false
 	}
-	b64, sig, ok := strings.Cut(c.Value, ".")
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if !ok || err != nil || !hmac.Equal(got, s.mac("session", b64)) {
+	raw, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(raw) != 32 {
 		return session{}, false
 	}
-	body, err := base64.RawURLEncoding.DecodeString(b64)
+	sum := sha256.Sum256(raw)
 	var sess session
-	if err != nil || json.Unmarshal(body, &sess) != nil || s.now().Unix() >= sess.Expires || sess.User.UserID == "" {
+	var role string
+	err = s.Pool.QueryRow(r.Context(), `SELECT user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time FROM approver_sessions
+		WHERE id_hash = $1 AND expires_at > now()`, sum[:]).Scan(&sess.User.UserID, &sess.User.Name, &role, &sess.User.StoreIDs,
+		&sess.Evidence.Issuer, &sess.Evidence.Subject, &sess.Evidence.ACR, &sess.Evidence.AMR, &sess.AuthTime)
+	if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) {
+			s.Logger.Warn("read session", zap.Error(err))
+		}
 		return session{}, false
 	}
+	sess.idHash, sess.User.Role = sum[:], policy.Role(role)
+	sess.AuthTime = sess.AuthTime.UTC()
+	sess.Evidence.AuthTime = sess.AuthTime.Format(time.RFC3339)
 	return sess, true
+}
+
+// satisfies reports whether the session's sign-in meets a card's
+// requirement now, with a margin so the decision still meets it when it
+// reaches the workflow.
+func (s *Server) satisfies(sess session, req *policy.Requirement) bool {
+	if req == nil {
+		return true
+	}
+	margin := min(30*time.Second, req.MaxAge()/4)
+	return policy.Satisfies(sess.Evidence.ACR, req.ACR) && s.now().Sub(sess.AuthTime) <= req.MaxAge()-margin
 }
 
 // csrf is the form token of a session.
 func (s *Server) csrf(sess session) string {
-	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", sess.Nonce, sess.User.UserID))
+	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", hex.EncodeToString(sess.idHash)))
 }
 
 func (s *Server) csrfOK(sess session, token string) bool {
 	got, err := base64.RawURLEncoding.DecodeString(token)
-	return err == nil && hmac.Equal(got, s.mac("csrf", sess.Nonce, sess.User.UserID))
+	return err == nil && hmac.Equal(got, s.mac("csrf", hex.EncodeToString(sess.idHash)))
 }

@@ -298,3 +298,26 @@ func TestLockoutEndsAuthority(t *testing.T) {
 		t.Fatalf("the right code after the lock passed: %v %s", pending.final, pending.page)
 	}
 }
+
+// TestFailedSignInsAreThrottled: after five wrong passwords for one user
+// from one address, that user's sign-ins are refused for a while, even with
+// the right password; another user is not affected.
+func TestFailedSignInsAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	fl := f.browser().authorize(t)
+	for i := range 5 {
+		fl.password(t, "ama", "guess")
+		if !strings.Contains(fl.page, "do not match") {
+			t.Fatalf("wrong password %d: %s", i+1, fl.page)
+		}
+	}
+	fl.password(t, "ama", f.users["ama"].Password)
+	if fl.final != nil || !strings.Contains(fl.page, "Too many wrong passwords") {
+		t.Fatalf("the right password after five failures passed: %s", fl.page)
+	}
+	other := f.browser().authorize(t)
+	other.password(t, "kofi", f.users["kofi"].Password)
+	if c := other.token(t); c.Sub != "kofi" {
+		t.Fatalf("another user: %+v", c)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -53,13 +54,24 @@ func (p *Provider) loginHandler() http.Handler {
 	mux.HandleFunc("GET /password", p.start)
 	mux.HandleFunc("POST /password", p.password)
 	mux.HandleFunc("POST /totp", p.code)
-	return op.NewIssuerInterceptor(p.op.IssuerFromRequest).Handler(noStore(mux))
+	// A form's redirects are held to form-action too: the password form
+	// ends in a redirect to the client's callback, so its origin is listed.
+	actions := []string{"'self'"}
+	for _, c := range p.opts.Clients {
+		for _, u := range c.RedirectURIs {
+			if o, err := url.Parse(u); err == nil && !slices.Contains(actions, o.Scheme+"://"+o.Host) {
+				actions = append(actions, o.Scheme+"://"+o.Host)
+			}
+		}
+	}
+	csp := "default-src 'none'; style-src 'unsafe-inline'; form-action " + strings.Join(actions, " ") + "; frame-ancestors 'none'"
+	return op.NewIssuerInterceptor(p.op.IssuerFromRequest).Handler(noStore(csp, mux))
 }
 
-func noStore(next http.Handler) http.Handler {
+func noStore(csp string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+		w.Header().Set("Content-Security-Policy", csp)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		next.ServeHTTP(w, r)
 	})
@@ -138,7 +150,13 @@ func (p *Provider) password(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	user := strings.TrimSpace(r.PostFormValue("username"))
+	user := clip(strings.TrimSpace(r.PostFormValue("username")))
+	if p.throttle.blocked(r, user, p.opts.Now()) {
+		p.opts.Logger.Warn("sign-in throttled", zap.String("user", user))
+		p.render(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Step: "password", ID: a.id, MFA: a.wantsMFA(), User: user,
+			Error: "Too many wrong passwords for this user. Wait 15 minutes, then try again."})
+		return
+	}
 	p.mu.Lock()
 	acc := p.accounts[user]
 	good := acc != nil && acc.passwordOK(r.PostFormValue("password"))
@@ -149,6 +167,7 @@ func (p *Provider) password(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	switch {
 	case !good:
+		p.throttle.failed(r, user, p.opts.Now())
 		p.opts.Logger.Info("sign-in refused: wrong user or password", zap.String("user", clip(user)))
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", Step: "password", ID: a.id, MFA: a.wantsMFA(), User: user,
 			Error: "That user and password do not match."})

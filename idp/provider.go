@@ -64,6 +64,8 @@ type Provider struct {
 	handler http.Handler
 	http    *http.Client
 
+	throttle throttle
+
 	mu       sync.Mutex
 	accounts map[string]*account
 	requests map[string]*authRequest
@@ -208,24 +210,33 @@ const BackChannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logo
 // role_changed); a client may record it.
 const ClaimLogoutReason = "toolgate_reason"
 
-func (p *Provider) backChannelLogout(ctx context.Context, c Client, user, reason string) error {
+// SignJWT signs claims with the provider's key, as a JWT of type typ.
+func (p *Provider) SignJWT(claims map[string]any, typ string) (string, error) {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: p.key, KeyID: p.keyID}},
-		(&jose.SignerOptions{}).WithType("logout+jwt"))
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
 	if err != nil {
-		return err
+		return "", err
 	}
-	now := p.opts.Now()
-	claims := map[string]any{"iss": p.opts.Issuer, "aud": c.ID, "sub": user, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(),
-		"jti": rand.Text(), "events": map[string]any{BackChannelLogoutEvent: map[string]any{}}, ClaimLogoutReason: reason}
 	b, err := jsonMarshal(claims)
 	if err != nil {
-		return err
+		return "", err
 	}
 	jws, err := signer.Sign(b)
 	if err != nil {
-		return err
+		return "", err
 	}
-	tok, err := jws.CompactSerialize()
+	return jws.CompactSerialize()
+}
+
+// LogoutClaims are the claims of a logout token for one client's sessions of user.
+func (p *Provider) LogoutClaims(clientID, user, reason string) map[string]any {
+	now := p.opts.Now()
+	return map[string]any{"iss": p.opts.Issuer, "aud": clientID, "sub": user, "iat": now.Unix(), "exp": now.Add(2 * time.Minute).Unix(),
+		"jti": rand.Text(), "events": map[string]any{BackChannelLogoutEvent: map[string]any{}}, ClaimLogoutReason: reason}
+}
+
+func (p *Provider) backChannelLogout(ctx context.Context, c Client, user, reason string) error {
+	tok, err := p.SignJWT(p.LogoutClaims(c.ID, user, reason), "logout+jwt")
 	if err != nil {
 		return err
 	}

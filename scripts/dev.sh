@@ -56,11 +56,26 @@ if [ ! -s .dev/keys.env ]; then
   # Approval signing pair and payload encryption key for this laptop.
   bin/starter keygen --id dev >.dev/keys.env
 fi
+if ! grep -q APPROVALS_OIDC_CLIENT_SECRET .dev/keys.env; then
+  # The card UI's client secret at the demo identity provider.
+  echo "APPROVALS_OIDC_CLIENT_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')" >>.dev/keys.env
+fi
 set -a; . .dev/keys.env; set +a
+# The demo identity provider and the card UI's registration with it.
+export IDP_ADDR="${IDP_ADDR:-127.0.0.1:8082}"
+export APPROVALS_OIDC_ISSUER="${APPROVALS_OIDC_ISSUER:-http://$IDP_ADDR}" IDP_ISSUER="${IDP_ISSUER:-http://$IDP_ADDR}"
+export APPROVALS_OIDC_CLIENT_ID=toolgate-approvals IDP_CLIENT_ID=toolgate-approvals IDP_CLIENT_SECRET="$APPROVALS_OIDC_CLIENT_SECRET"
+export APPROVALS_OIDC_REDIRECT_URL="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/callback" IDP_REDIRECT_URIS="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/callback"
+export IDP_BACKCHANNEL_LOGOUT_URI="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/backchannel-logout"
+# The worker trusts sign-ins from the demo provider, and (dev only) decisions `starter approve` vouches for.
+export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_ISSUER,urn:toolgate:operator}"
 bin/starter migrate
 bin/upstream >.dev/upstream.log 2>&1 &
 pids+=($!)
 bin/worker >.dev/worker.log 2>&1 &
+pids+=($!)
+users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
+bin/idp >.dev/idp.log 2>&1 &
 pids+=($!)
 bin/approvals >.dev/approvals.log 2>&1 &
 pids+=($!)
@@ -72,8 +87,11 @@ toolgate is running (logs in .dev/):
   upstream       $UPSTREAM_URL
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
-  card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in as ama, efua, kofi or yaw; password demo; dev mode only)
+  card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
+  identity       $APPROVALS_OIDC_ISSUER   (demo OpenID provider; dev mode only)
   PostgreSQL     $DATABASE_URL
+Demo users (passwords and TOTP secrets live in .dev/idp-users.json; bin/idp users prints them again):
+$users_table
 Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\
         --user ama --role store_manager --stores 112 --conversation c1 --credential cred-ama
 Ctrl-C stops everything.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,6 +221,10 @@ func waitCmd(cfg config.Config, args []string, out io.Writer) error {
 	return printJSON(out, res)
 }
 
+// OperatorIssuer names the starter's operator as the issuer of the sign-in
+// evidence its decisions carry.
+const OperatorIssuer = "urn:toolgate:operator"
+
 // decideCmd sends an approval decision as the approver the flags name. It
 // stands in for the card UI; the approver's identity is theirs, not the requester's.
 func decideCmd(cfg config.Config, decision string, args []string, out io.Writer) error {
@@ -230,12 +235,16 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	stores := fs.String("stores", "", "approver's stores, comma-separated")
 	reason := fs.String("reason", "", "optional note")
 	hash := fs.String("hash", "", "the args hash shown on the card (read from the call when left out)")
+	acr := fs.String("acr", policy.ACRPassword, "the sign-in strength the operator vouches for (pwd or mfa)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	wf, err := callID(*conv, *id)
 	if err != nil {
 		return fmt.Errorf("%s: %w", decision, err)
+	}
+	if !slices.Contains(policy.ACRLevels, *acr) {
+		return fmt.Errorf("%s: --acr must be one of %v", decision, policy.ACRLevels)
 	}
 	ids, err := parseIDs(*stores)
 	if err != nil {
@@ -252,8 +261,12 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	if cfg.SigningKey == nil {
 		return fmt.Errorf("%s: decisions must be signed; set TOOLGATE_APPROVAL_SIGNING_KEY (make dev writes one to %s)", decision, config.DevKeysFile)
 	}
+	// The operator holding the signing key vouches for the approver: the
+	// evidence names the operator as its issuer, and counts only where the
+	// worker trusts it (make dev does; a deployment should not).
 	a := policy.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
-		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), StoreIDs: ids}}
+		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), StoreIDs: ids},
+		Evidence: &policy.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
 	if err := workflows.Decide(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 		return err
 	}

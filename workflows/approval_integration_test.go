@@ -89,7 +89,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {
 		t.Fatalf("attach: %v %+v", err, again)
 	}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
@@ -183,7 +183,7 @@ func TestDemoStory(t *testing.T) {
 	if err != nil || first.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." || first.ApproverRole != policy.RoleStoreManager {
 		t.Fatalf("card: %v %+v", err, first)
 	}
-	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
+	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}
 	if err := workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package startup_test starts the real processes the way a careless
 // deployment would, and checks that they refuse to run on demo secrets,
-// short secrets or the demo sign-in outside dev mode, and that every
+// short secrets, without an OpenID provider, or the demo provider outside
+// dev mode, and that every
 // listener defaults to loopback.
 package startup_test
 
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/upstream"
@@ -30,7 +32,7 @@ func repoRoot() string {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals", "./idp/cmd/idp")
 	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -53,8 +55,9 @@ func start(t *testing.T, bin string, env []string) (bool, string) {
 }
 
 // TestServicesRefuseDemoSecretsOutsideDevMode: without TOOLGATE_DEV=1, a
-// service with a demo or short secret, or the card UI with only the demo
-// sign-in, exits at once saying which variable to set.
+// service with a demo or short secret, the card UI without an OpenID
+// provider (in dev mode too), or the demo provider, exits at once saying
+// which variable to set.
 func TestServicesRefuseDemoSecretsOutsideDevMode(t *testing.T) {
 	dir := build(t)
 	db := testenv.Database(t)
@@ -70,7 +73,10 @@ func TestServicesRefuseDemoSecretsOutsideDevMode(t *testing.T) {
 		{"upstream with the published demo key", "upstream", []string{"UPSTREAM_TOKEN_KEY=" + upstream.DemoKey}, "UPSTREAM_TOKEN_KEY"},
 		{"upstream with a short key", "upstream", []string{"UPSTREAM_TOKEN_KEY=secret"}, "UPSTREAM_TOKEN_KEY"},
 		{"card UI with a short session key", "approvals", []string{"APPROVALS_SESSION_KEY=short", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_SESSION_KEY"},
-		{"card UI with only the demo sign-in", "approvals", []string{"APPROVALS_SESSION_KEY=" + strings.Repeat("s", 40), "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "TOOLGATE_DEV"},
+		{"card UI with no OpenID provider", "approvals", []string{"APPROVALS_SESSION_KEY=" + strings.Repeat("s", 40), "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_ISSUER"},
+		{"card UI in dev mode with no OpenID provider", "approvals", []string{"TOOLGATE_DEV=1", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_CLIENT_SECRET"},
+		{"demo identity provider outside dev mode", "idp", []string{"IDP_CLIENT_SECRET=" + strings.Repeat("c", 40)}, "TOOLGATE_DEV"},
+		{"demo identity provider with a short client secret", "idp", []string{"TOOLGATE_DEV=1", "IDP_USERS_FILE=users.json", "IDP_CLIENT_SECRET=short"}, "IDP_CLIENT_SECRET"},
 	} {
 		running, out := start(t, filepath.Join(dir, c.bin), append(append([]string{}, base...), c.env...))
 		if running || !strings.Contains(out, c.mentions) {
@@ -115,5 +121,8 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 	t.Setenv("TOOLGATE_DEV", "1")
 	if u, err := upstream.SettingsFromEnv(); err != nil || u.Addr != "127.0.0.1:8081" {
 		t.Errorf("the upstream defaults to %q (%v), not 127.0.0.1:8081", u.Addr, err)
+	}
+	if s := idp.SettingsFromEnv(); s.Addr != "127.0.0.1:8082" || s.Issuer != "http://127.0.0.1:8082" {
+		t.Errorf("the demo identity provider defaults to %q (%s), not 127.0.0.1:8082", s.Addr, s.Issuer)
 	}
 }

@@ -61,11 +61,15 @@ func Sign(a policy.Approval, card policy.Card) policy.Approval {
 
 // SignAt signs a decision as if at time at, signed in then (see Sign).
 func SignAt(a policy.Approval, card policy.Card, at time.Time) policy.Approval {
-	now := at.UTC().Format(time.RFC3339)
 	if a.Evidence == nil {
-		a.Evidence = &policy.AuthEvidence{Issuer: Issuer, Subject: a.Approver.UserID, ACR: policy.ACRMFA, AMR: []string{"pwd", "otp"}, AuthTime: now}
+		a.Evidence = Evidence(a.Approver.UserID, at)
 	}
-	return ApprovalSigner.Sign(a, card, now)
+	return ApprovalSigner.Sign(a, card, at.UTC().Format(time.RFC3339))
+}
+
+// Evidence is an mfa sign-in of user at Issuer at time at.
+func Evidence(user string, at time.Time) *policy.AuthEvidence {
+	return &policy.AuthEvidence{Issuer: Issuer, Subject: user, ACR: policy.ACRMFA, AMR: []string{"pwd", "otp"}, AuthTime: at.UTC().Format(time.RFC3339)}
 }
 
 // SigningKeyEnv is the tests' TOOLGATE_APPROVAL_SIGNING_KEY, for processes.
@@ -350,6 +354,8 @@ type StackOptions struct {
 	WorkflowCacheSize int
 	// UpstreamWrap, when set, wraps the upstream's handler.
 	UpstreamWrap func(http.Handler) http.Handler
+	// ApproverIssuers are identity providers the worker trusts besides Issuer.
+	ApproverIssuers []string
 }
 
 // NewStackWith starts a stack with options.
@@ -379,7 +385,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
-	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: []string{Issuer}}
+	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...)}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
 	return s

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/config"
@@ -27,8 +28,9 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	if !cfg.DevMode {
-		return errors.New("the card UI has no sign-in to offer outside dev mode: the demo sign-in (one shared password) runs only with TOOLGATE_DEV=1, which make dev sets; real sign-in comes with OpenID Connect")
+	oc, err := approvals.OIDCFromEnv()
+	if err != nil {
+		return err
 	}
 	if len(sessionKey) == 0 {
 		sessionKey = make([]byte, 32)
@@ -37,6 +39,10 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	auth, err := approvals.NewAuth(ctx, oc, 30*time.Second)
+	if err != nil {
+		return err
+	}
 	pool, err := cfg.OpenPool(ctx, "approvals")
 	if err != nil {
 		return err
@@ -48,9 +54,9 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	defer c.Close()
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
-		Pool: pool, Temporal: c, Identity: approvals.DemoIdentity{}, Signer: *cfg.SigningKey, SessionKey: sessionKey,
+		Pool: pool, Temporal: c, Auth: auth, Signer: *cfg.SigningKey, SessionKey: sessionKey,
 		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log}).Handler())
-	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr))
+	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr), zap.String("issuer", oc.Issuer))
 	return httpserver.Run(ctx, srv)
 }
 

@@ -1,4 +1,4 @@
-package approvals
+package idp
 
 import (
 	"net"
@@ -23,8 +23,8 @@ type failures struct {
 	since time.Time
 }
 
-// throttle counts failed sign-ins in memory (one card UI process; behind
-// several, put the limit in the identity provider as well).
+// throttle counts failed passwords in memory (the demo provider is one
+// process).
 type throttle struct {
 	mu   sync.Mutex
 	seen map[string]*failures

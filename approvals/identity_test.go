@@ -1,0 +1,276 @@
+package approvals_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// copyCookie is a second client holding a copy of b's session cookie.
+func (b *browserless) copyCookie(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	for _, c := range b.c.Jar.Cookies(mustURL(b.base)) {
+		if c.Name == approvals.SessionCookie {
+			jar.SetCookies(mustURL(b.base), []*http.Cookie{{Name: c.Name, Value: c.Value}})
+		}
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func signedOut(t *testing.T, c *http.Client, base string) bool {
+	t.Helper()
+	c = &http.Client{Jar: c.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(resp.Header.Get("Location"), "/signin")
+}
+
+// TestStepUpForTheBigCard: kofi, signed in with a password, opens the
+// $960.00 card; the card UI sends him back to the provider for his code
+// (acr_values=mfa, max_age=300) and returns to the card; his approval
+// carries mfa and executes once.
+func TestStepUpForTheBigCard(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "big", "c1", 100)
+	id := workflows.WorkflowID("big", "c1")
+	kofi := u.signIn(t, "kofi")
+	kofi.step(kofi.c.Get(u.URL + "/cards/" + id))
+	if !strings.Contains(kofi.page, "second factor") {
+		t.Fatalf("opening the $960.00 card did not ask for the code:\n%s", kofi.page)
+	}
+	kofi.code(kofi.u.IdP.Code(t, "kofi"))
+	if !strings.Contains(kofi.page, "Continue") {
+		t.Fatalf("after the code:\n%s", kofi.page)
+	}
+	if _, page := kofi.get("/cards/" + id); !strings.Contains(page, `id="approve"`) || !strings.Contains(page, "authenticator code, within 5 minutes") {
+		t.Fatalf("the card after the step-up:\n%s", page)
+	}
+	if code, page := kofi.decide(id, policy.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
+		t.Fatalf("decide: %d\n%s", code, page)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 1 {
+		t.Fatalf("%d transfers", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved' AND approver_id = 'kofi'
+		AND approver_issuer = $2 AND approver_subject = 'kofi' AND approver_acr = 'mfa' AND approver_auth_time > now() - interval '5 minutes'`, id, u.IdP.URL); n != 1 {
+		t.Fatal("the approval row does not carry kofi's mfa evidence")
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'stepped_up' AND user_id = 'kofi' AND acr = 'mfa' AND workflow_id = $1`, id); n != 1 {
+		t.Fatal("the step-up is not in sign_in_log")
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'signed_in' AND user_id = 'kofi' AND acr = 'pwd'`); n != 1 {
+		t.Fatal("the sign-in is not in sign_in_log")
+	}
+}
+
+// TestSignOutRevokesACopiedCookie: the session lives server-side, so a copy
+// of the cookie stops working when its owner signs out.
+func TestSignOutRevokesACopiedCookie(t *testing.T) {
+	u := newUI(t, 0)
+	ama := u.signIn(t, "ama")
+	copied := ama.copyCookie(t)
+	if signedOut(t, copied, u.URL) {
+		t.Fatal("the copied cookie did not work before sign-out")
+	}
+	_, page := ama.get("/")
+	ama.step(ama.c.PostForm(u.URL+"/signout", map[string][]string{"csrf": {csrfRe.FindStringSubmatch(page)[1]}}))
+	if !strings.Contains(ama.page, "You are signed out") {
+		t.Fatalf("sign out:\n%s", ama.page)
+	}
+	if !signedOut(t, copied, u.URL) {
+		t.Fatal("a copied cookie outlived sign-out")
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'signed_out' AND user_id = 'ama'`); n != 1 {
+		t.Fatal("the sign-out is not in sign_in_log")
+	}
+}
+
+// TestLockoutEndsAuthority: kofi, signed in, is sent for his code by the
+// $960.00 card and enters five wrong ones. The account locks: his existing
+// session (and a copy of its cookie) ends at once by back-channel logout,
+// the right code afterwards passes nothing, a new sign-in fails, and no
+// decision reaches the call.
+func TestLockoutEndsAuthority(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "lock", "c1", 100)
+	id := workflows.WorkflowID("lock", "c1")
+	kofi := u.signIn(t, "kofi")
+	copied := kofi.copyCookie(t)
+	kofi.step(kofi.c.Get(u.URL + "/cards/" + id))
+	for i := 0; i < idp.MaxFactorFailures-1; i++ {
+		kofi.code("000000")
+		if !strings.Contains(kofi.page, "not right") {
+			t.Fatalf("wrong code %d:\n%s", i+1, kofi.page)
+		}
+	}
+	right := u.IdP.Code(t, "kofi")
+	kofi.code("000000")
+	if !strings.Contains(kofi.page, "account locked") {
+		t.Fatalf("the fifth wrong code:\n%s", kofi.page)
+	}
+	if !u.IdP.Locked("kofi") {
+		t.Fatal("not locked at the provider")
+	}
+	if !signedOut(t, copied, u.URL) || !signedOut(t, kofi.c, u.URL) {
+		t.Fatal("the lock did not end kofi's session")
+	}
+	// The right code, on a flow that reached the code step: refused.
+	again := u.signInStart(t)
+	again.password("kofi")
+	if !strings.Contains(again.page, "account locked") {
+		t.Fatalf("a locked account signed in:\n%s", again.page)
+	}
+	kofi.step(kofi.c.Get(u.URL + "/signin?next=/"))
+	if strings.Contains(kofi.page, `name="code"`) {
+		kofi.code(right)
+	}
+	if signedOut(t, kofi.c, u.URL) == false {
+		t.Fatal("the right code after the lock signed kofi in")
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approved', 'rejected', 'approval_refused')`, id); n != 0 {
+		t.Fatalf("%d decisions reached the call", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'session_revoked' AND subject = 'kofi' AND message LIKE '%locked%'`); n != 1 {
+		t.Fatal("the revocation is not in sign_in_log")
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'sign_in_failed' AND message LIKE '%account locked%'`); n < 2 {
+		t.Fatalf("%d failed sign-ins in sign_in_log, want the lock and the later attempt", n)
+	}
+}
+
+// signInStart is a fresh browser at the provider's password page.
+func (u *ui) signInStart(t *testing.T) *browserless {
+	jar, _ := cookiejar.New(nil)
+	b := &browserless{t: t, u: u, base: u.URL, c: &http.Client{Jar: jar}}
+	b.step(b.c.Get(u.URL + "/"))
+	return b
+}
+
+// TestDecisionsShortOfEvidenceAreRefused: decisions signed with the card
+// UI's key but carrying an old sign-in, a password where the card needs
+// mfa, or a provider the worker does not trust, are refused and audited;
+// nothing runs.
+func TestDecisionsShortOfEvidenceAreRefused(t *testing.T) {
+	u := newUI(t, 0)
+	first := u.request(t, "short", "c1", 100)
+	id := workflows.WorkflowID("short", "c1")
+	kofiID := policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{112}}
+	now := time.Now()
+	for _, ev := range []policy.AuthEvidence{
+		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.Add(-6 * time.Minute).UTC().Format(time.RFC3339)},
+		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRPassword, AuthTime: now.UTC().Format(time.RFC3339)},
+		{Issuer: "https://id.evil.example", Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.UTC().Format(time.RFC3339)},
+	} {
+		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: kofiID, Evidence: &ev}, first.CardRef())
+		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused'`, id) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the decisions were not audited as refused")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'step_up_required' AND approver_subject = 'kofi'`, id); n != 2 {
+		t.Fatalf("%d step_up_required refusals, want 2", n)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'credential_unavailable' AND approver_issuer = 'https://id.evil.example'`, id); n != 1 {
+		t.Fatal("the unknown issuer's decision is not refused as credential_unavailable")
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
+		t.Fatalf("%d transfers", n)
+	}
+}
+
+// codeFlow walks a sign-in of user up to the provider's redirect back to
+// the card UI, and returns that callback URL unvisited.
+func (u *ui) codeFlow(t *testing.T, c *http.Client, user string) string {
+	t.Helper()
+	var callback string
+	c.CheckRedirect = func(r *http.Request, _ []*http.Request) error {
+		if r.URL.Path == "/auth/callback" {
+			callback = r.URL.String()
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	defer func() { c.CheckRedirect = nil }()
+	b := &browserless{t: t, u: u, base: u.URL, c: c}
+	b.step(c.Get(u.URL + "/signin?next=//evil.example/x"))
+	if callback == "" { // no single sign-on yet: the password page
+		b.password(user)
+	}
+	if callback == "" {
+		t.Fatalf("the provider did not redirect back:\n%s", b.page)
+	}
+	return callback
+}
+
+// TestCallbackChecks: a callback this browser did not start (another
+// flow's state, or no flow cookie at all: a code injected into someone
+// else's browser), and a provider error, sign no one in and are audited; a
+// sign-in never returns to another site; a logout token the provider did
+// not sign ends nothing.
+func TestCallbackChecks(t *testing.T) {
+	u := newUI(t, 0)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	first := u.codeFlow(t, c, "ama")
+	_ = u.codeFlow(t, c, "ama") // a second flow replaces the first's cookie
+	stranger, _ := cookiejar.New(nil)
+	for name, try := range map[string]*http.Client{"another flow's state": c, "no flow cookie": {Jar: stranger}} {
+		resp, err := try.Get(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !signedOut(t, try, u.URL) {
+			t.Fatalf("%s: %d, signed in", name, resp.StatusCode)
+		}
+	}
+	last := u.codeFlow(t, c, "ama")
+	resp, err := c.Get(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := new(strings.Builder)
+	_, _ = io.Copy(body, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || signedOut(t, c, u.URL) || strings.Contains(body.String(), "evil.example") {
+		t.Fatalf("the good callback: %d\n%s", resp.StatusCode, body)
+	}
+	resp, _ = c.Get(u.URL + "/auth/callback?error=access_denied&error_description=nope&state=x")
+	resp.Body.Close()
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'sign_in_failed'`); n != 3 {
+		t.Fatalf("%d failed sign-ins audited, want 3", n)
+	}
+	// A logout token signed by someone else, or with no logout event, ends nothing.
+	other := testenv.NewIdP(t, u.URL)
+	forged := other.LogoutToken(t, u.IdP.URL, u.IdP.ClientID, "ama", true)
+	for name, tok := range map[string]string{"forged": forged, "garbage": "x.y.z",
+		"no event": u.IdP.LogoutToken(t, u.IdP.URL, u.IdP.ClientID, "ama", false)} {
+		resp, err := http.PostForm(u.URL+"/auth/backchannel-logout", map[string][]string{"logout_token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || signedOut(t, c, u.URL) {
+			t.Fatalf("%s logout token: %d, or it ended the session", name, resp.StatusCode)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/toolgate/toolgate/policy"
+	"golang.org/x/oauth2"
+)
+
+// OIDC is how the card UI signs people in: an OpenID provider, this
+// client's registration there, and the names of the claims that carry an
+// approver's role and stores (so Okta, Entra ID, Keycloak or Google
+// Workspace is a matter of settings).
+type OIDC struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	// RedirectURL is this card UI's /auth/callback, as registered.
+	RedirectURL string
+	Scopes      []string
+	// Claim names: the user ID, display name, role and stores.
+	UserClaim, NameClaim, RoleClaim, StoresClaim string
+	// ACRValues maps toolgate's levels (pwd, mfa) to the provider's acr
+	// values, both for asking (acr_values) and for reading the ID token.
+	ACRValues map[string]string
+}
+
+// OIDCFromEnv reads the APPROVALS_OIDC_* settings. The issuer, client ID,
+// secret and redirect URL are required.
+func OIDCFromEnv() (OIDC, error) {
+	env := func(k, def string) string {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	o := OIDC{Issuer: env("APPROVALS_OIDC_ISSUER", ""), ClientID: env("APPROVALS_OIDC_CLIENT_ID", ""), ClientSecret: env("APPROVALS_OIDC_CLIENT_SECRET", ""),
+		RedirectURL: env("APPROVALS_OIDC_REDIRECT_URL", ""), Scopes: strings.Fields(env("APPROVALS_OIDC_SCOPES", "openid profile")),
+		UserClaim: env("APPROVALS_OIDC_USER_CLAIM", "preferred_username"), NameClaim: env("APPROVALS_OIDC_NAME_CLAIM", "name"),
+		RoleClaim: env("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role"), StoresClaim: env("APPROVALS_OIDC_STORES_CLAIM", "toolgate_stores")}
+	var missing []string
+	for k, v := range map[string]string{"APPROVALS_OIDC_ISSUER": o.Issuer, "APPROVALS_OIDC_CLIENT_ID": o.ClientID,
+		"APPROVALS_OIDC_CLIENT_SECRET": o.ClientSecret, "APPROVALS_OIDC_REDIRECT_URL": o.RedirectURL} {
+		if v == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return o, fmt.Errorf("the card UI signs people in with OpenID Connect: set %s (make dev sets them for its demo provider; the README shows a real provider's settings)", strings.Join(missing, ", "))
+	}
+	if v := os.Getenv("APPROVALS_OIDC_ACR_VALUES"); v != "" {
+		o.ACRValues = map[string]string{}
+		for _, pair := range strings.Split(v, ",") {
+			level, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || !slices.Contains(policy.ACRLevels, level) || value == "" {
+				return o, fmt.Errorf("APPROVALS_OIDC_ACR_VALUES=%q: want level=provider-value pairs such as pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any; levels are %v", v, policy.ACRLevels)
+			}
+			o.ACRValues[level] = value
+		}
+	}
+	return o, nil
+}
+
+// providerACR is the provider's acr value for a toolgate level.
+func (o OIDC) providerACR(level string) string {
+	if v, ok := o.ACRValues[level]; ok {
+		return v
+	}
+	return level
+}
+
+// level is the toolgate level of a provider's acr value, "" when unknown.
+func (o OIDC) level(acr string) string {
+	for _, l := range policy.ACRLevels {
+		if o.providerACR(l) == acr {
+			return l
+		}
+	}
+	return ""
+}
+
+// Auth is the card UI's relying party: the provider's discovery, the
+// OAuth client and the ID token verifier.
+type Auth struct {
+	cfg      OIDC
+	provider *oidc.Provider
+	oauth    oauth2.Config
+	verifier *oidc.IDTokenVerifier
+	logout   *oidc.IDTokenVerifier
+}
+
+// NewAuth discovers the provider, retrying for up to wait (the provider
+// may be starting beside the card UI).
+func NewAuth(ctx context.Context, cfg OIDC, wait time.Duration) (*Auth, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		p, err := oidc.NewProvider(ctx, cfg.Issuer)
+		if err == nil {
+			return &Auth{cfg: cfg, provider: p,
+				oauth:    oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, RedirectURL: cfg.RedirectURL, Endpoint: p.Endpoint(), Scopes: cfg.Scopes},
+				verifier: p.Verifier(&oidc.Config{ClientID: cfg.ClientID}),
+				logout:   p.Verifier(&oidc.Config{ClientID: cfg.ClientID})}, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("discover the OpenID provider %s: %w", cfg.Issuer, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// signInClaims are what a verified ID token says about the person.
+type signInClaims struct {
+	User     User
+	Evidence policy.AuthEvidence
+	AuthTime time.Time
+}
+
+// claims reads a verified ID token with the configured claim names. The
+// error says which claim is missing or malformed.
+func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
+	var raw map[string]json.RawMessage
+	if err := tok.Claims(&raw); err != nil {
+		return signInClaims{}, fmt.Errorf("read the ID token: %w", err)
+	}
+	str := func(name string) string {
+		var s string
+		_ = json.Unmarshal(raw[name], &s)
+		return s
+	}
+	var c signInClaims
+	c.User.UserID, c.User.Name = str(a.cfg.UserClaim), str(a.cfg.NameClaim)
+	if !policy.ValidID(c.User.UserID) {
+		return c, fmt.Errorf("the ID token's %q claim is %q, not a user ID (1 to %d letters, digits or . _ @ -)", a.cfg.UserClaim, clip(c.User.UserID), policy.MaxIDLength)
+	}
+	if c.User.Name == "" {
+		c.User.Name = c.User.UserID
+	}
+	role, err := roleOf(raw[a.cfg.RoleClaim])
+	if err != nil {
+		return c, fmt.Errorf("the ID token's %q claim: %w", a.cfg.RoleClaim, err)
+	}
+	c.User.Role = role
+	if c.User.StoreIDs, err = storesOf(raw[a.cfg.StoresClaim]); err != nil {
+		return c, fmt.Errorf("the ID token's %q claim: %w", a.cfg.StoresClaim, err)
+	}
+	var amr []string
+	_ = json.Unmarshal(raw["amr"], &amr)
+	var authTime int64
+	if err := json.Unmarshal(raw["auth_time"], &authTime); err != nil || authTime <= 0 {
+		return c, errors.New("the ID token has no auth_time: ask the provider for it (the card UI needs to know when the person signed in)")
+	}
+	c.AuthTime = time.Unix(authTime, 0).UTC()
+	c.Evidence = policy.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject, ACR: a.cfg.level(str("acr")), AMR: cleanAMR(amr), AuthTime: c.AuthTime.Format(time.RFC3339)}
+	return c, nil
+}
+
+// roleOf reads a role claim: a string, or a list whose first known role counts.
+func roleOf(raw json.RawMessage) (policy.Role, error) {
+	known := []policy.Role{policy.RoleAreaManager, policy.RoleStoreManager}
+	var one string
+	if json.Unmarshal(raw, &one) == nil && slices.Contains(known, policy.Role(one)) {
+		return policy.Role(one), nil
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) == nil {
+		for _, r := range known {
+			if slices.Contains(many, string(r)) {
+				return r, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no approver role (%s or %s) in %s", policy.RoleStoreManager, policy.RoleAreaManager, clip(string(raw)))
+}
+
+// storesOf reads a stores claim: a list of numbers or numeric strings, or
+// one string of them separated by commas or spaces.
+func storesOf(raw json.RawMessage) ([]int64, error) {
+	var list []any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil, fmt.Errorf("want a list of store numbers, got %s", clip(string(raw)))
+		}
+		for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+			list = append(list, f)
+		}
+	}
+	var ids []int64
+	for _, v := range list {
+		var n int64
+		switch v := v.(type) {
+		case float64:
+			n = int64(v)
+		case string:
+			n, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if n < policy.MinStoreID || n > policy.MaxStoreID {
+			return nil, fmt.Errorf("%v is not a store number", v)
+		}
+		ids = append(ids, n)
+	}
+	if len(ids) == 0 || len(ids) > policy.MaxApproverStores {
+		return nil, fmt.Errorf("want 1 to %d stores, got %d", policy.MaxApproverStores, len(ids))
+	}
+	return ids, nil
+}
+
+func cleanAMR(amr []string) []string {
+	var out []string
+	for _, m := range amr {
+		if len(out) < 8 && len(m) <= 32 && m != "" && strings.Trim(m, "abcdefghijklmnopqrstuvwxyz_") == "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

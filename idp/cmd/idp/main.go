@@ -1,0 +1,61 @@
+// Command idp runs the demo OpenID provider (dev mode only) on IDP_ADDR
+// (127.0.0.1:8082). `idp users` prints the seed users' passwords and TOTP
+// secrets for an authenticator app.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
+	"go.uber.org/zap"
+)
+
+func main() { config.Main("idp", run) }
+
+func run(log *zap.Logger, cfg config.Config) error {
+	if !cfg.DevMode {
+		return errors.New("the demo identity provider runs only in dev mode (TOOLGATE_DEV=1, which make dev sets): a deployment signs people in with its own provider (README: real identity)")
+	}
+	set := idp.SettingsFromEnv()
+	users, created, err := idp.LoadOrCreateUsers(set.UsersFile)
+	if err != nil {
+		return err
+	}
+	if len(os.Args) > 1 && os.Args[1] == "users" {
+		printUsers(os.Stdout, users)
+		return nil
+	}
+	if created {
+		log.Info("created the demo users (idp users prints them)", zap.String("file", set.UsersFile))
+	}
+	if len(set.Client.Secret) < config.MinSecretLength {
+		return fmt.Errorf("IDP_CLIENT_SECRET must be a random secret of at least %d characters (the card UI's APPROVALS_OIDC_CLIENT_SECRET; make dev makes one)", config.MinSecretLength)
+	}
+	p, err := idp.New(idp.Options{Issuer: set.Issuer, Users: users, Logger: log, Clients: []idp.Client{set.Client}})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("demo identity provider listening", zap.String("addr", set.Addr), zap.String("issuer", set.Issuer))
+	return httpserver.Run(ctx, httpserver.New(set.Addr, p.Handler()))
+}
+
+func printUsers(w io.Writer, users []idp.User) {
+	fmt.Fprintf(w, "%-6s %-22s %-14s %-34s %s\n", "user", "role", "password", "TOTP secret", "stores")
+	for _, u := range users {
+		fmt.Fprintf(w, "%-6s %-22s %-14s %-34s %v\n", u.ID, u.Role, u.Password, u.TOTPSecret, u.Stores)
+	}
+	fmt.Fprintln(w, "Add a secret to an authenticator app by hand (TOTP, SHA-1, 6 digits, 30 s) or from its otpauth URL:")
+	for _, u := range users {
+		fmt.Fprintf(w, "  %s\n", u.OTPAuthURL("toolgate-demo"))
+	}
+}

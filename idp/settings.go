@@ -1,0 +1,36 @@
+package idp
+
+import (
+	"os"
+	"strings"
+)
+
+// Settings are the demo provider's environment (IDP_*).
+type Settings struct {
+	// Addr is where it listens (IDP_ADDR, 127.0.0.1:8082).
+	Addr string
+	// Issuer is its URL as clients name it (IDP_ISSUER, http://Addr).
+	Issuer string
+	// UsersFile holds the users, created with DemoUsers when missing
+	// (IDP_USERS_FILE, .dev/idp-users.json).
+	UsersFile string
+	// Client is the card UI's registration (IDP_CLIENT_ID, IDP_CLIENT_SECRET,
+	// IDP_REDIRECT_URIS, IDP_BACKCHANNEL_LOGOUT_URI).
+	Client Client
+}
+
+// SettingsFromEnv reads the IDP_* variables, with loopback defaults.
+func SettingsFromEnv() Settings {
+	env := func(k, def string) string {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	s := Settings{Addr: env("IDP_ADDR", "127.0.0.1:8082"), UsersFile: env("IDP_USERS_FILE", ".dev/idp-users.json")}
+	s.Issuer = env("IDP_ISSUER", "http://"+s.Addr)
+	s.Client = Client{ID: env("IDP_CLIENT_ID", "toolgate-approvals"), Secret: os.Getenv("IDP_CLIENT_SECRET"),
+		RedirectURIs:         strings.Fields(strings.ReplaceAll(env("IDP_REDIRECT_URIS", "http://127.0.0.1:8080/auth/callback"), ",", " ")),
+		BackChannelLogoutURI: env("IDP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8080/auth/backchannel-logout")}
+	return s
+}

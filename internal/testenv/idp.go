@@ -1,0 +1,106 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pquerna/otp/totp"
+	"github.com/toolgate/toolgate/idp"
+	"go.uber.org/zap/zaptest"
+)
+
+// IdP is a demo identity provider on a loopback port, with one client: a
+// card UI at the URL it was started for.
+type IdP struct {
+	*idp.Provider
+	URL          string
+	Users        map[string]idp.User
+	ClientID     string
+	ClientSecret string
+
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+// NewIdP starts the demo provider for a card UI at clientURL (its
+// /auth/callback and /auth/backchannel-logout), with fresh seed users.
+func NewIdP(t testing.TB, clientURL string) *IdP {
+	t.Helper()
+	users, err := idp.DemoUsers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &LateHandler{}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	f := &IdP{URL: srv.URL, Users: map[string]idp.User{}, last: map[string]int64{}, ClientID: "toolgate-approvals", ClientSecret: rand.Text() + rand.Text()}
+	for _, u := range users {
+		f.Users[u.ID] = u
+	}
+	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Clients: []idp.Client{{
+		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
+		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Set(f.Handler())
+	return f
+}
+
+// Code is user's TOTP code for a time step after the last one this
+// fixture used (the provider takes each code once, within one step of its
+// clock), waiting for the clock when it must.
+func (f *IdP) Code(t testing.TB, user string) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now().Unix() / 30
+	use := max(now, f.last[user]+1)
+	if use > now+1 {
+		time.Sleep(time.Until(time.Unix((use-1)*30, 0)) + 100*time.Millisecond)
+	}
+	f.last[user] = use
+	c, err := totp.GenerateCode(f.Users[user].TOTPSecret, time.Unix(use*30, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// LateHandler serves a handler set after its server started (a server
+// whose URL the handler needs).
+type LateHandler struct{ h atomic.Pointer[http.Handler] }
+
+// Set installs the handler.
+func (l *LateHandler) Set(h http.Handler) { l.h.Store(&h) }
+
+func (l *LateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := l.h.Load()
+	if h == nil {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+// LogoutToken is a logout token signed by this provider, claiming issuer
+// iss, for client aud and subject sub; withEvent false leaves out the
+// back-channel logout event.
+func (f *IdP) LogoutToken(t testing.TB, iss, aud, sub string, withEvent bool) string {
+	t.Helper()
+	claims := f.LogoutClaims(aud, sub, "test")
+	claims["iss"] = iss
+	if !withEvent {
+		delete(claims, "events")
+	}
+	tok, err := f.SignJWT(claims, "logout+jwt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
