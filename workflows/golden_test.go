@@ -25,7 +25,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g5"
+const goldenGeneration = "g6"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -42,6 +42,9 @@ var goldenPaths = []struct {
 	{"denied_invalid_arguments", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"userId":"kofi"}`)}, nil},
 	{"denied_store_scope", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`)}, nil},
 	{"failed_upstream_error", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":99999}`)}, nil},
+	{"transfer_step_up_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":35,"reason":"festival_peak"}`)},
+		[]policy.Approval{{Decision: policy.Approve, Approver: kofiID, Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword,
+			AuthTime: time.Now().UTC().Format(time.RFC3339)}}, approve(kofiID)}},
 	{"transfer_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
 	{"transfer_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{approve(kofiID), approve(efuaID), approve(amaID), approve(amaID)}},
@@ -54,6 +57,12 @@ var goldenPaths = []struct {
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
+}
+
+// goldenRequesters ask instead of ama on their paths (her store's daily
+// budget goes to the other transfers).
+var goldenRequesters = map[string]policy.Session{
+	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
 // lockingDecisions are one more unsigned decision than a card takes, then a
@@ -90,6 +99,9 @@ func TestRecordGoldenHistories(t *testing.T) {
 	for _, p := range goldenPaths {
 		in := p.in
 		in.ToolCallID, in.Session = p.name, ama("golden")
+		if who, ok := goldenRequesters[p.name]; ok {
+			in.Session = who
+		}
 		if p.decisions == nil {
 			s.Run(t, in)
 		} else {
