@@ -21,10 +21,22 @@ const (
 	ErrUnavailable = "upstream_unavailable"
 	ErrUpstream    = "upstream_error"
 	ErrBadInput    = "bad_input"
+	// ErrStepUp: the credential's sign-in is below the tool's requester
+	// tier; its details are a StepUp.
+	ErrStepUp = "step_up_required"
 )
+
+// StepUp says what a tool needs of the requester's sign-in and what the
+// credential holds.
+type StepUp struct {
+	RequiredTier string `json:"requiredTier"`
+	HeldTier     string `json:"heldTier"`
+}
 
 // Activities holds the dependencies of toolgate's activities.
 type Activities struct {
+	// DevMode lets demo credentials (readable refs such as cred-ama) through.
+	DevMode bool
 	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.
 	Pool        *pgxpool.Pool
 	HTTP        *http.Client

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"net/url"
 	"strconv"
 	"strings"
@@ -31,6 +32,11 @@ type CallInput struct {
 	StoreID        int64           `json:"storeId,omitempty"`
 	UserID         string          `json:"userId"`
 	CredentialRef  string          `json:"credentialRef"`
+	// Role and StoreIDs are the session's claims, held against the
+	// credential's; RequiredTier is the tool's requester tier (policy.Row).
+	Role         policy.Role `json:"role,omitempty"`
+	StoreIDs     []int64     `json:"storeIds,omitempty"`
+	RequiredTier string      `json:"requiredTier,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey"`
 	// ArgsHash, when set, must match the args: what runs is what was approved.
 	ArgsHash string `json:"argsHash,omitempty"`
@@ -181,16 +187,35 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 	}
 }
 
-// exchange looks the credential up in the vault and trades it for a token.
+// exchange looks the credential up in the vault, holds the session's
+// claims and the tool's requester tier against the sign-in that issued it,
+// and trades it for a token.
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
 	var owner, secret string
-	var revoked bool
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked FROM vault.credentials WHERE ref = $1`, in.CredentialRef).Scan(&owner, &secret, &revoked)
+	var revoked, demo bool
+	var role, acr *string
+	var stores []int64
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked, demo, role, store_ids, acr FROM vault.credentials WHERE ref = $1`,
+		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &stores, &acr)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
 	if err != nil {
 		return "", temporal.NewApplicationErrorWithCause("the vault is unreachable", ErrUnavailable, err)
+	}
+	if demo && !a.DevMode {
+		return "", temporal.NewNonRetryableApplicationError("the session's credential is a demo credential, which works only in dev mode", ErrCredential, nil)
+	}
+	if why := claimsBeyond(in, role, stores); why != "" {
+		return "", temporal.NewNonRetryableApplicationError(why, ErrCredential, nil)
+	}
+	if in.RequiredTier != "" && (acr == nil || !policy.Satisfies(*acr, in.RequiredTier)) {
+		held := ""
+		if acr != nil {
+			held = *acr
+		}
+		return "", temporal.NewNonRetryableApplicationError("the credential's sign-in is below the tool's requester tier", ErrStepUp, nil,
+			StepUp{RequiredTier: in.RequiredTier, HeldTier: held})
 	}
 	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": secret})
 	body, err := a.do(ctx, http.MethodPost, "/oauth/token", "", "", req)
@@ -208,6 +233,25 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 		return "", temporal.NewApplicationError("the token endpoint answered without a token", ErrUnavailable)
 	}
 	return tok.AccessToken, nil
+}
+
+// claimsBeyond says how a session claims more than its credential's
+// sign-in holds (another role, a store it does not hold), or "". Inputs
+// from before the claims were passed (no role) and credentials issued
+// before they were recorded (no role) are not compared.
+func claimsBeyond(in CallInput, role *string, stores []int64) string {
+	if in.Role == "" || role == nil {
+		return ""
+	}
+	if string(in.Role) != *role {
+		return fmt.Sprintf("the session claims the role %q, but its credential was issued to a %s", sanitize.Text(string(in.Role)), *role)
+	}
+	for _, s := range in.StoreIDs {
+		if !slices.Contains(stores, s) {
+			return fmt.Sprintf("the session claims store %d, which its credential's sign-in does not hold", s)
+		}
+	}
+	return ""
 }
 
 // do makes one HTTP call. 5xx, 429 and transport errors are retryable

@@ -20,6 +20,10 @@ type PreviewInput struct {
 	StoreID       int64           `json:"storeId"`
 	UserID        string          `json:"userId"`
 	CredentialRef string          `json:"credentialRef"`
+	// Role, StoreIDs and RequiredTier are as in CallInput.
+	Role         policy.Role `json:"role,omitempty"`
+	StoreIDs     []int64     `json:"storeIds,omitempty"`
+	RequiredTier string      `json:"requiredTier,omitempty"`
 }
 
 // PreviewResult is what the dry run decided: the exact args that will run
@@ -41,7 +45,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if err := json.Unmarshal(in.Args, &args); err != nil {
 		return PreviewResult{}, badArgs(err)
 	}
-	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef})
+	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, StoreIDs: in.StoreIDs, RequiredTier: in.RequiredTier})
 	if err != nil {
 		return PreviewResult{}, err
 	}

@@ -48,6 +48,9 @@ func New(specs []ToolSpec, rows []Row) (*Policy, error) {
 		if _, ok := p.specs[r.Tool]; !ok {
 			return nil, fmt.Errorf("policy: row for unregistered tool %q", r.Tool)
 		}
+		if r.RequesterTier != "" && acrRank(r.RequesterTier) < 0 {
+			return nil, fmt.Errorf("policy: row %q needs requester tier %q, which is not one of %v", r.Tool, r.RequesterTier, ACRLevels)
+		}
 		if _, dup := p.rows[r.Tool]; dup {
 			return nil, fmt.Errorf("policy: tool %q has two rows", r.Tool)
 		}
@@ -179,6 +182,9 @@ type Verdict struct {
 	// Evidence is the sign-in an approval needs (EvidenceFor), set on
 	// approve verdicts and recorded with them.
 	Evidence *Requirement `json:"evidence,omitempty"`
+	// RequesterTier is the row's requester tier, checked against the
+	// credential when it is exchanged.
+	RequesterTier string `json:"requesterTier,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -336,7 +342,7 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 				store, joinIDs(s.StoreIDs)))
 		}
 	}
-	v := Verdict{Decision: decision, Code: CodeOK, StoreID: store, Message: "Allowed."}
+	v := Verdict{Decision: decision, Code: CodeOK, StoreID: store, Message: "Allowed.", RequesterTier: row.RequesterTier}
 	if decision == DecisionApprove {
 		v.Message = "Waiting for a person to approve."
 	}

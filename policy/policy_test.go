@@ -278,6 +278,7 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 		"unknown tool":  append(slices.Clone(Table), Row{Tool: "launch_rocket", Decision: DecisionAllow}),
 		"duplicate row": append(slices.Clone(Table), Table[0]),
 		"bad decision":  append(slices.Clone(Table[1:]), Row{Tool: Table[0].Tool, Decision: "maybe"}),
+		"unknown tier":  append(slices.Clone(Table[1:]), Row{Tool: Table[0].Tool, Decision: DecisionAllow, RequesterTier: "gold"}),
 	}
 	for name, rows := range cases {
 		if _, err := New(Tools, rows); err == nil {

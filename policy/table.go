@@ -92,6 +92,9 @@ type Row struct {
 	Limits         []Limit
 	// Approvers route approve decisions, in order.
 	Approvers []Approver
+	// RequesterTier is the acr (ACRLevels) the requester's sign-in, the one
+	// that issued their credential, must reach; "" means any.
+	RequesterTier string
 }
 
 // ApproverFor returns the role that decides a card of this value.

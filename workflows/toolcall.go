@@ -221,7 +221,8 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: "dry run of " + c.in.Tool,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
-	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.in.Session.CredentialRef}
+	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.in.Session.CredentialRef,
+		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
 	if err == nil {
 		return pv, nil, nil
@@ -240,9 +241,16 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 
 // refusalResult is the result of a call the upstream refused: the articles
 // an unknown article id may stand for, so the model can ask the person
-// which one they mean; else def.
+// which one they mean; or, for a sign-in below the tool's requester tier,
+// the tier needed and the tier held; else def.
 func refusalResult(err error, def json.RawMessage) json.RawMessage {
 	var app *temporal.ApplicationError
+	var up activities.StepUp
+	if errors.As(err, &app) && app.Type() == activities.ErrStepUp && app.HasDetails() && app.Details(&up) == nil {
+		if b, err := json.Marshal(up); err == nil {
+			return b
+		}
+	}
 	var r activities.UpstreamRefusal
 	if !errors.As(err, &app) || app.Type() != activities.ErrUpstream || !app.HasDetails() || app.Details(&r) != nil || len(r.Candidates) == 0 {
 		return def
@@ -353,7 +361,8 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
-		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before}
+		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
+		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
 	var res activities.CallResult
 	var call workflow.Future
 	if spec.Idempotent {
@@ -427,7 +436,9 @@ func upstreamFailure(err error, idempotent bool) (policy.Code, string, bool, boo
 	if errors.As(err, &app) {
 		switch app.Type() {
 		case activities.ErrCredential:
-			return policy.CodeCredentialUnavailable, "The person's sign-in could not be used (expired or revoked). Ask them to sign in again, then call again with the same arguments.", false, true
+			return policy.CodeCredentialUnavailable, "The person's sign-in could not be used (expired, revoked, or it does not hold what the session claims). Ask them to sign in again, then call again with the same arguments.", false, true
+		case activities.ErrStepUp:
+			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:
 			if idempotent {
 				return policy.CodeUpstreamUnavailable, "The store system is unavailable right now. Call again in a minute with the same arguments.", true, false

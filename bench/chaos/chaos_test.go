@@ -119,6 +119,7 @@ func TestChaos(t *testing.T) {
 		"UPSTREAM_ADDR=" + upstreamAddr, "UPSTREAM_TOKEN_KEY=chaos-upstream-key-of-at-least-32-chars", "TOOLGATE_TASK_QUEUE=" + queue,
 		"TOOLGATE_APPROVAL_TTL=20s", "TOOLGATE_APPROVAL_KEYS=" + testenv.ApprovalKeysEnv(), "TOOLGATE_APPROVER_ISSUERS=" + testenv.Issuer, "TOOLGATE_CODEC_KEYS=" + testenv.CodecKeys,
 		"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0", "TOOLGATE_APPROVAL_SIGNING_KEY=", "LOG_LEVEL=warn",
+		"TOOLGATE_DEV=1", // the calls use the seeded demo credential cred-kofi
 	}
 	logs, _ := os.Create(filepath.Join(dir, "processes.log"))
 	upstream := &proc{t: t, name: "upstream", bin: filepath.Join(dir, "upstream"), env: env, dir: dir, log: logs}

@@ -409,10 +409,12 @@ func (s *Stack) StopWorker() {
 	}
 }
 
-// NewActivities builds the activities as the worker does (without a
-// Temporal client; NewStack sets one).
+// NewActivities builds the activities as a dev-mode worker does (without
+// a Temporal client; NewStack sets one).
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
-	return activities.New(pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
+	a := activities.New(pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
+	a.DevMode = true // the tests use the seeded demo credentials
+	return a
 }
 
 // Run starts (or attaches to) a ToolCall and waits for its result.

@@ -1,0 +1,92 @@
+package workflows_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// issueCredential stores a credential for user with an unguessable handle,
+// bound to a sign-in at acr with the given role and stores, and returns
+// the handle.
+func issueCredential(t *testing.T, s *testenv.Stack, user string, role policy.Role, stores []int64, acr string) string {
+	t.Helper()
+	ref := "cr_" + strings.ToLower(rand.Text())
+	if _, err := s.Owner.Exec(context.Background(), `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+		SELECT $1, user_id, client_secret, 'https://id.toolgate.test', user_id, $3, $4, $5, now() FROM vault.credentials WHERE ref = 'cred-' || $2`,
+		ref, user, string(role), stores, acr); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// TestCredentialsAreBoundToTheirSignIn: a session that claims more than the
+// sign-in behind its credential (another role, a store it does not hold)
+// is refused credential_unavailable; a demo credential works only in dev
+// mode; a tool whose row needs a requester tier refuses a weaker sign-in
+// with step_up_required, the tiers and authRequired, and runs for a
+// credential that holds it.
+func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
+	s := testenv.NewStack(t)
+	read := func(id string, sess policy.Session) workflows.ToolCallResult {
+		sess.ConversationID = "bound"
+		return s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
+	}
+	asArea := ama("")
+	asArea.Role = policy.RoleAreaManager
+	wider := ama("")
+	wider.StoreIDs = []int64{112, 118}
+	for id, sess := range map[string]policy.Session{"role": asArea, "stores": wider} {
+		if res := read(id, sess); res.Code != policy.CodeCredentialUnavailable || !res.AuthRequired || !strings.Contains(res.Message, "sign in again") {
+			t.Errorf("a session claiming another %s: %s/%s %q", id, res.Status, res.Code, res.Message)
+		}
+	}
+	if res := read("narrower", policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "k", CredentialRef: "cred-kofi"}); res.Status != workflows.StatusExecuted {
+		t.Errorf("a session narrower than its credential: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+
+	// A demo credential outside dev mode; a real handle works there.
+	s.Activities.DevMode = false
+	t.Cleanup(func() { s.Activities.DevMode = true })
+	if res := read("demo", ama("")); res.Code != policy.CodeCredentialUnavailable {
+		t.Errorf("a demo credential outside dev mode: %s/%s", res.Status, res.Code)
+	}
+	real := ama("")
+	real.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRPassword)
+	if res := read("handle", real); res.Status != workflows.StatusExecuted {
+		t.Errorf("an issued credential outside dev mode: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+
+	// A requester tier: none in the shipped table, so set one here.
+	for i := range policy.Table {
+		if policy.Table[i].Tool == "get_stock" {
+			saved := policy.Table[i]
+			policy.Table[i].RequesterTier = policy.ACRMFA
+			t.Cleanup(func() { policy.Table[i] = saved })
+		}
+	}
+	res := read("tier", real)
+	var tiers struct{ RequiredTier, HeldTier string }
+	_ = json.Unmarshal(res.Result, &tiers)
+	if res.Code != policy.CodeStepUpRequired || !res.AuthRequired || res.Retryable || tiers.RequiredTier != "mfa" || tiers.HeldTier != "pwd" ||
+		!strings.Contains(res.Message, "Do not retry") {
+		t.Fatalf("a pwd credential for an mfa tool: %+v %s", res, res.Result)
+	}
+	strong := ama("")
+	strong.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	if res := read("tier_mfa", strong); res.Status != workflows.StatusExecuted {
+		t.Errorf("an mfa credential for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+	var audited int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'failed' AND reason = 'step_up_required'`,
+		workflows.WorkflowID("bound", "tier")).Scan(&audited)
+	if audited != 1 {
+		t.Fatalf("%d step_up_required rows audited, want 1", audited)
+	}
+}
