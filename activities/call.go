@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,17 +27,17 @@ import (
 // CallInput is one upstream call: the args as authorized (after session
 // fill), whose credential to use, and the idempotency key.
 type CallInput struct {
-	Tool           string          `json:"tool"`
-	Args           json.RawMessage `json:"args"`
-	StoreID        int64           `json:"storeId,omitempty"`
-	UserID         string          `json:"userId"`
-	CredentialRef  string          `json:"credentialRef"`
+	Tool          string          `json:"tool"`
+	Args          json.RawMessage `json:"args"`
+	StoreID       int64           `json:"storeId,omitempty"`
+	UserID        string          `json:"userId"`
+	CredentialRef string          `json:"credentialRef"`
 	// Role and StoreIDs are the session's claims, held against the
 	// credential's; RequiredTier is the tool's requester tier (policy.Row).
-	Role         policy.Role `json:"role,omitempty"`
-	StoreIDs     []int64     `json:"storeIds,omitempty"`
-	RequiredTier string      `json:"requiredTier,omitempty"`
-	IdempotencyKey string          `json:"idempotencyKey"`
+	Role           policy.Role `json:"role,omitempty"`
+	StoreIDs       []int64     `json:"storeIds,omitempty"`
+	RequiredTier   string      `json:"requiredTier,omitempty"`
+	IdempotencyKey string      `json:"idempotencyKey"`
 	// ArgsHash, when set, must match the args: what runs is what was approved.
 	ArgsHash string `json:"argsHash,omitempty"`
 	// Before, when set, is written (audit row and card) before anything is
