@@ -274,3 +274,25 @@ func TestCallbackChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleChangeEndsSessions: a role change at the provider ends the
+// person's card UI sessions at once; signing in again gives the new role.
+func TestRoleChangeEndsSessions(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "role", "c1", 40)
+	ama := u.signIn(t, "ama")
+	copied := ama.copyCookie(t)
+	if err := u.IdP.SetRole(context.Background(), "ama", "store_manager", []int64{118}); err != nil {
+		t.Fatal(err)
+	}
+	if !signedOut(t, copied, u.URL) || !signedOut(t, ama.c, u.URL) {
+		t.Fatal("a role change did not end ama's session")
+	}
+	again := u.signIn(t, "ama")
+	if code, _ := again.get("/cards/" + workflows.WorkflowID("role", "c1")); code != http.StatusNotFound {
+		t.Fatalf("ama, moved to store 118, still sees store 112's card: %d", code)
+	}
+	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'session_revoked' AND subject = 'ama' AND message LIKE '%role_changed%'`); n != 1 {
+		t.Fatal("the revocation is not in sign_in_log")
+	}
+}

@@ -25,6 +25,7 @@ type service struct {
 	DependsOn   map[string]any    `yaml:"depends_on"`
 	StopGrace   string            `yaml:"stop_grace_period"`
 	Volumes     []string          `yaml:"volumes"`
+	NetworkMode string            `yaml:"network_mode"`
 }
 
 func load(t *testing.T) map[string]service {
@@ -44,7 +45,7 @@ func load(t *testing.T) map[string]service {
 // TestComposeMatchesTheCode checks every service, port and env name.
 func TestComposeMatchesTheCode(t *testing.T) {
 	svcs := load(t)
-	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals"}
+	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals", "idp"}
 	for _, name := range want {
 		if _, ok := svcs[name]; !ok {
 			t.Fatalf("service %s is missing", name)
@@ -64,7 +65,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	}
 	// toolgate's own processes: one Dockerfile, the code's env names, the code's commands.
-	commands := map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals"}
+	commands := map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals", "idp": "idp/cmd/idp"}
 	for name, pkg := range commands {
 		svc := svcs[name]
 		if svc.Build == nil {
@@ -82,13 +83,13 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"TEMPORAL_ADDRESS", "DATABASE_URL", "UPSTREAM_URL", "TOOLGATE_TASK_QUEUE", "TOOLGATE_CODEC_KEYS"} {
-			if svc.Environment[k] == "" {
+			if svc.Environment[k] == "" && name != "idp" { // the provider is another system
 				t.Errorf("%s lacks %s", name, k)
 			}
 		}
 	}
 	ports := map[string]string{"temporal": "127.0.0.1:7233:7233", "temporal-ui": "127.0.0.1:8233:8080",
-		"upstream": "127.0.0.1:8081:8081", "approvals": "127.0.0.1:8080:8080", "worker": "127.0.0.1:9090:9090"}
+		"upstream": "127.0.0.1:8081:8081", "idp": "127.0.0.1:8080:8080", "worker": "127.0.0.1:9090:9090"}
 	for svc, port := range ports {
 		if !slices.Contains(svcs[svc].Ports, port) {
 			t.Errorf("%s does not publish %s", svc, port)
@@ -112,11 +113,17 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			t.Errorf("%s's %s is %q, not required from .env", svc, k, v)
 		}
 	}
-	// Dev mode only where the demo sign-in needs it.
+	// Dev mode only for the demo provider and the worker's demo credentials; the card UI signs in
+	// with OpenID Connect and needs none.
 	for name, svc := range svcs {
-		if svc.Environment["TOOLGATE_DEV"] != "" && name != "approvals" {
+		if svc.Environment["TOOLGATE_DEV"] != "" && name != "idp" && name != "worker" {
 			t.Errorf("%s runs in dev mode", name)
 		}
+	}
+	// The card UI shares the provider's network, so both name it by the issuer URL the browser uses,
+	// and the worker trusts that issuer.
+	if svcs["approvals"].NetworkMode != "service:idp" {
+		t.Errorf("the card UI's network mode is %q, not service:idp", svcs["approvals"].NetworkMode)
 	}
 	// The Temporal server gets the limits that bound a flooded card.
 	dyn, err := os.ReadFile("temporal-dynamicconfig.yaml")
@@ -136,6 +143,10 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		"Temporal Web decodes through the worker's codec address": strings.HasSuffix(env("temporal-ui", "TEMPORAL_CODEC_ENDPOINT"), env("worker", "CODEC_ADDR")) && slices.Contains(svcs["worker"].Ports, "127.0.0.1:8089:8089"),
 		"the codec endpoint allows Temporal Web's origin":         env("worker", "CODEC_CORS_ORIGINS") == env("temporal-ui", "TEMPORAL_CORS_ORIGINS"),
 		"Temporal stores its data in the postgres service":        env("temporal", "POSTGRES_SEEDS") == "postgres",
+		"the card UI's issuer is the provider's":                  env("approvals", "APPROVALS_OIDC_ISSUER") == env("idp", "IDP_ISSUER") && strings.HasSuffix(env("idp", "IDP_ISSUER"), env("idp", "IDP_ADDR")),
+		"the worker trusts the provider":                          env("worker", "TOOLGATE_APPROVER_ISSUERS") == env("idp", "IDP_ISSUER"),
+		"the provider knows the card UI's callback":               env("idp", "IDP_REDIRECT_URIS") == env("approvals", "APPROVALS_OIDC_REDIRECT_URL"),
+		"the provider and card UI share a client":                 env("idp", "IDP_CLIENT_ID") == env("approvals", "APPROVALS_OIDC_CLIENT_ID"),
 	}
 	if grace, err := time.ParseDuration(svcs["worker"].StopGrace); err != nil || grace <= workflows.StopTimeout() {
 		checks["the worker's stop_grace_period outlasts its stop timeout "+workflows.StopTimeout().String()] = false
