@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,13 +32,18 @@ type ui struct {
 	*testenv.Stack
 	URL string
 	IdP *testenv.IdP
+	// ahead moves the card UI's and the provider's clocks forward together.
+	ahead atomic.Int64
 }
+
+func (u *ui) now() time.Time { return time.Now().Add(time.Duration(u.ahead.Load())) }
 
 func newUI(t *testing.T, ttl time.Duration) *ui {
 	h := &testenv.LateHandler{}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	id := testenv.NewIdP(t, srv.URL)
+	u := &ui{URL: srv.URL}
+	id := testenv.NewIdPWith(t, srv.URL, u.now)
 	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, ApproverIssuers: []string{id.URL}})
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -48,8 +54,9 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 		t.Fatal(err)
 	}
 	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
-		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
-	return &ui{Stack: s, URL: srv.URL, IdP: id}
+		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now}).Handler())
+	u.Stack, u.IdP = s, id
+	return u
 }
 
 var amaSession = policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}

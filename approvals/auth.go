@@ -73,7 +73,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Card, f.Need, f.Next = id, c.Evidence, "/cards/"+id
 		opts = append(opts, oauth2.SetAuthURLParam("acr_values", s.Auth.cfg.providerACR(c.Evidence.ACR)),
-			oauth2.SetAuthURLParam("max_age", strconv.FormatInt(c.Evidence.MaxAgeSeconds, 10)),
+			oauth2.SetAuthURLParam("max_age", strconv.FormatInt(int64(freshFor(c.Evidence).Seconds()), 10)),
 			oauth2.SetAuthURLParam("login_hint", sess.User.UserID))
 	}
 	body, _ := json.Marshal(f)

@@ -76,6 +76,27 @@ func TestStepUpForTheBigCard(t *testing.T) {
 	}
 }
 
+// TestStepUpNearTheEdgeOfMaxAge: a step-up 4m45s old is too old for the
+// card UI to sign on a 5-minute card (it keeps a margin for the decision's
+// trip), so it asks the provider for a max_age within that margin and the
+// provider asks again, rather than handing back the same old sign-in.
+func TestStepUpNearTheEdgeOfMaxAge(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "edge", "c1", 100)
+	u.request(t, "edge", "c2", 100)
+	kofi := u.signIn(t, "kofi")
+	kofi.step(kofi.c.Get(u.URL + "/cards/" + workflows.WorkflowID("edge", "c1")))
+	kofi.code(u.IdP.Code(t, "kofi"))
+	if _, page := kofi.get("/cards/" + workflows.WorkflowID("edge", "c1")); !strings.Contains(page, `id="approve"`) {
+		t.Fatalf("after the step-up:\n%s", page)
+	}
+	u.ahead.Store(int64(4*time.Minute + 45*time.Second))
+	kofi.step(kofi.c.Get(u.URL + "/cards/" + workflows.WorkflowID("edge", "c2")))
+	if strings.Contains(kofi.page, "Sign-in failed") || !strings.Contains(kofi.page, `name="password"`) {
+		t.Fatalf("a step-up near the edge of max_age did not ask again:\n%s", kofi.page)
+	}
+}
+
 // TestSignOutRevokesACopiedCookie: the session lives server-side, so a copy
 // of the cookie stops working when its owner signs out.
 func TestSignOutRevokesACopiedCookie(t *testing.T) {

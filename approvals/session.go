@@ -114,8 +114,15 @@ func (s *Server) satisfies(sess session, req *policy.Requirement) bool {
 	if req == nil {
 		return true
 	}
-	margin := min(30*time.Second, req.MaxAge()/4)
-	return policy.Satisfies(sess.Evidence.ACR, req.ACR) && s.now().Sub(sess.AuthTime) <= req.MaxAge()-margin
+	return policy.Satisfies(sess.Evidence.ACR, req.ACR) && s.now().Sub(sess.AuthTime) <= freshFor(req)
+}
+
+// freshFor is how old a sign-in may be for the card UI to sign a decision
+// on a card: the requirement's maximum age less a margin, so the decision
+// still meets it when it reaches the workflow. A step-up asks the provider
+// for this max_age, so a provider session it reuses is fresh enough.
+func freshFor(req *policy.Requirement) time.Duration {
+	return req.MaxAge() - min(30*time.Second, req.MaxAge()/4)
 }
 
 // csrf is the form token of a session.

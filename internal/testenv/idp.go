@@ -31,6 +31,12 @@ type IdP struct {
 // /auth/callback and /auth/backchannel-logout), with fresh seed users.
 func NewIdP(t testing.TB, clientURL string) *IdP {
 	t.Helper()
+	return NewIdPWith(t, clientURL, nil)
+}
+
+// NewIdPWith is NewIdP with the provider's clock (time.Now when nil).
+func NewIdPWith(t testing.TB, clientURL string, now func() time.Time) *IdP {
+	t.Helper()
 	users, err := idp.DemoUsers()
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +48,7 @@ func NewIdP(t testing.TB, clientURL string) *IdP {
 	for _, u := range users {
 		f.Users[u.ID] = u
 	}
-	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Clients: []idp.Client{{
+	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Now: now, Clients: []idp.Client{{
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"}}})
 	if err != nil {
