@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -136,6 +137,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.Auth.claims(idt)
+	c.IDToken = raw
 	if err != nil {
 		s.signInFailed(w, r, &c, f.Card, "The identity provider's answer cannot sign you in here: "+err.Error())
 		return
@@ -214,13 +216,31 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, sess session) {
 		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
 		return
 	}
-	if _, err := s.Pool.Exec(r.Context(), `DELETE FROM approver_sessions WHERE id_hash = $1`, sess.idHash); err != nil {
+	var idToken *string
+	if err := s.Pool.QueryRow(r.Context(), `DELETE FROM approver_sessions WHERE id_hash = $1 RETURNING id_token`, sess.idHash).Scan(&idToken); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		s.fail(w, err)
 		return
 	}
 	s.logSignIn(r.Context(), eventSignedOut, &signInClaims{User: sess.User, Evidence: sess.Evidence, AuthTime: sess.AuthTime}, "", "signed out")
 	s.clearSession(w)
+	// End the provider's session too, so the next sign-in asks again.
+	if end := s.Auth.endSessionURL(deref(idToken)); end != "" {
+		http.Redirect(w, r, end, http.StatusSeeOther)
+		return
+	}
+	s.signedOut(w, r)
+}
+
+// signedOut is where a sign-out ends, back from the provider.
+func (s *Server) signedOut(w http.ResponseWriter, _ *http.Request) {
 	s.render(w, http.StatusOK, "signin.html", pageData{Title: "Signed out", Flash: "You are signed out.", Next: "/"})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // backChannelLogout takes a logout token from the provider (OpenID Connect

@@ -98,7 +98,8 @@ func TestStepUpNearTheEdgeOfMaxAge(t *testing.T) {
 }
 
 // TestSignOutRevokesACopiedCookie: the session lives server-side, so a copy
-// of the cookie stops working when its owner signs out.
+// of the cookie stops working when its owner signs out; the provider's
+// session ends with it.
 func TestSignOutRevokesACopiedCookie(t *testing.T) {
 	u := newUI(t, 0)
 	ama := u.signIn(t, "ama")
@@ -113,6 +114,11 @@ func TestSignOutRevokesACopiedCookie(t *testing.T) {
 	}
 	if !signedOut(t, copied, u.URL) {
 		t.Fatal("a copied cookie outlived sign-out")
+	}
+	// The provider's session ended too (RP-initiated logout): signing in asks for the password again.
+	ama.step(ama.c.Get(u.URL + "/"))
+	if !strings.Contains(ama.page, `name="password"`) {
+		t.Fatalf("after sign-out the provider signed ama straight back in:\n%s", ama.page)
 	}
 	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'signed_out' AND user_id = 'ama'`); n != 1 {
 		t.Fatal("the sign-out is not in sign_in_log")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -97,6 +98,8 @@ type Auth struct {
 	oauth    oauth2.Config
 	verifier *oidc.IDTokenVerifier
 	logout   *oidc.IDTokenVerifier
+	// endSession is the provider's end_session_endpoint, if it has one.
+	endSession string
 }
 
 // NewAuth discovers the provider, retrying for up to wait (the provider
@@ -106,7 +109,11 @@ func NewAuth(ctx context.Context, cfg OIDC, wait time.Duration) (*Auth, error) {
 	for {
 		p, err := oidc.NewProvider(ctx, cfg.Issuer)
 		if err == nil {
-			return &Auth{cfg: cfg, provider: p,
+			var meta struct {
+				EndSession string `json:"end_session_endpoint"`
+			}
+			_ = p.Claims(&meta)
+			return &Auth{cfg: cfg, provider: p, endSession: meta.EndSession,
 				oauth:    oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, RedirectURL: cfg.RedirectURL, Endpoint: p.Endpoint(), Scopes: cfg.Scopes},
 				verifier: p.Verifier(&oidc.Config{ClientID: cfg.ClientID}),
 				logout:   p.Verifier(&oidc.Config{ClientID: cfg.ClientID})}, nil
@@ -127,6 +134,25 @@ type signInClaims struct {
 	User     User
 	Evidence policy.AuthEvidence
 	AuthTime time.Time
+	// IDToken is the raw token, kept as the id_token_hint of a sign-out.
+	IDToken string
+}
+
+// endSessionURL is where a sign-out sends the browser so the provider's
+// session ends too (RP-initiated logout), or "" when it has no such endpoint.
+func (a *Auth) endSessionURL(idToken string) string {
+	if a.endSession == "" {
+		return ""
+	}
+	back := "/signed-out"
+	if u, err := url.Parse(a.cfg.RedirectURL); err == nil {
+		back = u.Scheme + "://" + u.Host + "/signed-out"
+	}
+	q := url.Values{"client_id": {a.cfg.ClientID}, "post_logout_redirect_uri": {back}}
+	if idToken != "" {
+		q.Set("id_token_hint", idToken)
+	}
+	return a.endSession + "?" + q.Encode()
 }
 
 // claims reads a verified ID token with the configured claim names. The

@@ -86,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /auth/callback", s.callback)
 	mux.HandleFunc("POST /auth/backchannel-logout", s.backChannelLogout)
 	mux.HandleFunc("POST /signout", s.signedIn(s.signOut))
+	mux.HandleFunc("GET /signed-out", s.signedOut)
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))

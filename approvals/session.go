@@ -52,10 +52,10 @@ func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, c sign
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO approver_sessions (id_hash, user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		_, err := tx.Exec(ctx, `INSERT INTO approver_sessions (id_hash, user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time, expires_at, id_token)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			sum[:], c.User.UserID, c.User.Name, string(c.User.Role), c.User.StoreIDs, c.Evidence.Issuer, c.Evidence.Subject, c.Evidence.ACR,
-			nonNil(c.Evidence.AMR), c.AuthTime, s.now().Add(SessionTTL))
+			nonNil(c.Evidence.AMR), c.AuthTime, s.now().Add(SessionTTL), c.IDToken)
 		return err
 	})
 	if err != nil {

@@ -27,7 +27,9 @@ h1{font-size:1.3rem}label{display:block;margin:.8rem 0 .2rem}input{font:inherit;
 button{font:inherit;margin-top:1rem;padding:.5rem 1.2rem}.error{color:#a4161a;font-weight:600}.note{color:#555;font-size:.9rem}</style></head>
 <body><h1>{{.Title}}</h1>
 {{if .Error}}<p class="error" role="alert">{{.Error}}</p>{{end}}
-{{if eq .Step "password"}}
+{{if eq .Step "done"}}
+<p>You are signed out of the toolgate demo identity provider.</p>
+{{else if eq .Step "password"}}
 <p class="note">toolgate demo identity provider. {{if .MFA}}This sign-in needs your password and a code from your authenticator app.{{end}}</p>
 <form method="post" action="/login/password">
 <input type="hidden" name="authRequestID" value="{{.ID}}">

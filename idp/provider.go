@@ -114,17 +114,22 @@ func New(o Options) (*Provider, error) {
 	var cryptoKey [32]byte
 	_, _ = rand.Read(cryptoKey[:])
 	p.op, err = op.NewProvider(&op.Config{
-		CryptoKey:          cryptoKey,
-		CodeMethodS256:     true,
-		AuthMethodPost:     true,
-		SupportedUILocales: []language.Tag{language.English},
-		SupportedClaims:    append(op.DefaultSupportedClaims, ClaimRole, ClaimStores),
+		CryptoKey:      cryptoKey,
+		CodeMethodS256: true,
+		// Sign-out without a registered return address lands here.
+		DefaultLogoutRedirectURI: "/signed-out",
+		AuthMethodPost:           true,
+		SupportedUILocales:       []language.Tag{language.English},
+		SupportedClaims:          append(op.DefaultSupportedClaims, ClaimRole, ClaimStores),
 	}, &storage{p}, op.StaticIssuer(o.Issuer), op.WithAllowInsecure())
 	if err != nil {
 		return nil, fmt.Errorf("idp: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/login/", http.StripPrefix("/login", p.loginHandler()))
+	mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, r *http.Request) {
+		p.render(w, http.StatusOK, pageData{Title: "Signed out", Step: "done"})
+	})
 	mux.Handle("/", p.op)
 	p.handler = mux
 	return p, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -225,7 +226,6 @@ type client struct{ c Client }
 
 func (c client) GetID() string                       { return c.c.ID }
 func (c client) RedirectURIs() []string              { return c.c.RedirectURIs }
-func (c client) PostLogoutRedirectURIs() []string    { return nil }
 func (c client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
 func (c client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
 func (c client) ResponseTypes() []oidc.ResponseType {
@@ -240,6 +240,18 @@ func (c client) ClockSkew() time.Duration                                     { 
 func (c client) IsScopeAllowed(string) bool                                   { return false }
 func (c client) RestrictAdditionalIdTokenScopes() func([]string) []string     { return keep }
 func (c client) RestrictAdditionalAccessTokenScopes() func([]string) []string { return keep }
+
+// PostLogoutRedirectURIs are the client's /signed-out page, at the origin
+// of each redirect URI.
+func (c client) PostLogoutRedirectURIs() []string {
+	var out []string
+	for _, u := range c.c.RedirectURIs {
+		if p, err := url.Parse(u); err == nil {
+			out = append(out, p.Scheme+"://"+p.Host+"/signed-out")
+		}
+	}
+	return out
+}
 
 // DevMode lets a loopback http:// redirect URI through (the demo's).
 func (c client) DevMode() bool {
