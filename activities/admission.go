@@ -8,9 +8,12 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 )
 
 // AdmitInput asks for step 7 on the verdict the workflow recorded, and the
@@ -27,6 +30,16 @@ type AdmitInput struct {
 	Action json.RawMessage `json:"action,omitempty"`
 	// Claim claims the call for this run before anything is counted.
 	Claim *Claim `json:"claim,omitempty"`
+	// Intent, on an approve verdict, claims its intent (policy.Intent) for
+	// this run's card, for TTLSeconds until the card says its own expiry.
+	Intent     string `json:"intent,omitempty"`
+	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
+}
+
+// PendingCard names the card already waiting for an equivalent call.
+type PendingCard struct {
+	WorkflowID string `json:"pendingWorkflowId"`
+	ExpiresAt  string `json:"expiresAt"`
 }
 
 // AdmitResult is step 7's answer: the decision that stands (the recorded
@@ -37,6 +50,8 @@ type AdmitResult struct {
 	Code     policy.Code     `json:"code"`
 	Message  string          `json:"message"`
 	Step     policy.Step     `json:"step"`
+	// Pending names the equivalent card when Code is already_pending.
+	Pending *PendingCard `json:"pending,omitempty"`
 }
 
 // Allowed reports whether the call was admitted.
@@ -79,13 +94,24 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		}
 	}
 	var event, reason, message string
-	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, '') FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
-		Scan(&event, &reason, &message)
+	var result []byte
+	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, ''), result FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
+		Scan(&event, &reason, &message, &result)
 	if err == nil {
-		return recorded(event, reason, message), nil
+		return recorded(event, reason, message, result), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
+	}
+
+	if in.Intent != "" && pre.Decision == policy.DecisionApprove {
+		held, err := claimIntent(ctx, tx, wf, run, in.Intent, in.TTLSeconds, a.running)
+		if err != nil {
+			return AdmitResult{}, err
+		}
+		if held != nil {
+			return a.alreadyPending(ctx, tx, wf, run, in, *held)
+		}
 	}
 
 	usage := make([]policy.Usage, 0, len(pre.Limits))
@@ -112,19 +138,108 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
 		return AdmitResult{}, err
 	}
+	if v.Decision != policy.DecisionApprove && in.Intent != "" {
+		// A limit refused it: no card goes up, so the intent is not held.
+		if _, err := tx.Exec(ctx, `DELETE FROM pending_intents WHERE intent = $1 AND workflow_id = $2 AND run_id = $3`, in.Intent, wf, run); err != nil {
+			return AdmitResult{}, fmt.Errorf("admit: release intent: %w", err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
 	}
 	return AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}, nil
 }
 
+// claimIntent claims an intent for this run, or returns the card that
+// holds it. The primary key makes it race-free: of two equivalent calls
+// admitted together, the second waits for the first's transaction and then
+// finds its claim. A claim whose call no longer runs (an operator
+// terminated it, so its card never said it ended) is taken over.
+func claimIntent(ctx context.Context, tx pgx.Tx, wf, run, intent string, ttl int64, running func(context.Context, string, string) bool) (*PendingCard, error) {
+	if ttl <= 0 {
+		ttl = 1800
+	}
+	var got string
+	err := tx.QueryRow(ctx, `INSERT INTO pending_intents (intent, workflow_id, run_id, expires_at)
+		VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+		ON CONFLICT (intent) DO UPDATE SET workflow_id = EXCLUDED.workflow_id, run_id = EXCLUDED.run_id, expires_at = EXCLUDED.expires_at
+		  WHERE pending_intents.expires_at <= clock_timestamp()
+		     OR (pending_intents.workflow_id = EXCLUDED.workflow_id AND pending_intents.run_id = EXCLUDED.run_id)
+		RETURNING workflow_id`, intent, wf, run, ttl).Scan(&got)
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("admit: claim intent: %w", err)
+	}
+	var p PendingCard
+	var holderRun string
+	var at time.Time
+	if err := tx.QueryRow(ctx, `SELECT workflow_id, run_id, expires_at FROM pending_intents WHERE intent = $1 FOR UPDATE`, intent).Scan(&p.WorkflowID, &holderRun, &at); err != nil {
+		return nil, fmt.Errorf("admit: read the intent's card: %w", err)
+	}
+	if running != nil && !running(ctx, p.WorkflowID, holderRun) {
+		if _, err := tx.Exec(ctx, `UPDATE pending_intents SET workflow_id = $2, run_id = $3, expires_at = clock_timestamp() + make_interval(secs => $4) WHERE intent = $1`,
+			intent, wf, run, ttl); err != nil {
+			return nil, fmt.Errorf("admit: take over the intent: %w", err)
+		}
+		return nil, nil
+	}
+	p.ExpiresAt = at.UTC().Format(time.RFC3339)
+	return &p, nil
+}
+
+// running reports whether a workflow run is still running. Without a
+// Temporal client, or when Temporal does not answer, it says yes: the card
+// stands until its expiry, which is the safe side (one card, not two).
+func (a *Activities) running(ctx context.Context, wf, run string) bool {
+	if a.Temporal == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := a.Temporal.DescribeWorkflow(ctx, wf, run)
+	var missing *serviceerror.NotFound
+	if errors.As(err, &missing) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+// alreadyPending denies an equivalent call: its decision row names the
+// card that is waiting, and nothing is counted against the limits.
+func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, held PendingCard) (AdmitResult, error) {
+	msg := fmt.Sprintf("An equivalent request is already waiting for a person to approve it (%s, until %s). Do not call again: tell the person it is waiting, and wait for that decision.",
+		held.WorkflowID, held.ExpiresAt)
+	result, _ := json.Marshal(held)
+	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeAlreadyPending, Tool: in.Tool, Session: in.Session,
+		Args: in.Verdict.Args, StoreID: in.Verdict.StoreID, Value: in.ValueCents, Message: msg, Result: result}
+	if len(in.Action) > 0 {
+		row.Args = in.Action
+	}
+	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
+		return AdmitResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
+	}
+	return AdmitResult{Decision: policy.DecisionDeny, Code: policy.CodeAlreadyPending, Message: msg, Step: policy.StepRateLimit, Pending: &held}, nil
+}
+
 // recorded rebuilds the decision a previous attempt committed: the decision
 // row is the truth, since counting again would count that row itself.
-func recorded(event, reason, message string) AdmitResult {
+func recorded(event, reason, message string, result []byte) AdmitResult {
 	r := AdmitResult{Code: policy.Code(reason), Message: message, Decision: policy.DecisionAllow}
 	switch Event(event) {
 	case EventDenied:
 		r.Decision, r.Step = policy.DecisionDeny, policy.StepRateLimit
+		var p PendingCard
+		if r.Code == policy.CodeAlreadyPending && json.Unmarshal(result, &p) == nil {
+			r.Pending = &p
+		}
 	case EventNeedsApproval:
 		r.Decision = policy.DecisionApprove
 	}

@@ -68,6 +68,18 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}
+	// The card's intent is held while it is pending (with the card's own
+	// expiry) and released when it ends.
+	switch in.Status {
+	case CardPending:
+		_, err = db.Exec(ctx, `UPDATE pending_intents SET expires_at = $3 WHERE workflow_id = $1 AND run_id = $2`, wf, run, in.ExpiresAt)
+	case CardApproved:
+	default:
+		_, err = db.Exec(ctx, `DELETE FROM pending_intents WHERE workflow_id = $1 AND run_id = $2`, wf, run)
+	}
+	if err != nil {
+		return fmt.Errorf("project card %s: intent: %w", in.Status, err)
+	}
 	return nil
 }
 

@@ -83,7 +83,7 @@ func TestStepUpForTheBigCard(t *testing.T) {
 func TestStepUpNearTheEdgeOfMaxAge(t *testing.T) {
 	u := newUI(t, 0)
 	u.request(t, "edge", "c1", 100)
-	u.request(t, "edge", "c2", 100)
+	u.request(t, "edge", "c2", 99)
 	kofi := u.signIn(t, "kofi")
 	kofi.step(kofi.c.Get(u.URL + "/cards/" + workflows.WorkflowID("edge", "c1")))
 	kofi.code(u.IdP.Code(t, "kofi"))

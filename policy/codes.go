@@ -30,6 +30,9 @@ const (
 	// CodeStepUpRequired refuses a decision (or a call) whose sign-in is
 	// weaker or older than what it needs: the person must sign in again.
 	CodeStepUpRequired Code = "step_up_required"
+	// CodeAlreadyPending ends a call whose equivalent card (same tool,
+	// store and canonical args) is already waiting for a person.
+	CodeAlreadyPending Code = "already_pending"
 )
 
 // Codes lists the whole closed set, in the contract's (docs/contract.md) order.
@@ -37,7 +40,7 @@ var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
 	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
-	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired,
+	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired, CodeAlreadyPending,
 }
 
 // Valid reports whether c is in the closed set.

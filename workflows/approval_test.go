@@ -450,3 +450,36 @@ func TestApprovalsNeedTheirEvidence(t *testing.T) {
 		t.Fatalf("%s, audit: %s", res.Status, got)
 	}
 }
+
+// TestOneCardPerIntentTimeSkipping: a card holds its intent while pending
+// and releases it when it ends; an equivalent call while another card holds
+// it ends already_pending, naming that card, with nothing admitted.
+func TestOneCardPerIntentTimeSkipping(t *testing.T) {
+	f := newFixture(t)
+	pool := testenv.OwnerPool(t, f.db)
+	var intent string
+	res := f.run(t, "held", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		env.RegisterDelayedCallback(func() {
+			if err := pool.QueryRow(context.Background(), `SELECT intent FROM pending_intents WHERE workflow_id = 'toolcall-held-c1'`).Scan(&intent); err != nil {
+				t.Errorf("the pending card holds no intent: %v", err)
+			}
+		}, time.Minute)
+	})
+	if res.Status != workflows.StatusExpired || intent == "" {
+		t.Fatalf("%s, intent %q", res.Status, intent)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_intents`); n != 0 {
+		t.Fatalf("the expired card still holds %d intents", n)
+	}
+	if _, err := pool.Exec(context.Background(), `INSERT INTO pending_intents VALUES ($1, 'toolcall-holder-c1', 'r', '2099-01-01T00:00:00Z')`, intent); err != nil {
+		t.Fatal(err)
+	}
+	res = f.run(t, "again", "c2", "request_stock_transfer", fortyCases, ama(""), nil)
+	if res.Status != workflows.StatusDenied || res.Code != policy.CodeAlreadyPending || !strings.Contains(string(res.Result), `"pendingWorkflowId":"toolcall-holder-c1"`) ||
+		!strings.Contains(string(res.Result), `"expiresAt":"2099-01-01T00:00:00Z"`) {
+		t.Fatalf("%+v %s", res, res.Result)
+	}
+	if got := events(f.audit(t, "toolcall-again-c2")); got != "denied/already_pending" {
+		t.Fatalf("audit: %s", got)
+	}
+}

@@ -56,6 +56,7 @@ var goldenPaths = []struct {
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
+	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
 }
 
@@ -63,7 +64,12 @@ var goldenPaths = []struct {
 // budget goes to the other transfers).
 var goldenRequesters = map[string]policy.Session{
 	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
+
+// goldenHolders are paths that need an equivalent card already up: an
+// identical call (ID <path>_holder) puts it up first and is rejected after.
+var goldenHolders = map[string]bool{"transfer_already_pending": true}
 
 // lockingDecisions are one more unsigned decision than a card takes, then a
 // valid approval that must not count.
@@ -101,6 +107,18 @@ func TestRecordGoldenHistories(t *testing.T) {
 		in.ToolCallID, in.Session = p.name, ama("golden")
 		if who, ok := goldenRequesters[p.name]; ok {
 			in.Session = who
+		}
+		if goldenHolders[p.name] {
+			holder := in
+			holder.ToolCallID = p.name + "_holder"
+			first, _, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, holder)
+			if err != nil || first.Status != workflows.StatusPendingApproval {
+				t.Fatalf("%s: the holder: %v %+v", p.name, err, first)
+			}
+			defer func() {
+				_ = workflows.Decide(context.Background(), s.Client, first.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: kofiID,
+					Evidence: testenv.Evidence("kofi", time.Now())}, testenv.ApprovalSigner)
+			}()
 		}
 		if p.decisions == nil {
 			s.Run(t, in)

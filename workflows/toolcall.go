@@ -162,6 +162,8 @@ type call struct {
 	facts *policy.ToolFacts
 	// version is the shape of the call (the "search-attributes" change).
 	version workflow.Version
+	// pending names the equivalent card an already_pending call waits for.
+	pending json.RawMessage
 	// late are decisions taken with the one that counted, refused at the end.
 	late []received
 	// card is the approved card an execution finishes, if any.
@@ -280,12 +282,21 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
+	if v.Decision == policy.DecisionApprove {
+		// One card per intent: an equivalent card already up ends this call.
+		if intent, err := policy.Intent(c.in.Tool, v.StoreID, v.Args); err == nil {
+			in.Intent, in.TTLSeconds = intent, int64(c.settings.ApprovalTTL.Seconds())
+		}
+	}
 	// Admission is keyed by run, so a repeat returns the recorded decision.
 	f := workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "admit"), acts.Admit, in)
 	if err := f.Get(c.ctx, &res); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
 	if !res.Allowed() {
+		if res.Pending != nil {
+			c.pending, _ = json.Marshal(res.Pending)
+		}
 		return policy.Verdict{Decision: res.Decision, Code: res.Code, Message: res.Message, Step: res.Step}, nil
 	}
 	// Calls recorded when admission answered with a whole verdict carried the
@@ -322,7 +333,7 @@ func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
 			return c.rerun(err)
 		}
 	}
-	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, nil), nil
+	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, c.pending), nil
 }
 
 func (c *call) argsForAudit(v policy.Verdict) json.RawMessage {

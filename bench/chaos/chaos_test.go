@@ -204,7 +204,8 @@ func TestChaos(t *testing.T) {
 			case "task":
 				in.Tool, in.Args = "create_task", json.RawMessage(fmt.Sprintf(`{"kind":"recount","articleId":40211,"dueBy":"today","note":"Chaos task %d"}`, i))
 			default:
-				in.Tool, in.Args = "request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`)
+				// Quantities vary so most transfers are their own intent (equivalent ones end already_pending).
+				in.Tool, in.Args = "request_stock_transfer", json.RawMessage(fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, 1+i%7))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

@@ -36,8 +36,38 @@ func rssMB() float64 {
 
 // TestPendingApprovals holds BENCH_PENDING (10,000) cards pending at once,
 // then lets every one expire, and measures RSS and how late each expiry is.
+// distinctTransfer is the i-th of the transfers that are each their own
+// intent (one card per intent: equivalent calls would end already_pending):
+// every store, reason, article and quantity the seed stock can plan — 9,570
+// of them over the 11 destination stores; past that they repeat.
+func distinctTransfer(stores []int64, i int) (int64, string) {
+	type plan struct {
+		article int
+		upTo    int
+	}
+	plans := []plan{{40211, 200}, {40207, 30}, {40388, 30}, {50110, 30}}
+	reasons := []string{"stockout_risk", "festival_peak", "damaged_delivery"}
+	perStore := 0
+	for _, p := range plans {
+		perStore += p.upTo
+	}
+	perStore *= len(reasons)
+	i %= perStore * len(stores)
+	store := stores[i%len(stores)]
+	k := i / len(stores)
+	reason := reasons[k%len(reasons)]
+	k /= len(reasons)
+	for _, p := range plans {
+		if k < p.upTo {
+			return store, fmt.Sprintf(`{"articleId":%d,"quantity":%d,"reason":%q}`, p.article, k+1, reason)
+		}
+		k -= p.upTo
+	}
+	return store, ""
+}
+
 func TestPendingApprovals(t *testing.T) {
-	n := 10000
+	n := 9570 // every distinct intent distinctTransfer has
 	if v, err := strconv.Atoi(os.Getenv("BENCH_PENDING")); err == nil && v > 0 {
 		n = v
 	}
@@ -75,9 +105,9 @@ func TestPendingApprovals(t *testing.T) {
 				if i >= int64(n) {
 					return
 				}
-				store := stores[i%int64(len(stores))]
+				store, args := distinctTransfer(stores, int(i))
 				first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
-					Args:    json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`),
+					Args:    json.RawMessage(args),
 					Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
 				if err != nil || first.Status != workflows.StatusPendingApproval {
 					failed.Add(1)
@@ -129,4 +159,19 @@ func TestPendingApprovals(t *testing.T) {
 	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "workflow_cache": cache, "start_seconds": started.Seconds(), "pending_at_once": pending,
 		"rss_mb_before": before, "rss_mb_peak": peak.Load(), "expired": expired, "late_p50_s": p50, "late_p99_s": p99, "late_max_s": max}, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "pending.json"), raw, 0o644)
+}
+
+// TestDistinctTransfersAreDistinct: the pending run's transfers are each
+// their own intent, with no quantity the seed stock cannot plan.
+func TestDistinctTransfersAreDistinct(t *testing.T) {
+	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
+	seen := map[string]bool{}
+	for i := range 9570 {
+		store, args := distinctTransfer(stores, i)
+		key := fmt.Sprint(store, args)
+		if args == "" || seen[key] {
+			t.Fatalf("transfer %d (%s) repeats or is empty", i, key)
+		}
+		seen[key] = true
+	}
 }

@@ -1,0 +1,90 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// TestOneCardPerIntent: two equivalent transfers started together (same
+// tool, store and args; different tool-call IDs) make one card; the other
+// ends already_pending, naming that card and its expiry, with nothing
+// counted against the limits. Other args make their own card. Once the
+// card ends, or its call is terminated, an equivalent call puts a card up
+// again.
+func TestOneCardPerIntent(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	firsts := make([]workflows.Outcome, 2)
+	for i, id := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", id, fortyCases, ama("")))
+			if err != nil {
+				t.Error(err)
+			}
+			firsts[i] = first
+		}()
+	}
+	wg.Wait()
+	var card, other workflows.Outcome
+	for _, f := range firsts {
+		switch {
+		case f.Status == workflows.StatusPendingApproval:
+			card = f
+		case f.Code == policy.CodeAlreadyPending:
+			other = f
+		}
+	}
+	if card.Status == "" || other.Status != workflows.StatusDenied {
+		t.Fatalf("two equivalent calls: %+v / %+v", firsts[0].ToolCallResult, firsts[1].ToolCallResult)
+	}
+	var named struct{ PendingWorkflowID, ExpiresAt string }
+	_ = json.Unmarshal(other.Result, &named)
+	// The expiry is the card's, or (when the second call was admitted before
+	// the card went up) its claim's, a moment earlier.
+	got, _ := time.Parse(time.RFC3339, named.ExpiresAt)
+	want, _ := time.Parse(time.RFC3339, card.ExpiresAt)
+	if named.PendingWorkflowID != card.IdempotencyKey || want.Sub(got) < 0 || want.Sub(got) > 2*time.Second || !strings.Contains(other.Message, "Do not call again") {
+		t.Fatalf("already_pending names %+v (%q), want %s until %s", named, other.Message, card.IdempotencyKey, card.ExpiresAt)
+	}
+	var cards, counted int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE workflow_id LIKE 'toolcall-intent-%'`).Scan(&cards)
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id LIKE 'toolcall-intent-%' AND event IN ('allowed', 'needs_approval')`).Scan(&counted)
+	if cards != 1 || counted != 1 {
+		t.Fatalf("%d cards and %d admitted rows, want 1 and 1", cards, counted)
+	}
+
+	// Other args: their own card.
+	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "c", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+		t.Fatalf("41 cases: %v %+v", err, f.ToolCallResult)
+	}
+	// The card ends (rejected): the intent is free again.
+	if err := workflows.Decide(ctx, s.Client, card.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: amaID,
+		Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.GetWorkflow(ctx, card.IdempotencyKey, "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "d", fortyCases, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+		t.Fatalf("after the card ended: %v %+v", err, f.ToolCallResult)
+	}
+	// An operator terminates the 41-case call: its card never says it ended,
+	// but the call no longer runs, so an equivalent call is not held back.
+	if err := s.Client.TerminateWorkflow(ctx, workflows.WorkflowID("intent", "c"), "", "operator ended it"); err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "e", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+		t.Fatalf("after the holder was terminated: %v %+v", err, f.ToolCallResult)
+	}
+}
