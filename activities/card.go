@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
 )
 
 // ProjectInput is one state of a card for the pending_action projection.
@@ -28,6 +29,8 @@ type ProjectInput struct {
 	Result       json.RawMessage  `json:"result,omitempty"`
 	// Evidence is the sign-in the card's approver needs.
 	Evidence *policy.Requirement `json:"evidence,omitempty"`
+	// Justification is the assistant's own words on why it proposes the call.
+	Justification string `json:"justification,omitempty"`
 }
 
 // Project writes the card's state to pending_action. A write older than the
@@ -52,8 +55,8 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
-		                            required_acr, required_max_age_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22)
+		                            required_acr, required_max_age_seconds, justification)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
@@ -64,7 +67,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		WHERE pending_action.version <= EXCLUDED.version`,
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
-		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge)
+		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))))
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

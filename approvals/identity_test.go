@@ -2,9 +2,11 @@ package approvals_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +323,34 @@ func TestRoleChangeEndsSessions(t *testing.T) {
 	}
 	if n := u.count(t, `SELECT count(*) FROM sign_in_log WHERE event = 'session_revoked' AND subject = 'ama' AND message LIKE '%role_changed%'`); n != 1 {
 		t.Fatal("the revocation is not in sign_in_log")
+	}
+}
+
+// TestCardShowsTheAssistantsWords: the assistant's justification is on the
+// card, marked as its words and apart from the card line; a rejection's
+// note reaches the model.
+func TestCardShowsTheAssistantsWords(t *testing.T) {
+	u := newUI(t, 0)
+	sess := amaSession
+	sess.ConversationID = "words"
+	first, run, err := workflows.Call(context.Background(), u.Client, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "c1",
+		Args: json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"The <b>festival</b> is on Saturday."}`), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	ama := u.signIn(t, "ama")
+	_, page := ama.get("/cards/" + run.GetID())
+	if !strings.Contains(page, `id="justification"`) || !strings.Contains(page, "The assistant says") || !strings.Contains(page, "The &lt;b&gt;festival&lt;/b&gt; is on Saturday.") {
+		t.Fatalf("the card page:\n%s", page)
+	}
+	if strings.Contains(first.Card, "festival") {
+		t.Fatalf("the assistant's words are in the card line: %q", first.Card)
+	}
+	_, page = ama.get("/cards/" + run.GetID())
+	form := url.Values{"decision": {policy.Reject}, "reason": {"Delivery due tomorrow."}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]}}
+	ama.step(ama.c.PostForm(u.URL+"/cards/"+run.GetID()+"/decision", form))
+	var res workflows.ToolCallResult
+	if err := run.Get(context.Background(), &res); err != nil || res.Status != workflows.StatusRejected || !strings.Contains(string(res.Result), "Delivery due tomorrow.") {
+		t.Fatalf("%v %+v %s", err, res, res.Result)
 	}
 }

@@ -168,18 +168,20 @@ type Card struct {
 	Evidence *policy.Requirement
 	// StepUp says the approver's session falls short of Evidence.
 	StepUp bool
+	// Justification is the assistant's own words, shown as such.
+	Justification string
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
-	required_acr, required_max_age_seconds`
+	required_acr, required_max_age_seconds, coalesce(justification, '')`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
 	var acr *string
 	var maxAge *int64
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge)
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification)
 	if acr != nil && maxAge != nil {
 		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
 	}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"reflect"
 	"time"
 )
@@ -141,6 +142,19 @@ type RequestStockTransferArgs struct {
 	ArticleID int64  `json:"articleId" validate:"required,min=1,max=99999999" desc:"Article number to bring in, from get_stock results, e.g. 40211."`
 	Quantity  int64  `json:"quantity" validate:"required,min=1,max=500" desc:"How many cases (or bags) to bring in, 1 to 500."`
 	Reason    string `json:"reason" validate:"required,oneof=stockout_risk festival_peak damaged_delivery" desc:"Why the store needs it."`
+	// Justification is the assistant's own words, shown on the card apart
+	// from the system-written line; it is not part of what runs.
+	Justification string `json:"justification,omitempty" validate:"max=280" redact:"pii" desc:"Optional: in your own words, why you propose this, at most 280 characters. The approver sees it marked as the assistant's words. Phone numbers, e-mail addresses and secrets are removed."`
+}
+
+// JustificationOf reads the assistant's justification from canonical args,
+// "" when there is none.
+func JustificationOf(args json.RawMessage) string {
+	var a struct {
+		Justification string `json:"justification"`
+	}
+	_ = json.Unmarshal(args, &a)
+	return a.Justification
 }
 
 // TransferAction is exactly what an approved transfer runs: the model's

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -72,7 +73,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
-		Evidence: v.Evidence}
+		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args)}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
 	}
@@ -110,8 +111,12 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		res, err = c.end(card, StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", ttl, c.in.Tool))
 	case decision.Decision == policy.Reject:
-		res, err = c.end(card, StatusRejected, policy.CodeRejected, activities.EventRejected, &decision,
-			fmt.Sprintf("%s rejected the card, so nothing ran. Do not propose it again unless the person asks.", decision.Approver.UserID))
+		msg := fmt.Sprintf("%s rejected the card, so nothing ran. Do not propose it again unless the person asks.", decision.Approver.UserID)
+		if note := sanitize.Text(decision.Reason); note != "" {
+			msg = fmt.Sprintf("%s rejected the card, so nothing ran. Their note (result.note) says why: tell the person, and do not propose it again unless they ask.", decision.Approver.UserID)
+			c.note, _ = json.Marshal(map[string]string{"note": note})
+		}
+		res, err = c.end(card, StatusRejected, policy.CodeRejected, activities.EventRejected, &decision, msg)
 	default:
 		res, err = c.approved(v, card, decision, action, hash)
 	}
@@ -166,7 +171,7 @@ func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.
 	if err := c.record(in, card, local); err != nil {
 		return ToolCallResult{}, err
 	}
-	return c.result(status, code, msg, false, false, nil), nil
+	return c.result(status, code, msg, false, false, c.note), nil
 }
 
 // record writes an audit row and the card state it leads to, together,

@@ -483,3 +483,32 @@ func TestOneCardPerIntentTimeSkipping(t *testing.T) {
 		t.Fatalf("audit: %s", got)
 	}
 }
+
+// TestReasonsReachBothSides: the assistant's justification goes on the card
+// apart from the card line, sanitized; a rejection's note comes back to the
+// model in the result, sanitized, with a message that says to tell the person.
+func TestReasonsReachBothSides(t *testing.T) {
+	f := newFixture(t)
+	args := `{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"Festival on Saturday; the supplier said call 0244 123 456 to confirm."}`
+	res := f.run(t, "reasons", "c1", "request_stock_transfer", args, ama(""), func(env tenv) {
+		decide(t, env, time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "Delivery due tomorrow; ring me on 0244 555 123 if not."})
+	})
+	var note struct{ Note string }
+	_ = json.Unmarshal(res.Result, &note)
+	if res.Status != workflows.StatusRejected || !strings.Contains(note.Note, "Delivery due tomorrow") || strings.Contains(note.Note, "555") ||
+		!strings.Contains(res.Message, "result.note") || strings.Contains(res.Card, "Festival on Saturday") {
+		t.Fatalf("%+v %s", res, res.Result)
+	}
+	var shown string
+	if err := testenv.OwnerPool(t, f.db).QueryRow(context.Background(), `SELECT justification FROM pending_action WHERE workflow_id = 'toolcall-reasons-c1'`).Scan(&shown); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(shown, "Festival on Saturday") || strings.Contains(shown, "123 456") {
+		t.Fatalf("the card shows %q", shown)
+	}
+	// Over 280 characters is invalid_arguments, before any card.
+	long := `{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"` + strings.Repeat("x", 281) + `"}`
+	if res := f.run(t, "reasons", "c2", "request_stock_transfer", long, ama(""), nil); res.Code != policy.CodeInvalidArguments {
+		t.Fatalf("a 281-character justification: %s/%s", res.Status, res.Code)
+	}
+}

@@ -64,6 +64,11 @@ func TestOneCardPerIntent(t *testing.T) {
 		t.Fatalf("%d cards and %d admitted rows, want 1 and 1", cards, counted)
 	}
 
+	// The assistant's justification is not part of the intent.
+	said := `{"articleId":40211,"quantity":40,"reason":"stockout_risk","justification":"We sold out last Friday."}`
+	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "j", said, ama(""))); err != nil || f.Code != policy.CodeAlreadyPending {
+		t.Fatalf("the same transfer with a justification: %v %+v", err, f.ToolCallResult)
+	}
 	// Other args: their own card.
 	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "c", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
 		t.Fatalf("41 cases: %v %+v", err, f.ToolCallResult)

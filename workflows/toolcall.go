@@ -164,6 +164,8 @@ type call struct {
 	version workflow.Version
 	// pending names the equivalent card an already_pending call waits for.
 	pending json.RawMessage
+	// note is a rejection's note for the model.
+	note json.RawMessage
 	// late are decisions taken with the one that counted, refused at the end.
 	late []received
 	// card is the approved card an execution finishes, if any.
@@ -284,7 +286,13 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	}
 	if v.Decision == policy.DecisionApprove {
 		// One card per intent: an equivalent card already up ends this call.
-		if intent, err := policy.Intent(c.in.Tool, v.StoreID, v.Args); err == nil {
+		// The intent is what would run: the action, after session fill and the
+		// dry run's choices (the assistant's justification is not part of it).
+		args := v.Args
+		if c.preview_ != nil && len(c.preview_.Action) > 0 {
+			args = c.preview_.Action
+		}
+		if intent, err := policy.Intent(c.in.Tool, v.StoreID, args); err == nil {
 			in.Intent, in.TTLSeconds = intent, int64(c.settings.ApprovalTTL.Seconds())
 		}
 	}
