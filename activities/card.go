@@ -31,6 +31,8 @@ type ProjectInput struct {
 	Evidence *policy.Requirement `json:"evidence,omitempty"`
 	// Justification is the assistant's own words on why it proposes the call.
 	Justification string `json:"justification,omitempty"`
+	// EscalatedTo is the role an unanswered card was also offered to.
+	EscalatedTo policy.Role `json:"escalatedTo,omitempty"`
 }
 
 // Project writes the card's state to pending_action. A write older than the
@@ -55,19 +57,20 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
-		                            required_acr, required_max_age_seconds, justification)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23)
+		                            required_acr, required_max_age_seconds, justification, escalated_role)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
 		  decided_role = coalesce(EXCLUDED.decided_role, pending_action.decided_role),
 		  decided_at = coalesce(EXCLUDED.decided_at, pending_action.decided_at),
 		  decision_note = coalesce(EXCLUDED.decision_note, pending_action.decision_note),
-		  result = coalesce(EXCLUDED.result, pending_action.result), updated_at = now()
+		  result = coalesce(EXCLUDED.result, pending_action.result), updated_at = now(),
+		  escalated_role = coalesce(EXCLUDED.escalated_role, pending_action.escalated_role)
 		WHERE pending_action.version <= EXCLUDED.version`,
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
-		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))))
+		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)))
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

@@ -14,6 +14,8 @@ const (
 	EventExpired         Event = "expired"
 	EventExecuted        Event = "executed"
 	EventFailed          Event = "failed"
+	// EventEscalated: an unanswered card was also offered one role up.
+	EventEscalated Event = "escalated"
 )
 
 // CardStatus is a card's state in pending_action.

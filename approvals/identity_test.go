@@ -354,3 +354,35 @@ func TestCardShowsTheAssistantsWords(t *testing.T) {
 		t.Fatalf("%v %+v %s", err, res, res.Result)
 	}
 }
+
+// TestEscalatedCardReachesTheAreaManager: the $384.00 card, unanswered by
+// half its TTL, appears in kofi's inbox marked escalated, and his approval
+// runs it once; before that he does not see it.
+func TestEscalatedCardReachesTheAreaManager(t *testing.T) {
+	u := newUI(t, 6*time.Second)
+	u.request(t, "escalate", "c1", 40)
+	id := workflows.WorkflowID("escalate", "c1")
+	kofi := u.signIn(t, "kofi")
+	if _, inbox := kofi.get("/"); strings.Contains(inbox, "$384.00") {
+		t.Fatal("kofi sees the store manager's card before it escalates")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, inbox := kofi.get("/"); strings.Contains(inbox, "$384.00") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the card never reached kofi's inbox")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, page := kofi.get("/cards/" + id); !strings.Contains(page, `id="escalated"`) {
+		t.Fatalf("the card does not say it escalated:\n%s", page)
+	}
+	if code, page := kofi.decide(id, policy.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
+		t.Fatalf("kofi's approval: %d\n%s", code, page)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('escalated', 'approved', 'executed')`, id); n != 3 {
+		t.Fatalf("%d escalated/approved/executed rows, want 3", n)
+	}
+}

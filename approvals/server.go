@@ -170,18 +170,20 @@ type Card struct {
 	StepUp bool
 	// Justification is the assistant's own words, shown as such.
 	Justification string
+	// EscalatedTo is the role an unanswered card was also offered to.
+	EscalatedTo string
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
-	required_acr, required_max_age_seconds, coalesce(justification, '')`
+	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, '')`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
 	var acr *string
 	var maxAge *int64
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification)
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo)
 	if acr != nil && maxAge != nil {
 		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
 	}
@@ -191,7 +193,7 @@ func scanCard(row pgx.Row) (Card, error) {
 // inbox lists the pending, unexpired cards routed to the approver's role at their stores.
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
-		WHERE status = 'pending_approval' AND expires_at > now() AND approver_role = $1 AND store_id = ANY($2)
+		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1) AND store_id = ANY($2)
 		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.StoreIDs)
 	if err != nil {
 		s.fail(w, err)
@@ -212,7 +214,7 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.ApproverRole != string(u.Role) || !slices.Contains(u.StoreIDs, c.StoreID) {
+	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || !slices.Contains(u.StoreIDs, c.StoreID) {
 		return Card{}, pgx.ErrNoRows
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)

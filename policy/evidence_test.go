@@ -148,3 +148,25 @@ func TestEvidenceIsSigned(t *testing.T) {
 		}
 	}
 }
+
+// TestEscalationGoesOneRoleUp loops over the table: every approve row's
+// routing escalates each role but the last to the next role up, and the
+// verdict records it.
+func TestEscalationGoesOneRoleUp(t *testing.T) {
+	for _, row := range Table {
+		for i, a := range row.Approvers {
+			next, ok := row.EscalationFor(a.Role)
+			if last := i == len(row.Approvers)-1; ok == last || (!last && next != row.Approvers[i+1].Role) {
+				t.Errorf("%s: %s escalates to %q (%v)", row.Tool, a.Role, next, ok)
+			}
+		}
+	}
+	value := int64(38400)
+	if v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value); v.EscalateTo != RoleAreaManager {
+		t.Fatalf("a $384.00 card escalates to %q", v.EscalateTo)
+	}
+	value = 96000
+	if v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value); v.EscalateTo != "" {
+		t.Fatalf("a $960.00 card escalates to %q", v.EscalateTo)
+	}
+}

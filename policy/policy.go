@@ -185,6 +185,8 @@ type Verdict struct {
 	// RequesterTier is the row's requester tier, checked against the
 	// credential when it is exchanged.
 	RequesterTier string `json:"requesterTier,omitempty"`
+	// EscalateTo is the role an unanswered card is also offered to.
+	EscalateTo Role `json:"escalateTo,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -366,6 +368,7 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
 		}
 		v.ApproverRole = role
+		v.EscalateTo, _ = row.EscalationFor(role)
 		req := EvidenceFor(Evidence, spec.Name, deref(valueCents))
 		v.Evidence = &req
 	}

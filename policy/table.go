@@ -107,6 +107,22 @@ func (r Row) ApproverFor(valueCents int64) (Role, bool) {
 	return "", false
 }
 
+// EscalationFor is the role a card routed to role is also offered to when
+// nobody answers in time: the next role up the row's routing, if any.
+func (r Row) EscalationFor(role Role) (Role, bool) {
+	for i, a := range r.Approvers {
+		if a.Role == role {
+			for _, b := range r.Approvers[i+1:] {
+				if b.Role != role {
+					return b.Role, true
+				}
+			}
+			return "", false
+		}
+	}
+	return "", false
+}
+
 var managers = []Role{RoleStoreManager, RoleAreaManager}
 
 // Table is the shipped policy table: one row per tool.

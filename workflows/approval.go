@@ -82,7 +82,12 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
+	escalateAfter, err := c.escalation(v, ttl)
+	if err != nil {
+		return ToolCallResult{}, err
+	}
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
+		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
 	decision, ended, err := c.wait(g, ttl)
 	if err != nil {
@@ -124,6 +129,44 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		return res, err
 	}
 	return res, c.drain(res.Status, res.Code)
+}
+
+// escalation records when an unanswered card is also offered to the next
+// role up: 0 when it never is (no role above, or a card recorded before
+// escalation existed).
+func (c *call) escalation(v policy.Verdict, ttl time.Duration) (time.Duration, error) {
+	if c.version < 5 || v.EscalateTo == "" {
+		return 0, nil
+	}
+	frac := c.settings.EscalateAfter
+	var after time.Duration
+	err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "escalation in force"}, func(workflow.Context) any {
+		switch {
+		case frac <= 0:
+			return time.Duration(float64(ttl) * DefaultEscalateAfter)
+		case frac >= 1:
+			return time.Duration(0)
+		}
+		return time.Duration(float64(ttl) * frac)
+	}).Get(&after)
+	if err != nil {
+		return 0, fmt.Errorf("escalation: %w", err)
+	}
+	return after, nil
+}
+
+// escalate offers the card to the next role up as well, recorded and
+// audited; the expiry does not move.
+func (c *call) escalate(g *guard) error {
+	g.escalated = true
+	c.status.EscalatedTo = g.escalateTo
+	msg := fmt.Sprintf("Nobody answered within %s: the card is also offered to the %s. It still expires at %s.",
+		g.escalateAfter, g.escalateTo, c.status.ExpiresAt)
+	workflow.GetLogger(c.ctx).Info("card escalated", "to", g.escalateTo)
+	card := g.pendingCard
+	card.EscalatedTo = g.escalateTo
+	return c.record(activities.AuditInput{Key: "escalated", Event: activities.EventEscalated, Reason: policy.CodeOK, Message: msg,
+		Args: card.Args, StoreID: card.StoreID, Value: c.value()}, card, true)
 }
 
 // trust is what a decision is checked against: the keys that may sign it

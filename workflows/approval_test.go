@@ -174,7 +174,7 @@ func TestApprovalAt29MinutesExecutes(t *testing.T) {
 	if seen.Status != "pending_approval" || seen.ValueCents != 38400 || seen.ApproverRole != policy.RoleStoreManager || len(seen.ArgsHash) != 64 || seen.ExpiresAt == "" {
 		t.Fatalf("card while pending: %+v", seen)
 	}
-	if got := events(f.audit(t, "toolcall-t29-c1")); got != "needs_approval/ok approved/ok executed/ok" {
+	if got := events(f.audit(t, "toolcall-t29-c1")); got != "needs_approval/ok escalated/ok approved/ok executed/ok" {
 		t.Fatalf("audit: %s", got)
 	}
 	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = 'toolcall-t29-c1' AND from_store_id = 118 AND quantity = 40`); n != 1 {
@@ -194,7 +194,7 @@ func TestApprovalAt30MinutesIsExpired(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	rows := f.audit(t, "toolcall-t30-c1")
-	if got := events(rows); got != "needs_approval/ok expired/expired approval_refused/expired" && got != "needs_approval/ok approval_refused/expired expired/expired" {
+	if got := events(rows); got != "needs_approval/ok escalated/ok expired/expired approval_refused/expired" && got != "needs_approval/ok escalated/ok approval_refused/expired expired/expired" {
 		t.Fatalf("audit: %s", got)
 	}
 	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {
@@ -510,5 +510,32 @@ func TestReasonsReachBothSides(t *testing.T) {
 	long := `{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"` + strings.Repeat("x", 281) + `"}`
 	if res := f.run(t, "reasons", "c2", "request_stock_transfer", long, ama(""), nil); res.Code != policy.CodeInvalidArguments {
 		t.Fatalf("a 281-character justification: %s/%s", res.Status, res.Code)
+	}
+}
+
+// TestUnansweredCardsEscalate: a $384.00 card nobody answers by half its
+// TTL is also offered to the area manager (recorded, audited, shown); kofi's
+// approval before that is refused (role), after it counts; the expiry does
+// not move.
+func TestUnansweredCardsEscalate(t *testing.T) {
+	f := newFixture(t)
+	var before, after workflows.Status
+	res := f.run(t, "esc", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		decide(t, env, 10*time.Minute, &before, approve(kofiID))
+		decide(t, env, 16*time.Minute, &after, approve(kofiID))
+	})
+	if res.Status != workflows.StatusExecuted || before.EscalatedTo != "" || after.EscalatedTo != policy.RoleAreaManager || before.ExpiresAt != after.ExpiresAt {
+		t.Fatalf("%s; before %+v; after %+v", res.Status, before, after)
+	}
+	if got := events(f.audit(t, "toolcall-esc-c1")); got != "needs_approval/ok approval_refused/role escalated/ok approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = 'toolcall-esc-c1' AND escalated_role = 'area_manager' AND decided_by = 'kofi'`); n != 1 {
+		t.Fatal("the card does not show the escalation")
+	}
+	// A card routed to the top role has nobody to escalate to.
+	res = f.run(t, "esc", "c2", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama(""), nil)
+	if got := events(f.audit(t, "toolcall-esc-c2")); res.Status != workflows.StatusExpired || strings.Contains(got, "escalated") {
+		t.Fatalf("%s, audit: %s", res.Status, got)
 	}
 }

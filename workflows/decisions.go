@@ -32,7 +32,13 @@ type guard struct {
 	keys    policy.ApprovalKeys
 	issuers []string
 	// evidence is the sign-in the card needs; nil on cards recorded before.
-	evidence      *policy.Requirement
+	evidence *policy.Requirement
+	// escalateTo is offered the card after escalateAfter (0: never);
+	// escalated says it has been.
+	escalateTo    policy.Role
+	escalateAfter time.Duration
+	escalated     bool
+	pendingCard   activities.ProjectInput
 	card          policy.Card
 	upAt, expires time.Time
 }
@@ -59,16 +65,29 @@ func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, er
 	ctx, cancel := workflow.WithCancel(c.ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
+	var escalation workflow.Future
+	if g.escalateAfter > 0 && g.escalateAfter < ttl {
+		escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.escalateTo, g.escalateAfter)})
+	}
 	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
 	for {
 		var batch []received
-		expired := false
+		expired, escalate := false, false
 		sel := workflow.NewSelector(c.ctx)
 		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch, batchSize) })
 		sel.AddFuture(timer, func(workflow.Future) { expired = true })
+		if escalation != nil && !g.escalated {
+			sel.AddFuture(escalation, func(workflow.Future) { escalate = true })
+		}
 		sel.Select(c.ctx)
 		if expired {
 			return policy.Approval{}, StatusExpired, nil
+		}
+		if escalate {
+			if err := c.escalate(&g); err != nil {
+				return policy.Approval{}, "", err
+			}
+			continue
 		}
 		now := workflow.Now(c.ctx)
 		var refused []refusal
@@ -117,7 +136,11 @@ func (g guard) judge(r received, now time.Time) refusal {
 		return f
 	}
 	f.verified = true
-	if f.code, f.why = policy.CheckApproval(r.a, g.role, g.store, g.hash); f.code != policy.CodeOK {
+	role := g.role
+	if g.escalated && r.a.Approver.Role == g.escalateTo {
+		role = g.escalateTo // the card was also offered one role up
+	}
+	if f.code, f.why = policy.CheckApproval(r.a, role, g.store, g.hash); f.code != policy.CodeOK {
 		return f
 	}
 	f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now)

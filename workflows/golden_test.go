@@ -25,7 +25,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g6"
+const goldenGeneration = "g7"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -56,6 +56,8 @@ var goldenPaths = []struct {
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
+	{"transfer_escalated_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":12,"reason":"stockout_risk"}`)},
+		[]policy.Approval{approve(kofiID)}},
 	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
 }
@@ -64,8 +66,13 @@ var goldenPaths = []struct {
 // budget goes to the other transfers).
 var goldenRequesters = map[string]policy.Session{
 	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
+
+// goldenWaits are paths whose decisions wait: an escalation needs the card
+// unanswered past half its TTL (the recording stack's is 2 s).
+var goldenWaits = map[string]time.Duration{"transfer_escalated_approved": 1300 * time.Millisecond}
 
 // goldenHolders are paths that need an equivalent card already up: an
 // identical call (ID <path>_holder) puts it up first and is rejected after.
@@ -127,6 +134,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 			if err != nil || first.Status != workflows.StatusPendingApproval {
 				t.Fatalf("%s: %v %+v", p.name, err, first)
 			}
+			time.Sleep(goldenWaits[p.name])
 			for _, a := range p.decisions {
 				a.ArgsHash = first.ArgsHash
 				if a.Signature == "unsigned" {

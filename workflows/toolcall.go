@@ -57,8 +57,10 @@ type Status struct {
 	Card         string      `json:"card"`
 	ValueCents   int64       `json:"valueCents"`
 	ApproverRole policy.Role `json:"approverRole"`
-	ExpiresAt    string      `json:"expiresAt"`
-	ArgsHash     string      `json:"argsHash"`
+	// EscalatedTo is the role an unanswered card was also offered to.
+	EscalatedTo policy.Role `json:"escalatedTo,omitempty"`
+	ExpiresAt   string      `json:"expiresAt"`
+	ArgsHash    string      `json:"argsHash"`
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID   string `json:"runId"`
 	storeID int64
@@ -75,7 +77,14 @@ type Settings struct {
 	// may carry as evidence; with none, no card that needs evidence can be
 	// decided.
 	ApproverIssuers []string
+	// EscalateAfter is the fraction of the TTL after which an unanswered
+	// card is also offered to the next role up; 0 means DefaultEscalateAfter,
+	// 1 or more means never.
+	EscalateAfter float64
 }
+
+// DefaultEscalateAfter escalates an unanswered card at half its TTL.
+const DefaultEscalateAfter = 0.5
 
 // DefaultApprovalTTL is the wait of docs/contract.md.
 const DefaultApprovalTTL = 30 * time.Minute
@@ -196,9 +205,10 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	// One version for the whole shape of the call (README: versioning
 	// policy). 3: the shapes folded before any release. 4: an approval's
 	// sign-in evidence is checked against trusted identity providers,
-	// recorded with the keys. A change to the commands goes behind the next
-	// value, 5, here.
-	c.version = workflow.GetVersion(ctx, "search-attributes", 3, 4)
+	// recorded with the keys. 5: an unanswered card escalates (a recorded
+	// fraction of its TTL, a timer). A change to the commands goes behind
+	// the next value, 6, here.
+	c.version = workflow.GetVersion(ctx, "search-attributes", 3, 5)
 	return c, nil
 }
 

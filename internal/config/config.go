@@ -39,7 +39,7 @@ var Vars = []string{
 	"TOOLGATE_APPROVER_ISSUERS", "APPROVALS_OIDC_ISSUER", "APPROVALS_OIDC_CLIENT_ID", "APPROVALS_OIDC_CLIENT_SECRET", "APPROVALS_OIDC_REDIRECT_URL",
 	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_STORES_CLAIM",
 	"APPROVALS_OIDC_ACR_VALUES", "IDP_ADDR", "IDP_ISSUER", "IDP_USERS_FILE", "IDP_CLIENT_ID", "IDP_CLIENT_SECRET", "IDP_REDIRECT_URIS",
-	"IDP_BACKCHANNEL_LOGOUT_URI",
+	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER",
 }
 
 // Config is the environment a process runs with.
@@ -58,6 +58,9 @@ type Config struct {
 	ApprovalsAddr   string
 	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
 	ApprovalKeys policy.ApprovalKeys
+	// EscalateAfter (TOOLGATE_ESCALATE_AFTER) is the fraction of the TTL
+	// after which an unanswered card is also offered one role up.
+	EscalateAfter float64
 	// ApproverIssuers (TOOLGATE_APPROVER_ISSUERS, else APPROVALS_OIDC_ISSUER)
 	// are the identity providers whose sign-ins a decision may carry.
 	ApproverIssuers []string
@@ -170,6 +173,13 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("TOOLGATE_WORKFLOW_CACHE_SIZE=%q: want a whole number of calls (0 keeps none)", v)
 		}
 		c.WorkflowCacheSize = n
+	}
+	if v := os.Getenv("TOOLGATE_ESCALATE_AFTER"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return c, fmt.Errorf("TOOLGATE_ESCALATE_AFTER=%q: want the fraction of the approval TTL after which a card escalates, such as 0.5 (1 never escalates)", v)
+		}
+		c.EscalateAfter = f
 	}
 	if v := os.Getenv("TOOLGATE_APPROVAL_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -163,11 +163,23 @@ func Database(t testing.TB) string {
 			c.Close(context.Background())
 		}
 	})
-	if err := Migrate(url); err != nil {
+	// Test packages run in parallel processes; the migrations create
+	// cluster-wide roles, and two first runs on a fresh cluster race on them
+	// (a unique violation in pg_authid). One migration at a time.
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLock); err != nil {
+		t.Fatalf("lock migrations: %v", err)
+	}
+	err = Migrate(url)
+	_, _ = admin.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrateLock)
+	if err != nil {
 		t.Fatalf("migrate %s: %v", name, err)
 	}
 	return url
 }
+
+// migrateLock serializes the test processes' migrations (in the server's
+// postgres database, which they all connect to first).
+const migrateLock = 7_431_001
 
 // Services are the processes that log in with their own database role.
 var Services = []string{"worker", "approvals", "upstream"}
