@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/migrations"
@@ -32,12 +34,13 @@ const usage = `usage:
   starter call    --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}' [--wait]
   starter status  --conversation C --call-id ID
   starter wait    --conversation C --call-id ID
-  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
-  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H]
+  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter tools   --role R [--format openai|anthropic|mcp]
   starter keygen  [--id KEY_ID]
   starter search-attributes
   starter migrate
+  starter credential --user U --role R --stores 112[,118] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 
@@ -104,6 +107,8 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
 		fmt.Fprintf(out, "# every Temporal client and worker: the payload encryption keys (comma-separate while rotating) and the one to write with\nTOOLGATE_CODEC_KEYS=%s\nTOOLGATE_CODEC_KEY_ID=%s\n", codec.NewKey(*id), *id)
 		return nil
+	case "credential":
+		return credentialCmd(cfg, args[1:], out)
 	case "migrate":
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -114,6 +119,50 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// credentialCmd issues a credential for a demo user under an unguessable
+// handle, bound to the role, stores and sign-in strength given (dev mode
+// only: it reuses the demo upstream secret of the user's seeded row). In a
+// deployment the agent backend's sign-in issues credentials.
+func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("credential", flag.ContinueOnError)
+	user := fs.String("user", "", "the demo user (ama, efua, kofi, yaw)")
+	role := fs.String("role", "", "the role the credential holds")
+	stores := fs.String("stores", "", "the stores it holds, comma-separated")
+	acr := fs.String("acr", policy.ACRPassword, "the strength of the sign-in it stands for (pwd or mfa)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !cfg.DevMode {
+		return errors.New("credential: issues demo credentials, so it runs only in dev mode (TOOLGATE_DEV=1); a deployment's sign-in issues its own")
+	}
+	ids, err := parseIDs(*stores)
+	if err != nil {
+		return err
+	}
+	if *user == "" || *role == "" || len(ids) == 0 || !slices.Contains(policy.ACRLevels, *acr) {
+		return fmt.Errorf("credential: --user, --role and --stores are required, and --acr is one of %v", policy.ACRLevels)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("credential: %w", err)
+	}
+	defer db.Close(ctx)
+	ref := "cr_" + strings.ToLower(rand.Text())
+	tag, err := db.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+		SELECT $1, user_id, client_secret, $2, user_id, $3, $4, $5, now() FROM vault.credentials WHERE user_id = $6 AND demo AND NOT revoked LIMIT 1`,
+		ref, OperatorIssuer, *role, ids, *acr, *user)
+	if err != nil {
+		return fmt.Errorf("credential: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("credential: %q is not a demo user with a seeded credential", *user)
+	}
+	fmt.Fprintln(out, ref)
+	return nil
 }
 
 func callCmd(cfg config.Config, args []string, out io.Writer) error {
