@@ -16,6 +16,8 @@ const (
 	EventFailed          Event = "failed"
 	// EventEscalated: an unanswered card was also offered one role up.
 	EventEscalated Event = "escalated"
+	// EventAwaitingSignIn: the call waits for the person to sign in.
+	EventAwaitingSignIn Event = "awaiting_sign_in"
 )
 
 // CardStatus is a card's state in pending_action.

@@ -154,6 +154,20 @@ var (
 	roleName = regexp.MustCompile(`^[a-z][a-z_]*$`)
 )
 
+// DecodeStrict reads one JSON object of at most max bytes into a T,
+// refusing unknown or duplicate fields and trailing data.
+func DecodeStrict[T any](raw []byte, max int) (T, error) {
+	var v T
+	if len(raw) > max {
+		return v, fmt.Errorf("the payload is %d bytes; at most %d", len(raw), max)
+	}
+	if err := strictObject(raw, &v); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // strictObject decodes one JSON object into v, refusing unknown fields,
 // duplicate keys and trailing data.
 func strictObject(raw []byte, v any) error {

@@ -36,6 +36,7 @@ const usage = `usage:
   starter wait    --conversation C --call-id ID
   starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter resume  --conversation C --call-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
   starter keygen  [--id KEY_ID]
   starter search-attributes
@@ -72,6 +73,8 @@ func run(args []string, out io.Writer) error {
 		return waitCmd(cfg, args[1:], out)
 	case "approve", "reject":
 		return decideCmd(cfg, args[0], args[1:], out)
+	case "resume":
+		return resumeCmd(cfg, args[1:], out)
 	case "tools":
 		fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 		role := fs.String("role", "", "role to list the offered tools for (store_manager, area_manager)")
@@ -320,6 +323,32 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 		return err
 	}
 	fmt.Fprintf(out, "%s sent to %s; `starter wait` shows the outcome\n", decision, wf)
+	return nil
+}
+
+func resumeCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	conv, id := callFlags(fs)
+	ref := fs.String("credential", "", "the credential handle of the person's new sign-in (starter credential mints one in dev mode)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	wf, err := callID(*conv, *id)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if *ref == "" {
+		return errors.New("resume: --credential is required: the handle of the person's new sign-in")
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := workflows.Resume(context.Background(), c, wf, *ref); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	fmt.Fprintf(out, "credential sent to %s; `starter wait` shows the outcome\n", wf)
 	return nil
 }
 

@@ -59,7 +59,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	acts := activities.New(pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
 	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
 	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
-		EscalateAfter: cfg.EscalateAfter}, acts)
+		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL}, acts)
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -108,6 +109,35 @@ func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Ap
 		return fmt.Errorf("signal %s: %w", workflowID, err)
 	}
 	return nil
+}
+
+// Resume carries a call that waits for the person to sign in on, with the
+// credential of their new sign-in. It refuses a call that is not waiting,
+// so a credential is never left in a history for nothing.
+func Resume(ctx context.Context, c client.Client, workflowID, credentialRef string) error {
+	if _, err := DecodeCredential(mustJSON(CredentialInput{CredentialRef: credentialRef})); err != nil {
+		return err
+	}
+	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
+	if err != nil {
+		return fmt.Errorf("read the status of %s: %w", workflowID, err)
+	}
+	var st Status
+	if err := v.Get(&st); err != nil {
+		return err
+	}
+	if st.Status != StatusAwaitingSignIn {
+		return fmt.Errorf("%s is %s, not awaiting a sign-in", workflowID, st.Status)
+	}
+	if err := c.SignalWorkflow(ctx, workflowID, st.RunID, CredentialSignal, CredentialInput{CredentialRef: credentialRef}); err != nil {
+		return fmt.Errorf("signal %s: %w", workflowID, err)
+	}
+	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // CardRef names the card a status shows, for signing a decision on it.

@@ -36,14 +36,15 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 	s := testenv.NewStack(t)
 	read := func(id string, sess policy.Session) workflows.ToolCallResult {
 		sess.ConversationID = "bound"
-		return s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
+		// A refused credential waits for a sign-in: its first outcome says why.
+		return s.First(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess}).ToolCallResult
 	}
 	asArea := ama("")
 	asArea.Role = policy.RoleAreaManager
 	wider := ama("")
 	wider.StoreIDs = []int64{112, 118}
 	for id, sess := range map[string]policy.Session{"role": asArea, "stores": wider} {
-		if res := read(id, sess); res.Code != policy.CodeCredentialUnavailable || !res.AuthRequired || !strings.Contains(res.Message, "sign in again") {
+		if res := read(id, sess); res.Code != policy.CodeCredentialUnavailable || res.Status != workflows.StatusAwaitingSignIn || !res.AuthRequired || !strings.Contains(res.Message, "Ask them to sign in") {
 			t.Errorf("a session claiming another %s: %s/%s %q", id, res.Status, res.Code, res.Message)
 		}
 	}
@@ -74,8 +75,8 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 	res := read("tier", real)
 	var tiers struct{ RequiredTier, HeldTier string }
 	_ = json.Unmarshal(res.Result, &tiers)
-	if res.Code != policy.CodeStepUpRequired || !res.AuthRequired || res.Retryable || tiers.RequiredTier != "mfa" || tiers.HeldTier != "pwd" ||
-		!strings.Contains(res.Message, "Do not retry") {
+	if res.Code != policy.CodeStepUpRequired || res.Status != workflows.StatusAwaitingSignIn || !res.AuthRequired || res.Retryable || tiers.RequiredTier != "mfa" || tiers.HeldTier != "pwd" ||
+		!strings.Contains(res.Message, "stronger sign-in") || !strings.Contains(res.Message, "Do not call again") {
 		t.Fatalf("a pwd credential for an mfa tool: %+v %s", res, res.Result)
 	}
 	strong := ama("")
@@ -84,9 +85,9 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		t.Errorf("an mfa credential for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 	var audited int
-	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'failed' AND reason = 'step_up_required'`,
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'awaiting_sign_in' AND reason = 'step_up_required'`,
 		workflows.WorkflowID("bound", "tier")).Scan(&audited)
 	if audited != 1 {
-		t.Fatalf("%d step_up_required rows audited, want 1", audited)
+		t.Fatalf("%d awaiting_sign_in/step_up_required rows audited, want 1", audited)
 	}
 }

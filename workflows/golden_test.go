@@ -25,7 +25,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g7"
+const goldenGeneration = "g8"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -60,7 +60,13 @@ var goldenPaths = []struct {
 		[]policy.Approval{approve(kofiID)}},
 	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
+	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
+	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 }
+
+// goldenSignIns are paths whose person is signed out: the call waits for a
+// sign-in, and is resumed with the credential named here ("" never is).
+var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "signed_out_expired": ""}
 
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
@@ -107,7 +113,7 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 // writes the histories of paths that have none yet to testdata/golden;
 // =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	s := testenv.NewStackTTL(t, 2*time.Second)
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second})
 	record := os.Getenv("TOOLGATE_RECORD_GOLDEN") != ""
 	for _, p := range goldenPaths {
 		in := p.in
@@ -127,7 +133,21 @@ func TestRecordGoldenHistories(t *testing.T) {
 					Evidence: testenv.Evidence("kofi", time.Now())}, testenv.ApprovalSigner)
 			}()
 		}
-		if p.decisions == nil {
+		if ref, ok := goldenSignIns[p.name]; ok {
+			in.Session.CredentialRef = ""
+			first, run, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)
+			if err != nil || first.Status != workflows.StatusAwaitingSignIn {
+				t.Fatalf("%s: %v %+v", p.name, err, first)
+			}
+			if ref != "" {
+				if err := workflows.Resume(context.Background(), s.Client, run.GetID(), ref); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := run.Get(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		} else if p.decisions == nil {
 			s.Run(t, in)
 		} else {
 			first, run, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)

@@ -76,7 +76,7 @@ func TestHostileCalls(t *testing.T) {
 		if h.session != nil {
 			sess = h.session(sess)
 		}
-		res := s.Run(t, workflows.ToolCallInput{Tool: h.tool, ToolCallID: fmt.Sprint("h", i), Args: json.RawMessage(h.args), Session: sess})
+		res := s.First(t, workflows.ToolCallInput{Tool: h.tool, ToolCallID: fmt.Sprint("h", i), Args: json.RawMessage(h.args), Session: sess}).ToolCallResult
 		if res.Code != h.code || res.Status == "executed" || res.Message == "" || len(res.Message) > 2000 {
 			t.Errorf("%s: got %s/%s (%d-byte message), want %s", h.name, res.Status, res.Code, len(res.Message), h.code)
 		}

@@ -10,12 +10,14 @@ type CallStatus string
 const (
 	StatusDeciding        CallStatus = "deciding"
 	StatusPendingApproval CallStatus = "pending_approval"
-	StatusExecuting       CallStatus = "executing"
-	StatusExecuted        CallStatus = "executed"
-	StatusDenied          CallStatus = "denied"
-	StatusRejected        CallStatus = "rejected"
-	StatusExpired         CallStatus = "expired"
-	StatusFailed          CallStatus = "failed"
+	// StatusAwaitingSignIn: the call waits for the credential signal.
+	StatusAwaitingSignIn CallStatus = "awaiting_sign_in"
+	StatusExecuting      CallStatus = "executing"
+	StatusExecuted       CallStatus = "executed"
+	StatusDenied         CallStatus = "denied"
+	StatusRejected       CallStatus = "rejected"
+	StatusExpired        CallStatus = "expired"
+	StatusFailed         CallStatus = "failed"
 )
 
 // card is the state a card shows for a call that ends (or waits) so; the

@@ -81,6 +81,9 @@ type Settings struct {
 	// card is also offered to the next role up; 0 means DefaultEscalateAfter,
 	// 1 or more means never.
 	EscalateAfter float64
+	// SignInTTL is how long a call waits for the person to sign in;
+	// DefaultSignInTTL when zero.
+	SignInTTL time.Duration
 }
 
 // DefaultEscalateAfter escalates an unanswered card at half its TTL.
@@ -116,11 +119,31 @@ func (c *call) run() (ToolCallResult, error) {
 		return c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Step: policy.StepArguments,
 			Message: "The call's IDs cannot name it: " + why + ". Nothing ran; the agent backend must start it again with valid IDs."})
 	}
+	for {
+		res, err := c.chain()
+		if err != nil || c.signIn == nil {
+			return res, err
+		}
+		// The person must sign in first: the chain runs again, from the
+		// same input, with the credential of the new sign-in.
+		resumed, res, err := c.awaitSignIn()
+		if err != nil || !resumed {
+			return res, err
+		}
+	}
+}
+
+// chain runs the contract's chain once. A call that needs a sign-in first
+// returns with c.signIn set.
+func (c *call) chain() (ToolCallResult, error) {
 	v := c.check(nil)
 	c.facts = v.Tool
+	if !v.Allowed() && v.Step == policy.StepCredential && c.needSignIn(v.Code, nil) {
+		return ToolCallResult{}, nil
+	}
 	if v.Allowed() && v.NeedsPreview {
 		pv, failed, err := c.preview(v)
-		if err != nil || failed != nil {
+		if err != nil || failed != nil || c.signIn != nil {
 			return deref(failed), err
 		}
 		c.preview_ = &pv
@@ -171,6 +194,17 @@ type call struct {
 	facts *policy.ToolFacts
 	// version is the shape of the call (the "search-attributes" change).
 	version workflow.Version
+	// fingerprint names what was asked (policy.Fingerprint of the input).
+	fingerprint string
+	// credentialRef replaces the session's after a sign-in (the credential signal).
+	credentialRef string
+	// signIn is set when the chain must wait for a sign-in; the wait's
+	// deadline is set once, at the first.
+	signIn        *signInNeed
+	signInRounds  int
+	signInTimer   workflow.Future
+	signInTTL     time.Duration
+	signInExpires string
 	// pending names the equivalent card an already_pending call waits for.
 	pending json.RawMessage
 	// note is a rejection's note for the model.
@@ -187,6 +221,7 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	c := &call{ctx: ctx, in: in, settings: s, key: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		req:    policy.Request{Tool: in.Tool, Args: in.Args, Session: in.Session},
 		status: Status{Status: StatusDeciding, Tool: in.Tool, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID}}
+	c.fingerprint = policy.Fingerprint(c.req)
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}
@@ -206,9 +241,10 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	// policy). 3: the shapes folded before any release. 4: an approval's
 	// sign-in evidence is checked against trusted identity providers,
 	// recorded with the keys. 5: an unanswered card escalates (a recorded
-	// fraction of its TTL, a timer). A change to the commands goes behind
-	// the next value, 6, here.
-	c.version = workflow.GetVersion(ctx, "search-attributes", 3, 5)
+	// fraction of its TTL, a timer). 6: a call that needs a sign-in waits
+	// for the credential signal instead of ending. A change to the commands
+	// goes behind the next value, 7, here.
+	c.version = workflow.GetVersion(ctx, "search-attributes", 3, 6)
 	return c, nil
 }
 
@@ -235,7 +271,7 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: "dry run of " + c.in.Tool,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
-	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.in.Session.CredentialRef,
+	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
 		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
 	if err == nil {
@@ -243,6 +279,9 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	}
 	failure := err
 	code, msg, retryable, auth := upstreamFailure(failure, true)
+	if c.needSignIn(code, refusalResult(failure, nil)) {
+		return pv, &ToolCallResult{}, nil
+	}
 	if code == policy.CodeUpstreamError {
 		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
 	}
@@ -337,7 +376,16 @@ func (c *call) idProblem() string {
 
 // claim is the claim a run's first write carries.
 func (c *call) claim() *activities.Claim {
-	return &activities.Claim{Fingerprint: policy.Fingerprint(c.req)}
+	return &activities.Claim{Fingerprint: c.fingerprint}
+}
+
+// credential is the credential the call acts with: the session's, or the
+// one a sign-in sent since.
+func (c *call) credential() string {
+	if c.credentialRef != "" {
+		return c.credentialRef
+	}
+	return c.in.Session.CredentialRef
 }
 
 func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
@@ -390,7 +438,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
-		CredentialRef: c.in.Session.CredentialRef, IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
+		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
 		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
 	var res activities.CallResult
 	var call workflow.Future
@@ -405,6 +453,11 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	err := call.Get(c.ctx, &res)
 	if err != nil {
 		code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent)
+		// The credential is exchanged before anything is sent upstream, so a
+		// call refused for it ran nothing and may wait for a sign-in.
+		if c.needSignIn(code, refusalResult(err, nil)) {
+			return ToolCallResult{}, nil
+		}
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
 		c.setStatus(StatusFailed, code)
 		if c.before != nil {

@@ -30,11 +30,11 @@ func TestReadmeCalls(t *testing.T) {
 	}{
 		{"get_stock", "get_stock", `{"articleId":40211}`, nil, "executed", "ok", false, `"cases":6`},
 		{"other store", "get_stock", `{"articleId":40211,"storeId":118}`, nil, "denied", "store_scope", false, ""},
-		{"signed out", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, "denied", "credential_unavailable", true, ""},
+		{"signed out", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, "awaiting_sign_in", "credential_unavailable", true, ""},
 		{"constructor", "constructor", `{}`, nil, "denied", "unknown_tool", false, ""},
 		{"extra field", "get_stock", `{"articleId":40211,"userId":"kofi"}`, nil, "denied", "invalid_arguments", false, ""},
 		{"change_price", "change_price", `{"articleId":40211,"newPriceCents":1}`, nil, "denied", "tool_denied", false, ""},
-		{"revoked or foreign credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, "failed", "credential_unavailable", true, ""},
+		{"revoked or foreign credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, "awaiting_sign_in", "credential_unavailable", true, ""},
 		{"unknown article", "get_stock", `{"articleId":99999}`, nil, "failed", "upstream_error", false, `"candidates":[{"articleId":40207`},
 		{"ambiguous article", "get_stock", `{"articleId":4021}`, nil, "failed", "upstream_error", false, `{"articleId":40211,"name":"UHT milk 1 L, case of 12"}`},
 		{"deliveries today", "get_deliveries", `{}`, nil, "executed", "ok", false, `delayed, now expected today at 16:00`},
@@ -50,7 +50,7 @@ func TestReadmeCalls(t *testing.T) {
 			if c.session != nil {
 				sess = c.session(sess)
 			}
-			res := s.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: "call" + string(rune('a'+i)), Args: json.RawMessage(c.args), Session: sess})
+			res := s.First(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: "call" + string(rune('a'+i)), Args: json.RawMessage(c.args), Session: sess}).ToolCallResult
 			if res.Status != c.status || res.Code != c.code || res.AuthRequired != c.auth {
 				t.Fatalf("got %s/%s auth=%v %q, want %s/%s auth=%v", res.Status, res.Code, res.AuthRequired, res.Message, c.status, c.code, c.auth)
 			}

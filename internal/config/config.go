@@ -39,7 +39,7 @@ var Vars = []string{
 	"TOOLGATE_APPROVER_ISSUERS", "APPROVALS_OIDC_ISSUER", "APPROVALS_OIDC_CLIENT_ID", "APPROVALS_OIDC_CLIENT_SECRET", "APPROVALS_OIDC_REDIRECT_URL",
 	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_STORES_CLAIM",
 	"APPROVALS_OIDC_ACR_VALUES", "IDP_ADDR", "IDP_ISSUER", "IDP_USERS_FILE", "IDP_CLIENT_ID", "IDP_CLIENT_SECRET", "IDP_REDIRECT_URIS",
-	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER",
+	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER", "TOOLGATE_SIGN_IN_TTL",
 }
 
 // Config is the environment a process runs with.
@@ -54,8 +54,11 @@ type Config struct {
 	UpstreamURL     string
 	MaxResultChars  int
 	ApprovalTTL     time.Duration
-	MetricsAddr     string
-	ApprovalsAddr   string
+	// SignInTTL (TOOLGATE_SIGN_IN_TTL) is how long a call waits for the
+	// person to sign in.
+	SignInTTL     time.Duration
+	MetricsAddr   string
+	ApprovalsAddr string
 	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
 	ApprovalKeys policy.ApprovalKeys
 	// EscalateAfter (TOOLGATE_ESCALATE_AFTER) is the fraction of the TTL
@@ -135,6 +138,7 @@ func FromEnv() (Config, error) {
 		MaxResultChars:    4000,
 		WorkflowCacheSize: 1000,
 		ApprovalTTL:       30 * time.Minute,
+		SignInTTL:         10 * time.Minute,
 	}
 	if v := os.Getenv("TOOL_MAX_RESULT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -187,6 +191,13 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("TOOLGATE_APPROVAL_TTL=%q: want a positive Go duration such as 30m or 5s", v)
 		}
 		c.ApprovalTTL = d
+	}
+	if v := os.Getenv("TOOLGATE_SIGN_IN_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("TOOLGATE_SIGN_IN_TTL=%q: want a positive Go duration such as 10m or 5s", v)
+		}
+		c.SignInTTL = d
 	}
 	return c, nil
 }

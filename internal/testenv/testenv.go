@@ -368,6 +368,8 @@ type StackOptions struct {
 	UpstreamWrap func(http.Handler) http.Handler
 	// ApproverIssuers are identity providers the worker trusts besides Issuer.
 	ApproverIssuers []string
+	// SignInTTL is how long a call waits for a sign-in (the default when zero).
+	SignInTTL time.Duration
 }
 
 // NewStackWith starts a stack with options.
@@ -397,7 +399,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
-	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...)}
+	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
 	return s
@@ -427,6 +429,20 @@ func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *act
 	a := activities.New(pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
 	a.DevMode = true // the tests use the seeded demo credentials
 	return a
+}
+
+// First starts (or attaches to) a ToolCall and returns its first outcome:
+// the result of a call that ends without waiting, else what it waits for
+// (a card, a sign-in).
+func (s *Stack) First(t testing.TB, in workflows.ToolCallInput) workflows.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, in)
+	if err != nil {
+		t.Fatalf("call %s: %v", in.Tool, err)
+	}
+	return out
 }
 
 // Run starts (or attaches to) a ToolCall and waits for its result.
