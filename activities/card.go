@@ -33,6 +33,17 @@ type ProjectInput struct {
 	Justification string `json:"justification,omitempty"`
 	// EscalatedTo is the role an unanswered card was also offered to.
 	EscalatedTo policy.Role `json:"escalatedTo,omitempty"`
+	// ApprovalsNeeded is how many distinct approvers the card needs (0: one).
+	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
+	// Approvals are the approvals counted so far, before the last.
+	Approvals []ApprovalMark `json:"approvals,omitempty"`
+}
+
+// ApprovalMark is one approval counted on a card that needs several.
+type ApprovalMark struct {
+	UserID string      `json:"userId"`
+	Role   policy.Role `json:"role"`
+	At     string      `json:"at"`
 }
 
 // Project writes the card's state to pending_action. A write older than the
@@ -57,8 +68,8 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
-		                            required_acr, required_max_age_seconds, justification, escalated_role)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24)
+		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
@@ -66,11 +77,13 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		  decided_at = coalesce(EXCLUDED.decided_at, pending_action.decided_at),
 		  decision_note = coalesce(EXCLUDED.decision_note, pending_action.decision_note),
 		  result = coalesce(EXCLUDED.result, pending_action.result), updated_at = now(),
-		  escalated_role = coalesce(EXCLUDED.escalated_role, pending_action.escalated_role)
+		  escalated_role = coalesce(EXCLUDED.escalated_role, pending_action.escalated_role),
+		  approvals = coalesce(EXCLUDED.approvals, pending_action.approvals)
 		WHERE pending_action.version <= EXCLUDED.version`,
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
-		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)))
+		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)),
+		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals))
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}
@@ -87,6 +100,20 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		return fmt.Errorf("project card %s: intent: %w", in.Status, err)
 	}
 	return nil
+}
+
+// approvalMarks is the approvals column: the marks with their IDs
+// cleaned, or NULL (keep what is stored) when there are none.
+func approvalMarks(marks []ApprovalMark) any {
+	if len(marks) == 0 {
+		return nil
+	}
+	out := make([]ApprovalMark, len(marks))
+	for i, m := range marks {
+		out[i] = ApprovalMark{UserID: clean(m.UserID), Role: policy.Role(clean(string(m.Role))), At: m.At}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }
 
 func nullIfEmpty(s string) any {

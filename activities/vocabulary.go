@@ -16,6 +16,9 @@ const (
 	EventFailed          Event = "failed"
 	// EventEscalated: an unanswered card was also offered one role up.
 	EventEscalated Event = "escalated"
+	// EventApprovalCounted: one of the several approvals a card needs; the
+	// last is EventApproved.
+	EventApprovalCounted Event = "approval_counted"
 	// EventAwaitingSignIn: the call waits for the person to sign in.
 	EventAwaitingSignIn Event = "awaiting_sign_in"
 )

@@ -190,3 +190,52 @@ func TestExpiredCardInABrowser(t *testing.T) {
 		t.Fatalf("a decision on an expired card reached the call (%d rows)", n)
 	}
 }
+
+// TestTwoPersonRuleInABrowser: ama's 200-case card ($1,920.00) needs two
+// area managers. kofi approves (with his code) and the card says it now
+// needs another; adwoa sees his approval counted, approves, and it
+// executes once, approved by both.
+func TestTwoPersonRuleInABrowser(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "two", "c200", 200)
+	id := workflows.WorkflowID("two", "c200")
+	approveWithCode := func(ctx context.Context, user string) {
+		do(t, ctx,
+			chromedp.Click(chromedp.CSS(`a[href="/cards/`+id+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#code")),
+			chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, user)),
+			chromedp.Submit(chromedp.CSS("#code")),
+			chromedp.WaitVisible(chromedp.CSS("#approve")),
+		)
+	}
+
+	kofi := browser(t)
+	if inbox := signInAs(t, kofi, u, "kofi"); !strings.Contains(inbox, "$1,920.00") {
+		t.Fatalf("kofi's inbox:\n%s", inbox)
+	}
+	approveWithCode(kofi, "kofi")
+	if got := get(t, kofi, chromedp.Text(chromedp.CSS("#approvals"))); !strings.Contains(got, "0 of 2 so far") {
+		t.Fatalf("before any approval: %q", got)
+	}
+	do(t, kofi, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#waiting-second")))
+	if got := get(t, kofi, chromedp.Text(chromedp.CSS("#approvals"))); !strings.Contains(got, "1 of 2 so far") || !strings.Contains(got, "kofi") {
+		t.Fatalf("after kofi approved: %q", got)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 0 {
+		t.Fatal("one approval ran a card that needs two")
+	}
+
+	adwoa := browser(t)
+	signInAs(t, adwoa, u, "adwoa")
+	approveWithCode(adwoa, "adwoa")
+	if got := get(t, adwoa, chromedp.Text(chromedp.CSS("#approvals"))); !strings.Contains(got, "1 of 2 so far") || !strings.Contains(got, "kofi") {
+		t.Fatalf("adwoa sees: %q", got)
+	}
+	do(t, adwoa, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#outcome")))
+	if outcome := get(t, adwoa, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed: transfer TR-") || !strings.Contains(outcome, "approved by kofi and adwoa") {
+		t.Fatalf("after adwoa approved: %q", outcome)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 1 {
+		t.Fatalf("%d transfers", n)
+	}
+}

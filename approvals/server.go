@@ -172,18 +172,27 @@ type Card struct {
 	Justification string
 	// EscalatedTo is the role an unanswered card was also offered to.
 	EscalatedTo string
+	// ApprovalsNeeded is how many distinct approvers the card needs;
+	// Approvals are those counted so far (before the last).
+	ApprovalsNeeded int
+	Approvals       []activities.ApprovalMark
+	// YouApproved and YouAsked say why the signed-in approver cannot
+	// count on a card that needs several: they approved it already, or it
+	// is their own request.
+	YouApproved, YouAsked bool
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
-	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, '')`
+	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb)`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
 	var acr *string
 	var maxAge *int64
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo)
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
+		&c.ApprovalsNeeded, &c.Approvals)
 	if acr != nil && maxAge != nil {
 		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
 	}
@@ -218,20 +227,32 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 		return Card{}, pgx.ErrNoRows
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
+	if c.ApprovalsNeeded > 1 {
+		c.YouAsked = c.RequestedBy == u.UserID
+		c.YouApproved = slices.ContainsFunc(c.Approvals, func(m activities.ApprovalMark) bool { return m.UserID == u.UserID })
+	}
+	approvers := c.DecidedBy
+	if len(c.Approvals) > 0 && c.DecidedBy != "" {
+		var names []string
+		for _, m := range c.Approvals {
+			names = append(names, m.UserID)
+		}
+		approvers = strings.Join(names, ", ") + " and " + c.DecidedBy
+	}
 	switch {
 	case c.Pending:
 	case c.Status == activities.CardPending || c.Status == activities.CardExpired:
 		c.Outcome = "Expired: nobody decided in time, so nothing ran."
 	case c.Status == activities.CardExecuted && c.Transfer != "":
-		c.Outcome = fmt.Sprintf("Executed: transfer %s, approved by %s.", c.Transfer, c.DecidedBy)
+		c.Outcome = fmt.Sprintf("Executed: transfer %s, approved by %s.", c.Transfer, approvers)
 	case c.Status == activities.CardExecuted:
-		c.Outcome = fmt.Sprintf("Executed, approved by %s.", c.DecidedBy)
+		c.Outcome = fmt.Sprintf("Executed, approved by %s.", approvers)
 	case c.Status == activities.CardApproved:
-		c.Outcome = fmt.Sprintf("Approved by %s; running now.", c.DecidedBy)
+		c.Outcome = fmt.Sprintf("Approved by %s; running now.", approvers)
 	case c.Status == activities.CardRejected:
 		c.Outcome = fmt.Sprintf("Rejected by %s: nothing ran.", c.DecidedBy)
 	case c.Status == activities.CardFailed:
-		c.Outcome = fmt.Sprintf("Approved by %s, but the store system could not run it.", c.DecidedBy)
+		c.Outcome = fmt.Sprintf("Approved by %s, but the store system could not run it.", approvers)
 	}
 	return c, nil
 }

@@ -35,6 +35,8 @@ var seed = []User{
 	{ID: "efua", Name: "Efua Owusu", Role: "store_manager", Stores: []int64{118}},
 	{ID: "kofi", Name: "Kofi Boateng", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
 	{ID: "yaw", Name: "Yaw Asante", Role: "store_manager", Stores: []int64{131}},
+	// A second area manager: transfers above $1,500.00 need two.
+	{ID: "adwoa", Name: "Adwoa Darko", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

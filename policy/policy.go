@@ -187,6 +187,9 @@ type Verdict struct {
 	RequesterTier string `json:"requesterTier,omitempty"`
 	// EscalateTo is the role an unanswered card is also offered to.
 	EscalateTo Role `json:"escalateTo,omitempty"`
+	// Approvals is how many distinct approvers the card needs, when more
+	// than one (Row.Quorum); the requester is never one of them.
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -369,6 +372,9 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 		}
 		v.ApproverRole = role
 		v.EscalateTo, _ = row.EscalationFor(role)
+		if n := row.ApprovalsFor(deref(valueCents)); n > 1 {
+			v.Approvals = n
+		}
 		req := EvidenceFor(Evidence, spec.Name, deref(valueCents))
 		v.Evidence = &req
 	}

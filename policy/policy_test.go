@@ -351,6 +351,37 @@ func TestApproverRouting(t *testing.T) {
 	}
 }
 
+// TestQuorums: every row's quorum is a real one (two or more approvers) on
+// values the row can reach, routed to a role, and the verdict carries it
+// above the threshold and not at it; the shipped transfer row needs two
+// area managers above $1,500.00.
+func TestQuorums(t *testing.T) {
+	p := Default()
+	for _, row := range Table {
+		for _, q := range row.Quorum {
+			if q.Approvals < 2 || p.Effective(row.Tool) != DecisionApprove || (row.HardLimitCents > 0 && q.AboveCents >= row.HardLimitCents) {
+				t.Errorf("%s: quorum %+v is not a rule anyone can meet", row.Tool, q)
+				continue
+			}
+			for value, want := range map[int64]int{q.AboveCents: 0, q.AboveCents + 1: q.Approvals} {
+				c := baseCall(t, p, row.Tool)
+				if v := p.Check(c.req, &value); v.Decision != DecisionApprove || v.Approvals != want {
+					t.Errorf("%s at %s: %s needing %d approvals, want approve needing %d", row.Tool, Dollars(value), v.Decision, v.Approvals, want)
+				}
+			}
+		}
+	}
+	row, _ := p.Row("request_stock_transfer")
+	for value, want := range map[int64]int{96000: 1, 150000: 1, 150001: 2, 192000: 2} {
+		if got := row.ApprovalsFor(value); got != want {
+			t.Errorf("%s needs %d approvals, want %d", Dollars(value), got, want)
+		}
+	}
+	if role, _ := row.ApproverFor(150001); role != RoleAreaManager {
+		t.Errorf("the two-person rule applies to %s, want the area manager", role)
+	}
+}
+
 func TestDryRunToolsWaitForTheirValue(t *testing.T) {
 	p := Default()
 	c := baseCall(t, p, "request_stock_transfer")

@@ -95,6 +95,28 @@ type Row struct {
 	// RequesterTier is the acr (ACRLevels) the requester's sign-in, the one
 	// that issued their credential, must reach; "" means any.
 	RequesterTier string
+	// Quorum makes a card of a high value need several distinct approvers.
+	Quorum []Quorum
+}
+
+// Quorum is the two-person rule (or more): a card worth more than
+// AboveCents needs Approvals distinct approvers of its routed role; the
+// requester never counts as one, nor does one person twice.
+type Quorum struct {
+	AboveCents int64
+	Approvals  int
+}
+
+// ApprovalsFor returns how many distinct approvers a card of this value
+// needs: the largest quorum whose threshold it passes, else 1.
+func (r Row) ApprovalsFor(valueCents int64) int {
+	n := 1
+	for _, q := range r.Quorum {
+		if valueCents > q.AboveCents && q.Approvals > n {
+			n = q.Approvals
+		}
+	}
+	return n
 }
 
 // ApproverFor returns the role that decides a card of this value.
@@ -134,6 +156,7 @@ var Table = []Row{
 	{Tool: ToolCreateTask, Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
 	{Tool: ToolRequestStockTransfer, Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
 		Limits:    []Limit{{Scope: PerStore, Window: Day, MaxCalls: 5, MaxCents: 200000}},
-		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}}},
+		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}},
+		Quorum:    []Quorum{{AboveCents: 150000, Approvals: 2}}},
 	{Tool: ToolChangePrice, Roles: nil, Decision: DecisionDeny},
 }

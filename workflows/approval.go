@@ -71,14 +71,20 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
+	need := max(1, v.Approvals)
+	c.status.ApprovalsNeeded = need
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
-		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args)}
+		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
 	}
-	pending := c.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for a %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
-		v.ApproverRole, c.status.ExpiresAt), false, false, nil)
+	who := "a " + string(v.ApproverRole)
+	if need > 1 {
+		who = fmt.Sprintf("%d different people, each a %s,", need, v.ApproverRole)
+	}
+	pending := c.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
+		who, c.status.ExpiresAt), false, false, nil)
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 
@@ -87,12 +93,13 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		return ToolCallResult{}, err
 	}
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
-		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card,
+		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
-	decision, ended, err := c.wait(g, ttl)
+	decision, ended, err := c.wait(&g, ttl)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
+	card = g.pendingCard // with the approvals counted so far
 	outcome := "approved"
 	switch {
 	case ended == codeLocked:

@@ -539,3 +539,58 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 		t.Fatalf("%s, audit: %s", res.Status, got)
 	}
 }
+
+var (
+	adwoaID = policy.Identity{UserID: "adwoa", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+	yoofiID = policy.Identity{UserID: "yoofi", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+)
+
+const twoHundredCases = `{"articleId":40211,"quantity":200,"reason":"festival_peak"}`
+
+// TestTwoPersonRule: a $1,920.00 transfer needs two distinct area
+// managers; the same person twice counts once, the requester never counts,
+// the call runs once after the second approval, and one rejection ends it.
+func TestTwoPersonRule(t *testing.T) {
+	f := newFixture(t)
+	var between workflows.Status
+	res := f.run(t, "quorum", "q1", "request_stock_transfer", twoHundredCases, ama(""), func(env tenv) {
+		decide(t, env, time.Minute, nil, approve(kofiID))
+		decide(t, env, 2*time.Minute, &between, approve(kofiID))
+		decide(t, env, 3*time.Minute, nil, approve(adwoaID))
+	})
+	if res.Status != workflows.StatusExecuted || between.ApprovalsNeeded != 2 || len(between.ApprovedBy) != 1 || between.ApprovedBy[0] != "kofi" || between.ValueCents != 192000 {
+		t.Fatalf("%s/%s; between the approvals: %+v", res.Status, res.Code, between)
+	}
+	if got := events(f.audit(t, "toolcall-quorum-q1")); got != "needs_approval/ok approval_counted/ok approval_refused/role approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = 'toolcall-quorum-q1' AND approvals_needed = 2
+		AND approvals->0->>'userId' = 'kofi' AND decided_by = 'adwoa' AND status = 'executed'`); n != 1 {
+		t.Fatal("the card does not show its two approvers")
+	}
+	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = 'toolcall-quorum-q1'`); n != 1 {
+		t.Fatalf("%d transfers, want 1", n)
+	}
+
+	// The requester is an area manager: their own approval does not count.
+	kofi113 := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k", CredentialRef: "cred-kofi"}
+	res = f.run(t, "quorum", "q2", "request_stock_transfer", twoHundredCases, kofi113, func(env tenv) {
+		decide(t, env, time.Minute, nil, approve(kofiID), approve(adwoaID))
+		decide(t, env, 2*time.Minute, nil, approve(yoofiID))
+	})
+	if got := events(f.audit(t, "toolcall-quorum-q2")); res.Status != workflows.StatusExecuted ||
+		got != "needs_approval/ok approval_refused/role approval_counted/ok approved/ok executed/ok" {
+		t.Fatalf("%s, audit: %s", res.Status, got)
+	}
+
+	// One rejection ends it, whatever was approved before.
+	kofi114 := kofi113
+	kofi114.StoreIDs = []int64{114}
+	res = f.run(t, "quorum", "q3", "request_stock_transfer", `{"articleId":40211,"quantity":190,"reason":"festival_peak"}`, kofi114, func(env tenv) {
+		decide(t, env, time.Minute, nil, approve(adwoaID))
+		decide(t, env, 2*time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: yoofiID, Reason: "too much"})
+	})
+	if got := events(f.audit(t, "toolcall-quorum-q3")); res.Status != workflows.StatusRejected || got != "needs_approval/ok approval_counted/ok rejected/rejected" {
+		t.Fatalf("%s, audit: %s", res.Status, got)
+	}
+}

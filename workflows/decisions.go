@@ -41,6 +41,11 @@ type guard struct {
 	pendingCard   activities.ProjectInput
 	card          policy.Card
 	upAt, expires time.Time
+	// need is how many distinct approvers the card needs (the two-person
+	// rule when 2); requester never counts; approvals are those counted.
+	need      int
+	requester string
+	approvals []policy.Approval
 }
 
 // received is one payload of the approval signal: a decision, or why the
@@ -61,7 +66,7 @@ type refusal struct {
 // wait returns the first decision that counts, or ends with
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
-func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
+func (c *call) wait(g *guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
 	ctx, cancel := workflow.WithCancel(c.ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
@@ -84,13 +89,14 @@ func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, er
 			return policy.Approval{}, StatusExpired, nil
 		}
 		if escalate {
-			if err := c.escalate(&g); err != nil {
+			if err := c.escalate(g); err != nil {
 				return policy.Approval{}, "", err
 			}
 			continue
 		}
 		now := workflow.Now(c.ctx)
 		var refused []refusal
+		var counted []policy.Approval
 		var winner *policy.Approval
 		late := false
 		for i, r := range batch {
@@ -100,6 +106,12 @@ func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, er
 			}
 			f := g.judge(r, now)
 			if f.code == policy.CodeOK {
+				if r.a.Decision == policy.Approve && len(g.approvals)+1 < g.need {
+					// One of the approvals the card needs: counted, not yet enough.
+					g.approvals = append(g.approvals, r.a)
+					counted = append(counted, r.a)
+					continue
+				}
 				winner = &batch[i].a
 				continue
 			}
@@ -107,6 +119,9 @@ func (c *call) wait(g guard, ttl time.Duration) (policy.Approval, CallStatus, er
 			refused = append(refused, f)
 		}
 		if err := c.refuseAll(refused, 0, "", ""); err != nil {
+			return policy.Approval{}, "", err
+		}
+		if err := c.countApprovals(g, counted, now); err != nil {
 			return policy.Approval{}, "", err
 		}
 		switch {
@@ -143,8 +158,44 @@ func (g guard) judge(r received, now time.Time) refusal {
 	if f.code, f.why = policy.CheckApproval(r.a, role, g.store, g.hash); f.code != policy.CodeOK {
 		return f
 	}
-	f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now)
+	if f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now); f.code != policy.CodeOK {
+		return f
+	}
+	if g.need > 1 {
+		if r.a.Approver.UserID == g.requester {
+			f.code, f.why = policy.CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", g.requester, g.need)
+			return f
+		}
+		for _, a := range g.approvals {
+			if a.Approver.UserID == r.a.Approver.UserID {
+				f.code, f.why = policy.CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", r.a.Approver.UserID, g.need)
+				return f
+			}
+		}
+	}
 	return f
+}
+
+// countApprovals records the approvals counted towards a card's quorum,
+// each with its approver and evidence, and the card showing them so far.
+func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time) error {
+	for i, a := range counted {
+		n := len(g.approvals) - len(counted) + i + 1
+		who := a.Approver
+		g.pendingCard.Approvals = append(g.pendingCard.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
+			At: now.UTC().Format(time.RFC3339)})
+		c.status.ApprovedBy = append(c.status.ApprovedBy, who.UserID)
+		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, g.need, who.UserID, g.need-n)
+		if a.Reason != "" {
+			msg += " Their note: " + a.Reason
+		}
+		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.need)
+		if err := c.record(activities.AuditInput{Key: fmt.Sprintf("approval-%d", n), Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,
+			Args: g.pendingCard.Args, StoreID: g.pendingCard.StoreID, Value: c.value(), Approver: &who, Evidence: a.Evidence}, g.pendingCard, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // takeDecisions reads up to max payloads from the signal channel. A payload

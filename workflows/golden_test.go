@@ -60,6 +60,8 @@ var goldenPaths = []struct {
 		[]policy.Approval{approve(kofiID)}},
 	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
+	{"transfer_two_person_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
+		[]policy.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 }
@@ -74,6 +76,7 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card

@@ -59,8 +59,12 @@ type Status struct {
 	ApproverRole policy.Role `json:"approverRole"`
 	// EscalatedTo is the role an unanswered card was also offered to.
 	EscalatedTo policy.Role `json:"escalatedTo,omitempty"`
-	ExpiresAt   string      `json:"expiresAt"`
-	ArgsHash    string      `json:"argsHash"`
+	// ApprovalsNeeded is how many distinct approvers the card needs;
+	// ApprovedBy are those counted so far, before the last.
+	ApprovalsNeeded int      `json:"approvalsNeeded,omitempty"`
+	ApprovedBy      []string `json:"approvedBy,omitempty"`
+	ExpiresAt       string   `json:"expiresAt"`
+	ArgsHash        string   `json:"argsHash"`
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID   string `json:"runId"`
 	storeID int64

@@ -1,0 +1,83 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// TestTwoPersonRuleThroughTheStack, on the dev server: kofi asks for 200
+// cases ($1,920.00); his own approval does not count, adwoa's is the first
+// of two, her second is refused, and two more area managers approving at
+// once make one transfer.
+func TestTwoPersonRuleThroughTheStack(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+		Args: json.RawMessage(twoHundredCases), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != policy.RoleAreaManager {
+		t.Fatalf("%v %+v", err, first)
+	}
+	decideAs := func(who policy.Identity) {
+		t.Helper()
+		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())},
+			testenv.ApprovalSigner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(sql string) int {
+		var n int
+		_ = s.Owner.QueryRow(ctx, sql, run.GetID()).Scan(&n)
+		return n
+	}
+	waitFor := func(sql string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); count(sql) < want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d, want %d", sql, count(sql), want)
+			}
+		}
+	}
+	decideAs(kofiID)
+	waitFor(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'role' AND approver_id = 'kofi'`, 1)
+	decideAs(adwoaID)
+	waitFor(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_counted' AND approver_id = 'adwoa' AND approver_acr = 'mfa'`, 1)
+	decideAs(adwoaID)
+	waitFor(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND approver_id = 'adwoa'`, 1)
+	v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+	var st workflows.Status
+	if err != nil || v.Get(&st) != nil || st.Status != workflows.StatusPendingApproval || st.ApprovalsNeeded != 2 || len(st.ApprovedBy) != 1 {
+		t.Fatalf("after one valid approval: %v %+v", err, st)
+	}
+	// Two more signed approvals, sent at once: the second of them finds the
+	// card decided.
+	var wg sync.WaitGroup
+	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: policy.RoleAreaManager, StoreIDs: []int64{113}}} {
+		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}, first.CardRef())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, a); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	res := awaitResult(t, run, 30*time.Second, "the approved transfer")
+	if res.Status != workflows.StatusExecuted {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+	if n := count(`SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`); n != 1 {
+		t.Fatalf("%d transfers, want 1", n)
+	}
+	if n := count(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approval_counted', 'approved')`); n != 2 {
+		t.Fatalf("%d approvals counted, want 2", n)
+	}
+}
