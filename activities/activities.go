@@ -65,4 +65,5 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: "Preview"})
 	w.RegisterActivityWithOptions(a.Project, activity.RegisterOptions{Name: "Project"})
 	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: "Record"})
+	w.RegisterActivityWithOptions(a.Revise, activity.RegisterOptions{Name: "Revise"})
 }

@@ -252,6 +252,11 @@ const freed = `
 			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
 			                  AND d.event IN ('rejected', 'expired'))`
 
+// currentValue is a decision row's value as it stands: an edited card
+// counts at its latest version's value.
+const currentValue = `coalesce((SELECT e.value_cents FROM audit_log e WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id
+			  AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)`
+
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.
 func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
@@ -260,12 +265,12 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 	switch k.Scope {
 	case policy.PerStore:
 		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
+			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a
 			WHERE tool = $1 AND store_id = $2 AND event IN ('allowed', 'needs_approval')
 			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
 	case policy.PerUser:
 		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(value_cents), 0)::bigint FROM audit_log a
+			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a
 			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
 			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
 	default:

@@ -37,6 +37,10 @@ type ProjectInput struct {
 	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
 	// Approvals are the approvals counted so far, before the last.
 	Approvals []ApprovalMark `json:"approvals,omitempty"`
+	// CardVersion counts the card's versions: 1, then one more per edit.
+	CardVersion int `json:"cardVersion,omitempty"`
+	// Editable are the args an approver may change.
+	Editable []string `json:"editable,omitempty"`
 }
 
 // ApprovalMark is one approval counted on a card that needs several.
@@ -68,10 +72,14 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
-		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb)
+		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals, card_version, editable)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
+		  args = EXCLUDED.args, args_hash = EXCLUDED.args_hash, card = EXCLUDED.card, value_cents = EXCLUDED.value_cents,
+		  approver_role = EXCLUDED.approver_role, required_acr = EXCLUDED.required_acr,
+		  required_max_age_seconds = EXCLUDED.required_max_age_seconds, approvals_needed = EXCLUDED.approvals_needed,
+		  card_version = EXCLUDED.card_version,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
 		  decided_role = coalesce(EXCLUDED.decided_role, pending_action.decided_role),
 		  decided_at = coalesce(EXCLUDED.decided_at, pending_action.decided_at),
@@ -83,7 +91,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
 		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)),
-		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals))
+		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable)
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

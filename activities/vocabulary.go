@@ -19,6 +19,9 @@ const (
 	// EventApprovalCounted: one of the several approvals a card needs; the
 	// last is EventApproved.
 	EventApprovalCounted Event = "approval_counted"
+	// EventEdited: an approver changed the card's editable args; the card
+	// went up again as a new version.
+	EventEdited Event = "edited"
 	// EventAwaitingSignIn: the call waits for the person to sign in.
 	EventAwaitingSignIn Event = "awaiting_sign_in"
 )

@@ -239,3 +239,52 @@ func TestTwoPersonRuleInABrowser(t *testing.T) {
 		t.Fatalf("%d transfers", n)
 	}
 }
+
+// TestEditThenApproveInABrowser: ama changes her 40-case card to 60 cases
+// in the card UI; it goes up again as version 2 at $576.00, leaves her
+// inbox for the area manager's (she is told so), and kofi sees both
+// versions, approves, and 60 cases move once.
+func TestEditThenApproveInABrowser(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "edit", "c40", 40)
+	id := workflows.WorkflowID("edit", "c40")
+
+	ama := browser(t)
+	signInAs(t, ama, u, "ama")
+	do(t, ama,
+		chromedp.Navigate(u.URL+"/cards/"+id),
+		chromedp.WaitVisible(chromedp.CSS("#edit_quantity")),
+		chromedp.SetValue(chromedp.CSS("#edit_quantity"), "60"),
+		chromedp.Click(chromedp.CSS("#edit")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")),
+	)
+	if flash := get(t, ama, chromedp.Text(chromedp.CSS("#flash"))); !strings.Contains(flash, "version 2 ($576.00) now waits for the area manager") {
+		t.Fatalf("after the edit: %q", flash)
+	}
+	if inbox := get(t, ama, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(inbox, "Nothing is waiting for you") {
+		t.Fatalf("ama's inbox still holds the card:\n%s", inbox)
+	}
+
+	kofi := browser(t)
+	if inbox := signInAs(t, kofi, u, "kofi"); !strings.Contains(inbox, "$576.00") || !strings.Contains(inbox, "Move 60 cases") {
+		t.Fatalf("kofi's inbox:\n%s", inbox)
+	}
+	do(t, kofi,
+		chromedp.Click(chromedp.CSS(`a[href="/cards/`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#code")),
+		chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, "kofi")),
+		chromedp.Submit(chromedp.CSS("#code")),
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+	)
+	if versions := get(t, kofi, chromedp.Text(chromedp.CSS("#versions"))); !strings.Contains(versions, "v1 · $384.00") || !strings.Contains(versions, "asked for by ama") ||
+		!strings.Contains(versions, "v2 · $576.00") || !strings.Contains(versions, "ama edited quantity to 60") {
+		t.Fatalf("the card's versions: %q", versions)
+	}
+	do(t, kofi, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#outcome")))
+	if outcome := get(t, kofi, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed: transfer TR-") {
+		t.Fatalf("after kofi approved: %q", outcome)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1 AND quantity = 60`, id); n != 1 {
+		t.Fatalf("%d transfers of 60 cases", n)
+	}
+}

@@ -6,6 +6,7 @@ package approvals
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -180,19 +181,47 @@ type Card struct {
 	// count on a card that needs several: they approved it already, or it
 	// is their own request.
 	YouApproved, YouAsked bool
+	// Version counts the card's versions (edits); Edits are the fields an
+	// approver may change, with their values now; Versions is its history.
+	Version  int
+	Edits    []EditField
+	Versions []CardVersion
+}
+
+// EditField is one arg an approver may change on the card.
+type EditField struct {
+	Name, Label, Value string
+}
+
+// CardVersion is one version of a card, from the audit log.
+type CardVersion struct {
+	Version    int
+	At         time.Time
+	By         string
+	ValueCents int64
+	Note       string
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
-	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb)`
+	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
+	card_version, coalesce(editable, '{}'), args`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
 	var acr *string
 	var maxAge *int64
+	var editable []string
+	var args map[string]json.RawMessage
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
 		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
-		&c.ApprovalsNeeded, &c.Approvals)
+		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args)
+	for _, f := range editable {
+		var v any
+		if raw, ok := args[f]; ok && json.Unmarshal(raw, &v) == nil {
+			c.Edits = append(c.Edits, EditField{Name: f, Label: strings.ReplaceAll(f, "_", " "), Value: fmt.Sprint(v)})
+		}
+	}
 	if acr != nil && maxAge != nil {
 		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
 	}
@@ -213,7 +242,18 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards})
+	flash := ""
+	if moved := r.URL.Query().Get("moved"); moved != "" {
+		var version int
+		var value int64
+		var role string
+		if s.Pool.QueryRow(r.Context(), `SELECT p.card_version, p.value_cents, p.approver_role FROM pending_action p WHERE p.workflow_id = $1
+			AND EXISTS (SELECT 1 FROM audit_log a WHERE a.workflow_id = p.workflow_id AND a.event = 'edited' AND a.approver_id = $2)`,
+			moved, sess.User.UserID).Scan(&version, &value, &role) == nil {
+			flash = fmt.Sprintf("Your edit was applied: version %d (%s) now waits for the %s.", version, policy.Dollars(value), strings.ReplaceAll(role, "_", " "))
+		}
+	}
+	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Flash: flash})
 }
 
 // load returns a card the approver may see: routed to their role, at one
@@ -290,7 +330,36 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
 		_ = s.Pool.QueryRow(r.Context(), `SELECT coalesce(message, reason) FROM audit_log WHERE id = $1 AND workflow_id = $2 AND approver_id = $3 AND event = 'approval_refused'`,
 			id, c.WorkflowID, sess.User.UserID).Scan(&c.Refusal)
 	}
+	if c.Version > 1 || len(c.Edits) > 0 {
+		c.Versions = s.versions(r.Context(), c)
+	}
 	s.render(w, http.StatusOK, "card.html", pageData{Title: "Card", User: &sess.User, CSRF: s.csrf(sess), Card: &c})
+}
+
+// versions reads a card's history from the audit log: the version the
+// request put up, then one per edit.
+func (s *Server) versions(ctx context.Context, c Card) []CardVersion {
+	rows, err := s.Pool.Query(ctx, `SELECT event, at, coalesce(approver_id, user_id), coalesce(value_cents, 0), coalesce(message, '') FROM audit_log
+		WHERE workflow_id = $1 AND run_id = $2 AND event IN ('needs_approval', 'edited') ORDER BY id`, c.WorkflowID, c.RunID)
+	if err != nil {
+		s.Logger.Warn("card versions", zap.Error(err))
+		return nil
+	}
+	defer rows.Close()
+	var out []CardVersion
+	for rows.Next() {
+		var v CardVersion
+		var event string
+		if err := rows.Scan(&event, &v.At, &v.By, &v.ValueCents, &v.Note); err != nil {
+			return out
+		}
+		v.Version = len(out) + 1
+		if event == "needs_approval" {
+			v.Note = "asked for by " + v.By
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // decide signs the approver's decision and signals the call, then waits
@@ -307,7 +376,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	back := "/cards/" + id
 	decision := r.PostFormValue("decision")
-	if !c.Pending || (decision != policy.Approve && decision != policy.Reject) {
+	if !c.Pending || (decision != policy.Approve && decision != policy.Reject && decision != policy.Edit) {
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
 		return
 	}
@@ -319,10 +388,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	if hash == "" {
 		hash = c.ArgsHash
 	}
+	var edit json.RawMessage
+	if decision == policy.Edit {
+		var err error
+		if edit, err = editValues(c, r); err != nil {
+			s.render(w, http.StatusBadRequest, "card.html", pageData{Title: "Card", User: &sess.User, CSRF: s.csrf(sess), Card: &c, Error: err.Error()})
+			return
+		}
+	}
 	start := s.now()
 	ev := sess.Evidence
 	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
-		Approver: sess.User.Identity, Evidence: &ev}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
+		Approver: sess.User.Identity, Evidence: &ev, Edit: edit}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))
 		http.Redirect(w, r, back, http.StatusSeeOther)
@@ -331,8 +408,35 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	s.Logger.Info("decision sent", zap.String("workflowId", id), zap.String("approver", sess.User.UserID), zap.String("decision", decision))
 	if refused := s.awaitOutcome(r.Context(), id, sess.User.UserID, start); refused != 0 {
 		back += "?refused=" + strconv.FormatInt(refused, 10)
+	} else if _, err := s.load(r.Context(), id, sess.User); errors.Is(err, pgx.ErrNoRows) {
+		back = "/?moved=" + urlQuery(id) // the edit routed the card to another role
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// editValues reads the edit form: the new value of each field the card
+// lets an approver change, as a JSON object (whole numbers as numbers).
+// Its error says what to fix.
+func editValues(c Card, r *http.Request) (json.RawMessage, error) {
+	fields := map[string]any{}
+	for _, f := range c.Edits {
+		v := strings.TrimSpace(r.PostFormValue("edit_" + f.Name))
+		if v == "" || v == f.Value {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			fields[f.Name] = n
+			continue
+		}
+		if _, err := strconv.ParseFloat(f.Value, 64); err == nil {
+			return nil, fmt.Errorf("%s must be a whole number", f.Label)
+		}
+		fields[f.Name] = v
+	}
+	if len(fields) == 0 {
+		return nil, errors.New("the edit changes nothing: enter a new value, or approve or reject the card as it is")
+	}
+	return json.Marshal(fields)
 }
 
 // awaitOutcome waits until the card leaves pending or this approver's
@@ -347,10 +451,12 @@ func (s *Server) awaitOutcome(ctx context.Context, id, user string, since time.T
 	for {
 		var status string
 		var refused int64
+		var counted bool
 		err := s.Pool.QueryRow(ctx, `SELECT p.status, coalesce((SELECT max(a.id) FROM audit_log a WHERE a.workflow_id = p.workflow_id
-			AND a.event = 'approval_refused' AND a.approver_id = $2 AND a.at >= $3), 0)
-			FROM pending_action p WHERE p.workflow_id = $1`, id, user, since.Add(-time.Second)).Scan(&status, &refused)
-		if err == nil && (refused != 0 || (activities.CardStatus(status) != activities.CardPending && activities.CardStatus(status) != activities.CardApproved)) {
+			AND a.event = 'approval_refused' AND a.approver_id = $2 AND a.at >= $3), 0),
+			EXISTS (SELECT 1 FROM audit_log a WHERE a.workflow_id = p.workflow_id AND a.event IN ('approval_counted', 'edited') AND a.approver_id = $2 AND a.at >= $3)
+			FROM pending_action p WHERE p.workflow_id = $1`, id, user, since.Add(-time.Second)).Scan(&status, &refused, &counted)
+		if err == nil && (refused != 0 || counted || (activities.CardStatus(status) != activities.CardPending && activities.CardStatus(status) != activities.CardApproved)) {
 			return refused
 		}
 		select {

@@ -20,10 +20,12 @@ type Identity struct {
 	StoreIDs []int64 `json:"storeIds"`
 }
 
-// Decisions an approver can send.
+// Decisions an approver can send. Edit changes the fields the row marks
+// editable (Approval.Edit) and puts the card up again as a new version.
 const (
 	Approve = "approve"
 	Reject  = "reject"
+	Edit    = "edit"
 )
 
 // Approval is one decision on a card (the approval signal's payload).
@@ -35,6 +37,9 @@ type Approval struct {
 	// Evidence is how the approver proved who they are; the workflow checks
 	// it against the card's recorded Requirement.
 	Evidence *AuthEvidence `json:"evidence,omitempty"`
+	// Edit holds the new values of an edit decision, by field name (the
+	// row's Editable fields only), as a JSON object.
+	Edit json.RawMessage `json:"edit,omitempty"`
 	// KeyID, SignedAt and Signature are set by the approvals service; the
 	// worker verifies them before a decision counts.
 	KeyID     string `json:"keyId,omitempty"`
@@ -46,8 +51,8 @@ type Approval struct {
 // role, acting on store, showing argsHash. It checks the approver's own
 // identity, never the requester's. Pending and expiry are the caller's.
 func CheckApproval(a Approval, role Role, store int64, argsHash string) (Code, string) {
-	if a.Decision != Approve && a.Decision != Reject {
-		return CodeInvalidArguments, fmt.Sprintf("decision must be %q or %q, not %q", Approve, Reject, clip(a.Decision))
+	if a.Decision != Approve && a.Decision != Reject && a.Decision != Edit {
+		return CodeInvalidArguments, fmt.Sprintf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, clip(a.Decision))
 	}
 	if a.Approver.UserID == "" {
 		return CodeInvalidArguments, "the approver is not identified"
@@ -62,6 +67,55 @@ func CheckApproval(a Approval, role Role, store int64, argsHash string) (Code, s
 		return CodeInvalidArguments, "the args hash does not match the card: the card shown is not the one pending"
 	}
 	return CodeOK, ""
+}
+
+// ApplyEdit returns args with an edit's fields replaced: edit must be a
+// JSON object naming only editable fields. The result is canonical; the
+// caller runs the chain on it again (decoding checks the new values).
+func ApplyEdit(args, edit json.RawMessage, editable []string) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := strictObject(edit, &fields); err != nil {
+		return nil, fmt.Errorf("edit must be a JSON object of new values: %w", err)
+	}
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("edit changes nothing")
+	}
+	merged := map[string]json.RawMessage{}
+	if err := json.Unmarshal(args, &merged); err != nil {
+		return nil, fmt.Errorf("the card's args: %w", err)
+	}
+	// In key order (canonical JSON), so the first field refused is always the same one.
+	canon, err := Canonical(edit)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(editable, k) {
+			if len(editable) == 0 {
+				return nil, fmt.Errorf("nothing on this card may be edited; approve or reject it")
+			}
+			return nil, fmt.Errorf("%q may not be edited; only %s may", clip(k), strings.Join(editable, ", "))
+		}
+		merged[k] = v
+	}
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	return Canonical(b)
 }
 
 // ArgsHash is the hex SHA-256 of the tool name and the canonical encoding
@@ -92,6 +146,7 @@ const (
 	MaxDecisionBytes  = 8 << 10
 	MaxReasonRunes    = 500
 	MaxApproverStores = 64
+	MaxEditBytes      = 1 << 10
 )
 
 // DecodeApproval reads a decision strictly (one JSON object, no unknown or
@@ -113,8 +168,12 @@ func DecodeApproval(raw []byte) (Approval, error) {
 
 func (a Approval) validate() error {
 	switch {
-	case a.Decision != Approve && a.Decision != Reject:
-		return fmt.Errorf("decision must be %q or %q, not %q", Approve, Reject, clip(a.Decision))
+	case a.Decision != Approve && a.Decision != Reject && a.Decision != Edit:
+		return fmt.Errorf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, clip(a.Decision))
+	case (a.Decision == Edit) != (len(a.Edit) > 0):
+		return fmt.Errorf("edit holds the new values of an %q decision, and only of one", Edit)
+	case len(a.Edit) > MaxEditBytes:
+		return fmt.Errorf("edit is %d bytes; at most %d", len(a.Edit), MaxEditBytes)
 	case !hexHash.MatchString(a.ArgsHash):
 		return fmt.Errorf("argsHash must be the card's 64 hex digits")
 	case !ValidID(a.Approver.UserID):

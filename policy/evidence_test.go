@@ -2,6 +2,7 @@ package policy
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,42 @@ func TestEscalationGoesOneRoleUp(t *testing.T) {
 	value = 96000
 	if v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value); v.EscalateTo != "" {
 		t.Fatalf("a $960.00 card escalates to %q", v.EscalateTo)
+	}
+}
+
+// TestEditsAreSignedAndShaped: an edit decision carries its new values,
+// the signature covers them, and only an edit may carry any.
+func TestEditsAreSignedAndShaped(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	keys := ApprovalKeys{"k1": pub}
+	up := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	card := Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
+	a := SignApproval(Approval{Decision: Edit, ArgsHash: strings.Repeat("a", 64), Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}},
+		Edit: json.RawMessage(`{"quantity":60}`)}, card, "k1", priv, up.Format(time.RFC3339))
+	if ok, why := VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
+		t.Fatal(why)
+	}
+	b := a
+	b.Edit = json.RawMessage(`{"quantity":500}`)
+	if ok, _ := VerifyApproval(b, card, up, up.Add(30*time.Minute), keys); ok {
+		t.Fatal("a changed edit verified")
+	}
+	raw, _ := json.Marshal(a)
+	if _, err := DecodeApproval(raw); err != nil {
+		t.Fatalf("a well-formed edit: %v", err)
+	}
+	for name, mut := range map[string]func(*Approval){
+		"edit without values": func(x *Approval) { x.Edit = nil },
+		"approve with values": func(x *Approval) { x.Decision = Approve },
+		"oversized edit values": func(x *Approval) {
+			x.Edit = json.RawMessage(`{"quantity":"` + strings.Repeat("9", MaxEditBytes) + `"}`)
+		},
+	} {
+		x := a
+		mut(&x)
+		raw, _ := json.Marshal(x)
+		if _, err := DecodeApproval(raw); err == nil || !strings.Contains(err.Error(), "edit") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -190,6 +190,8 @@ type Verdict struct {
 	// Approvals is how many distinct approvers the card needs, when more
 	// than one (Row.Quorum); the requester is never one of them.
 	Approvals int `json:"approvals,omitempty"`
+	// Editable are the args an approver may change (Row.Editable).
+	Editable []string `json:"editable,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -375,6 +377,7 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 		if n := row.ApprovalsFor(deref(valueCents)); n > 1 {
 			v.Approvals = n
 		}
+		v.Editable = row.Editable
 		req := EvidenceFor(Evidence, spec.Name, deref(valueCents))
 		v.Evidence = &req
 	}

@@ -566,3 +566,61 @@ func TestMalformedSessionsStopAtStepTwo(t *testing.T) {
 		}
 	}
 }
+
+// TestEditableFields: every field a row lets an approver edit is a
+// parameter of its tool, on an approve row, and never the store (an edit
+// must not move a card out of its approver's scope); the shipped transfer
+// row lets the quantity be edited and nothing else.
+func TestEditableFields(t *testing.T) {
+	p := Default()
+	for _, row := range Table {
+		if len(row.Editable) == 0 {
+			continue
+		}
+		def := func() *Definition {
+			for _, d := range p.DefinitionsFor(row.Roles[0]) {
+				if d.Name == row.Tool {
+					return &d
+				}
+			}
+			return nil
+		}()
+		if def == nil || p.Effective(row.Tool) != DecisionApprove {
+			t.Errorf("%s: editable fields on a row that shows no card", row.Tool)
+			continue
+		}
+		props, _ := def.InputSchema["properties"].(map[string]any)
+		for _, f := range row.Editable {
+			if _, ok := props[f]; !ok || f == "storeId" {
+				t.Errorf("%s: %q is not an editable parameter", row.Tool, f)
+			}
+		}
+	}
+	row, _ := p.Row("request_stock_transfer")
+	if len(row.Editable) != 1 || row.Editable[0] != "quantity" {
+		t.Errorf("transfers: editable %v, want [quantity]", row.Editable)
+	}
+}
+
+// TestApplyEdit: an edit replaces only editable fields and says what to fix otherwise.
+func TestApplyEdit(t *testing.T) {
+	args := json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","storeId":112}`)
+	got, err := ApplyEdit(args, json.RawMessage(`{"quantity":60}`), []string{"quantity"})
+	if err != nil || string(got) != `{"articleId":40211,"quantity":60,"reason":"stockout_risk","storeId":112}` {
+		t.Fatalf("%s %v", got, err)
+	}
+	for edit, want := range map[string]string{
+		`{"storeId":118}`:                   `"storeId" may not be edited; only quantity may`,
+		`{}`:                                "edit changes nothing",
+		`[60]`:                              "edit must be a JSON object",
+		`{"quantity":60,"quantity":61}`:     "appears twice",
+		`{"quantity":60,"articleId":40207}`: `"articleId" may not be edited`,
+	} {
+		if _, err := ApplyEdit(args, json.RawMessage(edit), []string{"quantity"}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("edit %s: %v, want %q", edit, err, want)
+		}
+	}
+	if _, err := ApplyEdit(args, json.RawMessage(`{"quantity":60}`), nil); err == nil || !strings.Contains(err.Error(), "nothing on this card may be edited") {
+		t.Errorf("a row with nothing editable: %v", err)
+	}
+}

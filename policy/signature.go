@@ -40,6 +40,8 @@ type signedDecision struct {
 	// Evidence is left out when absent, so decisions signed before it
 	// existed still verify.
 	Evidence *AuthEvidence `json:"evidence,omitempty"`
+	// Edit is left out when absent, for the same reason.
+	Edit json.RawMessage `json:"edit,omitempty"`
 }
 
 // unboundDecision is what signatures covered before they were bound to the
@@ -57,7 +59,7 @@ type unboundDecision struct {
 // ApprovalMessage is the canonical bytes a decision's signature covers.
 func ApprovalMessage(a Approval, card Card) []byte {
 	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: card.WorkflowID, RunID: card.RunID, ExpiresAt: card.ExpiresAt,
-		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence})
+		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence, Edit: a.Edit})
 	return b
 }
 

@@ -97,6 +97,9 @@ type Row struct {
 	RequesterTier string
 	// Quorum makes a card of a high value need several distinct approvers.
 	Quorum []Quorum
+	// Editable are the args an approver may change on the card (an edit
+	// runs the chain again and puts the card up as a new version).
+	Editable []string
 }
 
 // Quorum is the two-person rule (or more): a card worth more than
@@ -157,6 +160,6 @@ var Table = []Row{
 	{Tool: ToolRequestStockTransfer, Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
 		Limits:    []Limit{{Scope: PerStore, Window: Day, MaxCalls: 5, MaxCents: 200000}},
 		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}},
-		Quorum:    []Quorum{{AboveCents: 150000, Approvals: 2}}},
+		Quorum:    []Quorum{{AboveCents: 150000, Approvals: 2}}, Editable: []string{"quantity"}},
 	{Tool: ToolChangePrice, Roles: nil, Decision: DecisionDeny},
 }

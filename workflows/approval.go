@@ -75,7 +75,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ApprovalsNeeded = need
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
-		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need}
+		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: 1, Editable: v.Editable}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
 	}
@@ -94,12 +94,27 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
 		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
+		action: action, version: 1, editable: v.Editable,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
-	decision, ended, err := c.wait(&g, ttl)
+	wctx, cancel := workflow.WithCancel(ctx)
+	g.startTimers(wctx, ttl)
+	var decision policy.Approval
+	var ended CallStatus
+	for {
+		decision, ended, err = c.wait(&g)
+		if err != nil || ended != "" || decision.Decision != policy.Edit {
+			break
+		}
+		// An edit puts the card up again as a new version, or is refused.
+		if err = c.revise(&g, &v, decision); err != nil {
+			break
+		}
+	}
+	cancel()
 	if err != nil {
 		return ToolCallResult{}, err
 	}
-	card = g.pendingCard // with the approvals counted so far
+	card, action, hash = g.pendingCard, g.action, g.hash // the version that stands, with its approvals so far
 	outcome := "approved"
 	switch {
 	case ended == codeLocked:

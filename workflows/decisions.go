@@ -46,6 +46,23 @@ type guard struct {
 	need      int
 	requester string
 	approvals []policy.Approval
+	// action is what runs if approved; version counts the card's edits
+	// (1 until the first); editable are the args an edit may change.
+	action   json.RawMessage
+	version  int
+	editable []string
+	// timer ends the wait at the expiry; escalation fires at escalateAfter.
+	// Both are set once, when the card goes up, and last across edits.
+	timer, escalation workflow.Future
+}
+
+// startTimers starts the card's expiry timer and, if it escalates, its
+// escalation timer, under ctx (cancelled when the wait is over).
+func (g *guard) startTimers(ctx workflow.Context, ttl time.Duration) {
+	g.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
+	if g.escalateAfter > 0 && g.escalateAfter < ttl {
+		g.escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.escalateTo, g.escalateAfter)})
+	}
 }
 
 // received is one payload of the approval signal: a decision, or why the
@@ -66,14 +83,8 @@ type refusal struct {
 // wait returns the first decision that counts, or ends with
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
-func (c *call) wait(g *guard, ttl time.Duration) (policy.Approval, CallStatus, error) {
-	ctx, cancel := workflow.WithCancel(c.ctx)
-	defer cancel()
-	timer := workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
-	var escalation workflow.Future
-	if g.escalateAfter > 0 && g.escalateAfter < ttl {
-		escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.escalateTo, g.escalateAfter)})
-	}
+func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
+	timer, escalation := g.timer, g.escalation
 	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
 	for {
 		var batch []received
@@ -81,7 +92,7 @@ func (c *call) wait(g *guard, ttl time.Duration) (policy.Approval, CallStatus, e
 		sel := workflow.NewSelector(c.ctx)
 		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch, batchSize) })
 		sel.AddFuture(timer, func(workflow.Future) { expired = true })
-		if escalation != nil && !g.escalated {
+		if escalation != nil && !g.escalated && g.escalateTo != "" {
 			sel.AddFuture(escalation, func(workflow.Future) { escalate = true })
 		}
 		sel.Select(c.ctx)
@@ -161,6 +172,12 @@ func (g guard) judge(r received, now time.Time) refusal {
 	if f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now); f.code != policy.CodeOK {
 		return f
 	}
+	if r.a.Decision == policy.Edit {
+		if _, err := policy.ApplyEdit(g.action, r.a.Edit, g.editable); err != nil {
+			f.code, f.why = policy.CodeInvalidArguments, err.Error()
+			return f
+		}
+	}
 	if g.need > 1 {
 		if r.a.Approver.UserID == g.requester {
 			f.code, f.why = policy.CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", g.requester, g.need)
@@ -190,7 +207,11 @@ func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time
 			msg += " Their note: " + a.Reason
 		}
 		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.need)
-		if err := c.record(activities.AuditInput{Key: fmt.Sprintf("approval-%d", n), Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,
+		key := fmt.Sprintf("approval-%d", n)
+		if g.version > 1 {
+			key = fmt.Sprintf("v%d-approval-%d", g.version, n)
+		}
+		if err := c.record(activities.AuditInput{Key: key, Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,
 			Args: g.pendingCard.Args, StoreID: g.pendingCard.StoreID, Value: c.value(), Approver: &who, Evidence: a.Evidence}, g.pendingCard, false); err != nil {
 			return err
 		}

@@ -62,6 +62,8 @@ var goldenPaths = []struct {
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
 	{"transfer_two_person_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
 		[]policy.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
+	{"transfer_edited_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
+		[]policy.Approval{edit(storeManager(117), `{"quantity":35}`), approve(kofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 }
@@ -76,6 +78,7 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_approved":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
@@ -158,8 +161,9 @@ func TestRecordGoldenHistories(t *testing.T) {
 				t.Fatalf("%s: %v %+v", p.name, err, first)
 			}
 			time.Sleep(goldenWaits[p.name])
+			hash, version := first.ArgsHash, 1
 			for _, a := range p.decisions {
-				a.ArgsHash = first.ArgsHash
+				a.ArgsHash = hash
 				if a.Signature == "unsigned" {
 					a.Signature = ""
 				} else {
@@ -167,6 +171,11 @@ func TestRecordGoldenHistories(t *testing.T) {
 				}
 				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil && !strings.Contains(err.Error(), "already completed") {
 					t.Fatal(err)
+				}
+				if a.Decision == policy.Edit {
+					// The next decision is for the new version.
+					version++
+					hash = awaitVersion(t, s, run.GetID(), version).ArgsHash
 				}
 			}
 			if err := run.Get(context.Background(), nil); err != nil {
@@ -205,6 +214,20 @@ func TestRecordGoldenHistories(t *testing.T) {
 			}
 		}
 	}
+}
+
+// awaitVersion waits until a call's card is at version n and returns its status.
+func awaitVersion(t *testing.T, s *testenv.Stack, workflowID string, n int) workflows.Status {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		v, err := s.Client.QueryWorkflow(context.Background(), workflowID, "", workflows.StatusQuery)
+		var st workflows.Status
+		if err == nil && v.Get(&st) == nil && st.Version >= n {
+			return st
+		}
+	}
+	t.Fatalf("%s never reached card version %d", workflowID, n)
+	return workflows.Status{}
 }
 
 // replay replays a history as the execution it was recorded from: the

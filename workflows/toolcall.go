@@ -66,7 +66,9 @@ type Status struct {
 	ExpiresAt       string   `json:"expiresAt"`
 	ArgsHash        string   `json:"argsHash"`
 	// RunID is the run that shows the card; a signed decision names it.
-	RunID   string `json:"runId"`
+	RunID string `json:"runId"`
+	// Version counts the card's versions when an approver has edited it.
+	Version int `json:"version,omitempty"`
 	storeID int64
 }
 
@@ -271,13 +273,7 @@ func (c *call) check(value *int64) policy.Verdict {
 
 // preview runs the tool's read-only dry run as the user. A failure ends the call.
 func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallResult, error) {
-	var pv activities.PreviewResult
-	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: "dry run of " + c.in.Tool,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
-			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
-	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
-		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
+	pv, err := c.dryRun(v, "dry run of "+c.in.Tool)
 	if err == nil {
 		return pv, nil, nil
 	}
@@ -483,7 +479,11 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		}
 	}
 	workflow.GetLogger(c.ctx).Info("executed", "tool", c.in.Tool)
-	return c.result(StatusExecuted, policy.CodeOK, "Done. Quote the result to the person in your own words.", false, false, res.Result), nil
+	done := "Done. Quote the result to the person in your own words."
+	if c.status.Version > 1 {
+		done = "Done, as an approver edited it: what ran is in the result, and it differs from what you proposed. Tell the person what ran, in your own words."
+	}
+	return c.result(StatusExecuted, policy.CodeOK, done, false, false, res.Result), nil
 }
 
 // toolFacts are the spec facts the call acts on: those recorded with its

@@ -1,0 +1,95 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// ReviseInput is an approver's edit that passed the chain again: the new
+// version's verdict, value and intent, its audit row and the card it puts up.
+type ReviseInput struct {
+	Verdict        policy.Verdict `json:"verdict"`
+	ValueCents     int64          `json:"valueCents"`
+	PrevValueCents int64          `json:"prevValueCents"`
+	Intent         string         `json:"intent,omitempty"`
+	Audit          AuditInput     `json:"audit"`
+	Card           ProjectInput   `json:"card"`
+}
+
+// ReviseResult says whether the edit stands: ok, or the code and message
+// of what refused it (a limit, an equivalent card already up).
+type ReviseResult struct {
+	Code    policy.Code `json:"code"`
+	Message string      `json:"message,omitempty"`
+}
+
+// Revise is step 7 for an edited card: under the same bucket locks as
+// Admit, the limits are counted with the card's new value in place of its
+// old one; the card's intent moves to the new version's; and the edit's
+// audit row and the new card version are written together. A retry finds
+// its row and changes nothing.
+func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, error) {
+	wf, run := workflowIDs(ctx)
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return ReviseResult{}, fmt.Errorf("revise: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
+	keys := slices.Clone(in.Verdict.Limits)
+	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
+	for _, k := range keys {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
+			return ReviseResult{}, fmt.Errorf("revise: lock %s: %w", k.Key, err)
+		}
+	}
+	var one int
+	err = tx.QueryRow(ctx, `SELECT 1 FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = $3`, wf, run, in.Audit.Key).Scan(&one)
+	if err == nil {
+		return ReviseResult{Code: policy.CodeOK}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return ReviseResult{}, fmt.Errorf("revise: look up the edit: %w", err)
+	}
+	usage := make([]policy.Usage, 0, len(in.Verdict.Limits))
+	for _, k := range in.Verdict.Limits {
+		u, err := countUsage(ctx, tx, k)
+		if err != nil {
+			return ReviseResult{}, err
+		}
+		// The card already counts, at its old value: count it once, at the new.
+		u.Calls = max(0, u.Calls-1)
+		u.Cents = max(0, u.Cents-in.PrevValueCents)
+		usage = append(usage, u)
+	}
+	if v := policy.Admit(in.Verdict, &in.ValueCents, usage); v.Decision == policy.DecisionDeny {
+		return ReviseResult{Code: v.Code, Message: v.Message}, nil
+	}
+	if in.Intent != "" {
+		held, err := claimIntent(ctx, tx, wf, run, in.Intent, 0, a.running)
+		if err != nil {
+			return ReviseResult{}, err
+		}
+		if held != nil {
+			return ReviseResult{Code: policy.CodeAlreadyPending, Message: fmt.Sprintf("an equivalent card (%s) is already waiting, until %s", held.WorkflowID, held.ExpiresAt)}, nil
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM pending_intents WHERE workflow_id = $1 AND run_id = $2 AND intent <> $3`, wf, run, in.Intent); err != nil {
+			return ReviseResult{}, fmt.Errorf("revise: release the old intent: %w", err)
+		}
+	}
+	if _, err := a.insertAudit(ctx, tx, wf, run, in.Audit); err != nil {
+		return ReviseResult{}, err
+	}
+	if err := a.project(ctx, tx, wf, run, in.Card); err != nil {
+		return ReviseResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ReviseResult{}, fmt.Errorf("revise: commit: %w", err)
+	}
+	return ReviseResult{Code: policy.CodeOK}, nil
+}

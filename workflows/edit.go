@@ -1,0 +1,141 @@
+package workflows
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// revise runs an approver's edit: the chain again on the edited args (the
+// checks, a fresh dry run as the requester, the value against the hard
+// limit and the routing, the limits with the new value), and, if it all
+// passes, puts the card up as a new version: a new args hash (the old one
+// is refused from then on), value, approver role and evidence, and no
+// approvals counted yet. An edit that fails is refused like any decision,
+// audited with its code, and the card stays as it was.
+func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
+	refuse := func(code policy.Code, why string) error {
+		return c.refuseAll([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
+	}
+	args, err := policy.ApplyEdit(v.Args, a.Edit, g.editable)
+	if err != nil {
+		return refuse(policy.CodeInvalidArguments, err.Error())
+	}
+	nv := c.checkArgs(args, nil)
+	var pv activities.PreviewResult
+	if nv.Allowed() && nv.NeedsPreview {
+		if pv, err = c.dryRun(nv, "dry run of the edited "+c.in.Tool); err != nil {
+			code, msg, _, _ := upstreamFailure(err, true)
+			return refuse(code, "its dry run failed: "+msg)
+		}
+		if nv = c.checkArgs(args, &pv.ValueCents); nv.Allowed() && pv.Shortfall != "" {
+			return refuse(policy.CodeUpstreamError, "nothing can be planned: "+pv.Shortfall)
+		}
+	}
+	switch {
+	case !nv.Allowed():
+		return refuse(nv.Code, nv.Message)
+	case nv.Decision != policy.DecisionApprove || nv.NeedsPreview:
+		return refuse(policy.CodeInvalidArguments, "an edit must leave a card for a person to decide")
+	}
+	action := nv.Args
+	if len(pv.Action) > 0 {
+		action = pv.Action
+	}
+	hash, err := policy.ArgsHash(c.in.Tool, action)
+	if err != nil {
+		return fmt.Errorf("hash the edited action: %w", err)
+	}
+	if hash == g.hash {
+		return refuse(policy.CodeInvalidArguments, "it changes nothing that would run")
+	}
+	prev := c.status.ValueCents
+	need := max(1, nv.Approvals)
+	card := g.pendingCard
+	card.Args, card.ArgsHash, card.Card, card.ValueCents, card.ApproverRole = action, hash, pv.Card, pv.ValueCents, nv.ApproverRole
+	card.Evidence, card.ApprovalsNeeded, card.Approvals, card.CardVersion = nv.Evidence, need, nil, g.version+1
+	card.Justification = policy.JustificationOf(nv.Args)
+	if g.escalated && nv.EscalateTo != "" {
+		card.EscalatedTo = nv.EscalateTo
+	}
+	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", card.CardVersion, a.Approver.UserID, editSummary(a.Edit),
+		policy.Dollars(pv.ValueCents), policy.Dollars(prev), strings.ReplaceAll(string(nv.ApproverRole), "_", " "))
+	if a.Reason != "" {
+		msg += " Their note: " + a.Reason
+	}
+	intent, _ := policy.Intent(c.in.Tool, nv.StoreID, action)
+	in := activities.ReviseInput{Verdict: nv, ValueCents: pv.ValueCents, PrevValueCents: prev, Intent: intent, Card: card,
+		Audit: activities.AuditInput{Key: fmt.Sprintf("edited-%d", card.CardVersion), Event: activities.EventEdited, Reason: policy.CodeOK, Message: msg,
+			Args: action, StoreID: nv.StoreID, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
+	var res activities.ReviseResult
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, fmt.Sprintf("revise the card to version %d", card.CardVersion)), acts.Revise, in).Get(c.ctx, &res); err != nil {
+		return fmt.Errorf("revise the card: %w", err)
+	}
+	if res.Code != policy.CodeOK {
+		return refuse(res.Code, res.Message)
+	}
+	workflow.GetLogger(c.ctx).Info("card edited", "version", card.CardVersion, "by", a.Approver.UserID, "approverRole", nv.ApproverRole)
+	*v = nv
+	c.preview_ = &pv
+	g.role, g.hash, g.evidence, g.need, g.approvals, g.action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
+	g.escalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
+	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash
+	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
+	c.status.storeID = nv.StoreID
+	c.setStatus(StatusPendingApproval, policy.CodeOK)
+	return nil
+}
+
+// checkArgs runs steps 0-6 on other args of the same call (an edit's),
+// recorded like check.
+func (c *call) checkArgs(args json.RawMessage, value *int64) policy.Verdict {
+	saved := c.req.Args
+	c.req.Args = args
+	defer func() { c.req.Args = saved }()
+	return c.check(value)
+}
+
+// dryRun runs the tool's dry run as the requester and returns its error
+// instead of ending the call.
+func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResult, error) {
+	var pv activities.PreviewResult
+	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: summary,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
+			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
+	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
+		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
+	return pv, err
+}
+
+// editSummary says what an edit changes, as "quantity to 60", in key order.
+func editSummary(edit json.RawMessage) string {
+	canon, err := policy.Canonical(edit)
+	if err != nil {
+		return "the card"
+	}
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "the card"
+	}
+	var parts []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return "the card"
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "the card"
+		}
+		parts = append(parts, fmt.Sprintf("%v to %s", k, v))
+	}
+	return strings.Join(parts, ", ")
+}

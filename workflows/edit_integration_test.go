@@ -1,0 +1,73 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// TestEditThroughTheStack, on the dev server: ama edits her 40-case card to
+// 60 cases; it is revalued at $576.00 and routed to the area manager; her
+// approval of the old hash is refused, and so is kofi's of the old hash;
+// his approval of the new version runs 60 cases once.
+func TestEditThroughTheStack(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "e1",
+		Args: json.RawMessage(fortyCases), Session: ama("edits")})
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 {
+		t.Fatalf("%v %+v", err, first)
+	}
+	send := func(a policy.Approval) {
+		t.Helper()
+		a.Evidence = testenv.Evidence(a.Approver.UserID, time.Now())
+		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, testenv.Sign(a, first.CardRef())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRows := func(sql string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var n int
+			_ = s.Owner.QueryRow(ctx, sql, run.GetID()).Scan(&n)
+			if n >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d rows, want %d", sql, n, want)
+			}
+		}
+	}
+	send(policy.Approval{Decision: policy.Edit, ArgsHash: first.ArgsHash, Approver: amaID, Edit: json.RawMessage(`{"quantity":60}`)})
+	waitRows(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'edited' AND approver_id = 'ama' AND value_cents = 57600`, 1)
+	v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+	var st workflows.Status
+	if err != nil || v.Get(&st) != nil || st.Version != 2 || st.ValueCents != 57600 || st.ApproverRole != policy.RoleAreaManager || st.ArgsHash == first.ArgsHash {
+		t.Fatalf("after the edit: %v %+v", err, st)
+	}
+	send(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID})
+	send(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: kofiID})
+	waitRows(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused'`, 2)
+	send(policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash, Approver: kofiID})
+	res := awaitResult(t, run, 30*time.Second, "the edited transfer")
+	if res.Status != workflows.StatusExecuted {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+	var transfers int
+	var refusals []string
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1 AND quantity = 60`, run.GetID()).Scan(&transfers)
+	rows, _ := s.Owner.Query(ctx, `SELECT approver_id || '/' || reason FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' ORDER BY id`, run.GetID())
+	for rows.Next() {
+		var r string
+		_ = rows.Scan(&r)
+		refusals = append(refusals, r)
+	}
+	if transfers != 1 || len(refusals) != 2 || refusals[0] != "ama/role" || refusals[1] != "kofi/invalid_arguments" {
+		t.Fatalf("%d transfers of 60 cases; refusals %v", transfers, refusals)
+	}
+}
