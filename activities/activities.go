@@ -46,6 +46,8 @@ type Activities struct {
 	// Temporal reads an earlier run's result when a later run of the same
 	// call ID is refused; nil leaves that result out.
 	Temporal client.Client
+	// Webhook, when set, hears about cards (Notify).
+	Webhook *Webhook
 }
 
 // New returns the activities with their dependencies: the worker's pool,
@@ -66,4 +68,5 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Project, activity.RegisterOptions{Name: "Project"})
 	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: "Record"})
 	w.RegisterActivityWithOptions(a.Revise, activity.RegisterOptions{Name: "Revise"})
+	w.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: "Notify"})
 }

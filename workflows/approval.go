@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -87,6 +88,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		who, c.status.ExpiresAt), false, false, nil)
 	c.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
+	c.notify(activities.CardEventPending, card, "")
 
 	escalateAfter, err := c.escalation(v, ttl)
 	if err != nil {
@@ -124,6 +126,19 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	case decision.Decision == policy.Reject:
 		outcome = "rejected"
 	}
+	decided, by := activities.CardApproved, decision.Approver.UserID
+	switch outcome {
+	case "locked", "rejected":
+		decided = activities.CardRejected
+	case "expired":
+		decided = activities.CardExpired
+	}
+	if ended != "" {
+		by = ""
+	}
+	decidedCard := card
+	decidedCard.Status = decided
+	c.notify(activities.CardEventDecided, decidedCard, by)
 	c.countApproval(outcome)
 	if ended == "" {
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
@@ -187,8 +202,38 @@ func (c *call) escalate(g *guard) error {
 	workflow.GetLogger(c.ctx).Info("card escalated", "to", g.escalateTo)
 	card := g.pendingCard
 	card.EscalatedTo = g.escalateTo
-	return c.record(activities.AuditInput{Key: "escalated", Event: activities.EventEscalated, Reason: policy.CodeOK, Message: msg,
-		Args: card.Args, StoreID: card.StoreID, Value: c.value()}, card, true)
+	if err := c.record(activities.AuditInput{Key: "escalated", Event: activities.EventEscalated, Reason: policy.CodeOK, Message: msg,
+		Args: card.Args, StoreID: card.StoreID, Value: c.value()}, card, true); err != nil {
+		return err
+	}
+	c.notify(activities.CardEventEscalated, card, "")
+	return nil
+}
+
+// notify tells the webhook about the card, when one was in force as the
+// card went up: delivered by an activity with retries, not waited for
+// until the call ends (a slow receiver never holds a card up).
+func (c *call) notify(event string, card activities.ProjectInput, decidedBy string) {
+	if !c.hooks {
+		return
+	}
+	ev := activities.CardEvent{Type: event, WorkflowID: c.key, RunID: c.status.RunID, CardVersion: max(1, card.CardVersion), Status: card.Status,
+		Tool: c.in.Tool, StoreID: card.StoreID, ValueCents: card.ValueCents, Card: card.Card, ApproverRole: card.ApproverRole,
+		EscalatedTo: card.EscalatedTo, ApprovalsNeeded: max(1, card.ApprovalsNeeded), ExpiresAt: card.ExpiresAt, DecidedBy: decidedBy}
+	opts := workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: fmt.Sprintf("webhook %s v%d", event, ev.CardVersion),
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrWebhookRefused, activities.ErrBadInput}}}
+	c.sent = append(c.sent, workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Notify, ev))
+}
+
+// awaitHooks lets the card's deliveries finish (each is bounded by its
+// retry policy) before the call ends; a failed one is logged.
+func (c *call) awaitHooks() {
+	for _, f := range c.sent {
+		if err := f.Get(c.ctx, nil); err != nil {
+			workflow.GetLogger(c.ctx).Warn("webhook not delivered", "error", err)
+		}
+	}
 }
 
 // trust is what a decision is checked against: the keys that may sign it
@@ -196,12 +241,14 @@ func (c *call) escalate(g *guard) error {
 type trust struct {
 	Keys    policy.ApprovalKeys `json:"keys"`
 	Issuers []string            `json:"issuers"`
+	// Hooks says card events go to the webhook (absent before webhooks).
+	Hooks bool `json:"hooks,omitempty"`
 }
 
 // trust records the deployment's trust in force when the card goes up, so
 // a redeploy with other keys or providers never changes a card in flight.
 func (c *call) trust() (trust, error) {
-	t := trust{Keys: c.settings.ApprovalKeys, Issuers: c.settings.ApproverIssuers}
+	t := trust{Keys: c.settings.ApprovalKeys, Issuers: c.settings.ApproverIssuers, Hooks: c.settings.Webhooks}
 	var got trust
 	if c.version < 4 {
 		// Calls recorded before evidence recorded the keys alone.
@@ -219,6 +266,7 @@ func (c *call) trust() (trust, error) {
 	if err != nil {
 		return got, fmt.Errorf("approval trust: %w", err)
 	}
+	c.hooks = got.Hooks
 	return got, nil
 }
 

@@ -26,6 +26,8 @@ import (
 type fixture struct {
 	db   string
 	acts *activities.Activities
+	// webhooks runs the calls with a webhook in force (acts.Webhook).
+	webhooks bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -47,7 +49,7 @@ func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(logging.Temporal(zap.NewNop()))
 	env := suite.NewTestWorkflowEnvironment()
-	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}})
+	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}, Webhooks: f.webhooks})
 	activities.Register(env, f.acts)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})
 	if during != nil {

@@ -90,6 +90,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
 	c.status.storeID = nv.StoreID
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
+	c.notify(activities.CardEventPending, card, "")
 	return nil
 }
 

@@ -3,12 +3,15 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -64,9 +67,14 @@ var goldenPaths = []struct {
 		[]policy.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
 	{"transfer_edited_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
 		[]policy.Approval{edit(storeManager(117), `{"quantity":35}`), approve(kofiID)}},
+	{"transfer_webhook_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
+		[]policy.Approval{{Decision: policy.Reject, Approver: kofiID, Reason: "not this week"}}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 }
+
+// goldenHooks are paths recorded on a worker with a webhook in force.
+var goldenHooks = map[string]bool{"transfer_webhook_rejected": true}
 
 // goldenSignIns are paths whose person is signed out: the call waits for a
 // sign-in, and is resumed with the credential named here ("" never is).
@@ -79,6 +87,7 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_edited_approved":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_webhook_rejected":              {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
@@ -119,9 +128,17 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 // writes the histories of paths that have none yet to testdata/golden;
 // =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second})
+	plain := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second})
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(receiver.Close)
+	hooked := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second,
+		Webhook: &activities.Webhook{URL: receiver.URL, Secret: []byte("golden webhook secret, 32 characters")}})
 	record := os.Getenv("TOOLGATE_RECORD_GOLDEN") != ""
 	for _, p := range goldenPaths {
+		s := plain
+		if goldenHooks[p.name] {
+			s = hooked
+		}
 		in := p.in
 		in.ToolCallID, in.Session = p.name, ama("golden")
 		if who, ok := goldenRequesters[p.name]; ok {

@@ -90,6 +90,9 @@ type Settings struct {
 	// SignInTTL is how long a call waits for the person to sign in;
 	// DefaultSignInTTL when zero.
 	SignInTTL time.Duration
+	// Webhooks says the worker has a webhook to tell about cards (the
+	// Notify activity); recorded with the approval trust when a card goes up.
+	Webhooks bool
 }
 
 // DefaultEscalateAfter escalates an unanswered card at half its TTL.
@@ -117,6 +120,7 @@ func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResu
 		return res, err
 	}
 	c.finish(res)
+	c.awaitHooks()
 	return res, workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
@@ -211,6 +215,9 @@ type call struct {
 	signInTimer   workflow.Future
 	signInTTL     time.Duration
 	signInExpires string
+	// hooks says card events go to the webhook; sent are their deliveries.
+	hooks bool
+	sent  []workflow.Future
 	// pending names the equivalent card an already_pending call waits for.
 	pending json.RawMessage
 	// note is a rejection's note for the model.

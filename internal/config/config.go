@@ -5,6 +5,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ var Vars = []string{
 	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_STORES_CLAIM",
 	"APPROVALS_OIDC_ACR_VALUES", "IDP_ADDR", "IDP_ISSUER", "IDP_USERS_FILE", "IDP_CLIENT_ID", "IDP_CLIENT_SECRET", "IDP_REDIRECT_URIS",
 	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER", "TOOLGATE_SIGN_IN_TTL",
+	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
 }
 
 // Config is the environment a process runs with.
@@ -54,6 +56,9 @@ type Config struct {
 	UpstreamURL     string
 	MaxResultChars  int
 	ApprovalTTL     time.Duration
+	// Webhook (TOOLGATE_WEBHOOK_URL, TOOLGATE_WEBHOOK_SECRET, TOOLGATE_CARDS_URL)
+	// hears about cards; nil when no URL is set.
+	Webhook *Webhook
 	// SignInTTL (TOOLGATE_SIGN_IN_TTL) is how long a call waits for the
 	// person to sign in.
 	SignInTTL     time.Duration
@@ -192,6 +197,17 @@ func FromEnv() (Config, error) {
 		}
 		c.ApprovalTTL = d
 	}
+	if v := os.Getenv("TOOLGATE_WEBHOOK_URL"); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("TOOLGATE_WEBHOOK_URL=%q: want an http or https URL", v)
+		}
+		secret := os.Getenv("TOOLGATE_WEBHOOK_SECRET")
+		if len(secret) < MinSecretLength {
+			return c, fmt.Errorf("TOOLGATE_WEBHOOK_SECRET is %d characters: a webhook needs a random secret of at least %d (openssl rand -base64 32), shared with its receiver", len(secret), MinSecretLength)
+		}
+		c.Webhook = &Webhook{URL: v, Secret: []byte(secret), CardsURL: os.Getenv("TOOLGATE_CARDS_URL")}
+	}
 	if v := os.Getenv("TOOLGATE_SIGN_IN_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -200,6 +216,13 @@ func FromEnv() (Config, error) {
 		c.SignInTTL = d
 	}
 	return c, nil
+}
+
+// Webhook is where the worker tells about cards, and the secret it signs with.
+type Webhook struct {
+	URL      string
+	Secret   []byte
+	CardsURL string
 }
 
 // DevKeysFile is where `make dev` keeps its approval key pair. Processes

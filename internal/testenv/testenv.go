@@ -370,6 +370,8 @@ type StackOptions struct {
 	ApproverIssuers []string
 	// SignInTTL is how long a call waits for a sign-in (the default when zero).
 	SignInTTL time.Duration
+	// Webhook, when set, hears about cards.
+	Webhook *activities.Webhook
 }
 
 // NewStackWith starts a stack with options.
@@ -399,7 +401,9 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
-	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL}
+	s.Activities.Webhook = o.Webhook
+	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
+		Webhooks: o.Webhook != nil}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
 	return s
