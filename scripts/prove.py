@@ -97,6 +97,7 @@ GUARDS = [
     ("two-person: one approval is not enough", "workflows/decisions.go", "if r.a.Decision == policy.Approve && len(g.approvals)+1 < g.need {", "if false {", run("TwoPersonRule", "./workflows")),
     ("two-person: the requester never counts", "workflows/decisions.go", "\t\tif r.a.Approver.UserID == g.requester {", "\t\tif false {", run("TwoPersonRule", "./workflows")),
     ("two-person: one person counts once", "workflows/decisions.go", "\t\t\tif a.Approver.UserID == r.a.Approver.UserID {", "\t\t\tif false && a.Approver.UserID == r.a.Approver.UserID {", run("TwoPersonRule", "./workflows")),
+    ("edit: a card takes a bounded number of edits", "workflows/edit.go", "\tif g.version > MaxEdits {", "\tif false {", run("EditsAreBounded", "./workflows")),
     ("edit: the old args hash is refused after an edit", "workflows/edit.go", "g.role, g.hash, g.evidence, g.need, g.approvals, g.action = nv.ApproverRole, hash,", "g.role, g.hash, g.evidence, g.need, g.approvals, g.action = nv.ApproverRole, g.hash,", run("EditThenApprove", "./workflows")),
     ("edit: the edited args run the chain again", "workflows/edit.go", "\tcase !nv.Allowed():\n\t\treturn refuse(nv.Code, nv.Message)", "\tcase false:\n\t\treturn refuse(nv.Code, nv.Message)", run("EditThenApprove", "./workflows")),
     ("edit: only the row's editable fields change", "policy/approval.go", "\t\tif !slices.Contains(editable, k) {", "\t\tif false {", run("ApplyEdit|EditThenApprove", "./policy", "./workflows")),

@@ -13,6 +13,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// MaxEdits bounds the versions an edit can make of one card, so no
+// approver can grow a call's history without end; the next edit is refused.
+const MaxEdits = 5
+
 // revise runs an approver's edit: the chain again on the edited args (the
 // checks, a fresh dry run as the requester, the value against the hard
 // limit and the routing, the limits with the new value), and, if it all
@@ -23,6 +27,9 @@ import (
 func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	refuse := func(code policy.Code, why string) error {
 		return c.refuseAll([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
+	}
+	if g.version > MaxEdits {
+		return refuse(policy.CodeInvalidArguments, fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits))
 	}
 	args, err := policy.ApplyEdit(v.Args, a.Edit, g.editable)
 	if err != nil {

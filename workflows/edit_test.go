@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,4 +95,23 @@ func TestEditsCountAgainstTheLimits(t *testing.T) {
 // signed signs a decision for the card a status showed, now.
 func signed(env tenv, a policy.Approval, st workflows.Status) policy.Approval {
 	return testenv.SignAt(a, st.CardRef(env.id), env.Now())
+}
+
+// TestEditsAreBounded: a card takes MaxEdits edits; the next is refused and
+// the card stays at its last version.
+func TestEditsAreBounded(t *testing.T) {
+	f := newFixture(t)
+	var last workflows.Status
+	res := f.run(t, "edit", "many", "request_stock_transfer", `{"articleId":40211,"quantity":10,"reason":"stockout_risk"}`, ama(""), func(env tenv) {
+		for i := range workflows.MaxEdits + 1 {
+			decide(t, env, time.Duration(i+1)*time.Minute, nil, edit(amaID, fmt.Sprintf(`{"quantity":%d}`, 11+i)))
+		}
+		decide(t, env, 10*time.Minute, &last, policy.Approval{Decision: policy.Reject, Approver: amaID})
+	})
+	if res.Status != workflows.StatusRejected || last.Version != workflows.MaxEdits+1 || last.ValueCents != int64(10+workflows.MaxEdits)*960 {
+		t.Fatalf("%s; last version %+v", res.Status, last)
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = 'toolcall-edit-many' AND event = 'approval_refused' AND message LIKE '%the most it takes%'`); n != 1 {
+		t.Fatalf("%d refusals of the edit past the bound, want 1", n)
+	}
 }
