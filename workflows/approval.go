@@ -82,7 +82,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}
 	who := "a " + string(v.ApproverRole)
 	if need > 1 {
-		who = fmt.Sprintf("%d different people, each a %s,", need, v.ApproverRole)
+		who = fmt.Sprintf("%d different people with the role %s", need, v.ApproverRole)
 	}
 	pending := c.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
 		who, c.status.ExpiresAt), false, false, nil)

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
 	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
-	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != policy.RoleAreaManager {
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != policy.RoleAreaManager ||
+		!strings.Contains(first.Message, "Waiting for 2 different people with the role area_manager") {
 		t.Fatalf("%v %+v", err, first)
 	}
 	decideAs := func(who policy.Identity) {
