@@ -36,7 +36,7 @@ lint:
 	workflowcheck -config .workflowcheck.yaml ./...
 
 build:
-	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream ./approvals/cmd/approvals ./idp/cmd/idp
+	go build -o bin/ ./worker ./starter ./upstream/cmd/upstream ./approvals/cmd/approvals ./idp/cmd/idp ./mcpgate/cmd/mcp
 
 migrate:
 	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL (make dev migrates its private cluster itself)"; exit 1; }

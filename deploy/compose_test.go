@@ -45,7 +45,7 @@ func load(t *testing.T) map[string]service {
 // TestComposeMatchesTheCode checks every service, port and env name.
 func TestComposeMatchesTheCode(t *testing.T) {
 	svcs := load(t)
-	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals", "idp"}
+	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals", "idp", "mcp"}
 	for _, name := range want {
 		if _, ok := svcs[name]; !ok {
 			t.Fatalf("service %s is missing", name)
@@ -65,7 +65,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	}
 	// toolgate's own processes: one Dockerfile, the code's env names, the code's commands.
-	commands := map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals", "idp": "idp/cmd/idp"}
+	commands := map[string]string{"migrate": "starter", "upstream": "upstream/cmd/upstream", "worker": "worker", "approvals": "approvals/cmd/approvals", "idp": "idp/cmd/idp", "mcp": "mcpgate/cmd/mcp"}
 	for name, pkg := range commands {
 		svc := svcs[name]
 		if svc.Build == nil {
@@ -90,6 +90,9 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	}
 	ports := map[string]string{"temporal": "127.0.0.1:7233:7233", "temporal-ui": "127.0.0.1:8233:8080",
 		"upstream": "127.0.0.1:8081:8081", "idp": "127.0.0.1:8080:8080", "worker": "127.0.0.1:9090:9090"}
+	if !slices.Contains(svcs["idp"].Ports, "127.0.0.1:8090:8090") {
+		t.Error("the MCP server's port is not published")
+	}
 	for svc, port := range ports {
 		if !slices.Contains(svcs[svc].Ports, port) {
 			t.Errorf("%s does not publish %s", svc, port)

@@ -19,7 +19,10 @@ import (
 	"golang.org/x/oauth2"
 )
 
-const redirect = "http://127.0.0.1:1/callback"
+const (
+	redirect    = "http://127.0.0.1:1/callback"
+	mcpAudience = "http://127.0.0.1:8090/mcp"
+)
 
 type fixture struct {
 	p      *idp.Provider
@@ -51,7 +54,8 @@ func newFixture(t *testing.T) *fixture {
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	f.p, err = idp.New(idp.Options{Issuer: f.srv.URL, Users: users,
-		Clients: []idp.Client{{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: bcl.URL}}})
+		Clients: []idp.Client{{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: bcl.URL},
+			{ID: "mcp", Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: mcpAudience}}})
 	if err != nil {
 		t.Fatal(err)
 	}

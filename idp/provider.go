@@ -42,6 +42,13 @@ type Client struct {
 	// BackChannelLogoutURI receives a logout token when a person's sessions
 	// end at the provider (a lock, a role change).
 	BackChannelLogoutURI string
+	// Public marks a client that holds no secret (an MCP client, a CLI):
+	// PKCE instead, and loopback redirect URIs on any port (RFC 8252).
+	Public bool
+	// Audience, when set, makes the client's access tokens JWTs for that
+	// resource (RFC 9068: verifiable with the provider's JWKS), carrying the
+	// person's role, stores and sign-in (acr, amr, auth_time).
+	Audience string
 }
 
 // Options configure a Provider.
@@ -273,12 +280,19 @@ type authRequest struct {
 	acr      string
 	amr      []string
 	authTime time.Time
+	// audience is the resource the client's access tokens are for.
+	audience string
 }
 
-func (a *authRequest) GetID() string         { return a.id }
-func (a *authRequest) GetACR() string        { return a.acr }
-func (a *authRequest) GetAMR() []string      { return a.amr }
-func (a *authRequest) GetAudience() []string { return []string{a.req.ClientID} }
+func (a *authRequest) GetID() string    { return a.id }
+func (a *authRequest) GetACR() string   { return a.acr }
+func (a *authRequest) GetAMR() []string { return a.amr }
+func (a *authRequest) GetAudience() []string {
+	if a.audience != "" {
+		return []string{a.req.ClientID, a.audience}
+	}
+	return []string{a.req.ClientID}
+}
 func (a *authRequest) GetAuthTime() time.Time {
 	return a.authTime
 }

@@ -17,7 +17,14 @@ type Settings struct {
 	// Client is the card UI's registration (IDP_CLIENT_ID, IDP_CLIENT_SECRET,
 	// IDP_REDIRECT_URIS, IDP_BACKCHANNEL_LOGOUT_URI).
 	Client Client
+	// MCPClient is the public client MCP clients sign in with: PKCE,
+	// loopback redirects on any port, JWT access tokens for the MCP
+	// server's resource URL (IDP_MCP_CLIENT_ID, IDP_MCP_AUDIENCE).
+	MCPClient Client
 }
+
+// MCPRedirectURIs are the loopback callbacks MCP clients use (any port).
+var MCPRedirectURIs = []string{"http://127.0.0.1/callback", "http://localhost/callback", "http://127.0.0.1/oauth/callback", "http://localhost/oauth/callback"}
 
 // SettingsFromEnv reads the IDP_* variables, with loopback defaults.
 func SettingsFromEnv() Settings {
@@ -32,5 +39,7 @@ func SettingsFromEnv() Settings {
 	s.Client = Client{ID: env("IDP_CLIENT_ID", "toolgate-approvals"), Secret: os.Getenv("IDP_CLIENT_SECRET"),
 		RedirectURIs:         strings.Fields(strings.ReplaceAll(env("IDP_REDIRECT_URIS", "http://127.0.0.1:8080/auth/callback"), ",", " ")),
 		BackChannelLogoutURI: env("IDP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8080/auth/backchannel-logout")}
+	s.MCPClient = Client{ID: env("IDP_MCP_CLIENT_ID", "toolgate-mcp"), Public: true, RedirectURIs: MCPRedirectURIs,
+		Audience: env("IDP_MCP_AUDIENCE", "http://127.0.0.1:8090/mcp")}
 	return s
 }

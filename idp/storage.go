@@ -28,6 +28,11 @@ func (s *storage) CreateAuthRequest(_ context.Context, req *oidc.AuthRequest, _ 
 		return nil, oidc.ErrLoginRequired()
 	}
 	a := &authRequest{id: rand.Text(), created: s.p.opts.Now(), req: *req}
+	for _, c := range s.p.opts.Clients {
+		if c.ID == req.ClientID {
+			a.audience = c.Audience
+		}
+	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	for id, r := range s.p.requests { // forget abandoned requests
@@ -211,6 +216,24 @@ func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []
 	return nil, nil
 }
 
+// GetPrivateClaimsFromRequest puts, into a JWT access token, who the person
+// is and how they signed in: what a resource server (the MCP server) needs
+// to act for them without asking the provider again.
+func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, req op.TokenRequest, _ []string) (map[string]any, error) {
+	a, ok := req.(*authRequest)
+	if !ok || a.audience == "" {
+		return nil, nil
+	}
+	s.p.mu.Lock()
+	acc, found := s.p.accounts[a.user]
+	s.p.mu.Unlock()
+	if !found || acc.locked {
+		return nil, oidc.ErrAccessDenied().WithDescription("the account is locked")
+	}
+	return map[string]any{"preferred_username": acc.ID, ClaimRole: acc.Role, ClaimStores: acc.Stores,
+		"acr": a.acr, "amr": a.amr, "auth_time": a.authTime.Unix()}, nil
+}
+
 func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
 	return nil, errors.New("JWT profile grants are not supported")
 }
@@ -224,16 +247,31 @@ func (s *storage) Health(context.Context) error { return nil }
 // client is a registered relying party as op sees it.
 type client struct{ c Client }
 
-func (c client) GetID() string                       { return c.c.ID }
-func (c client) RedirectURIs() []string              { return c.c.RedirectURIs }
-func (c client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
-func (c client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
+func (c client) GetID() string          { return c.c.ID }
+func (c client) RedirectURIs() []string { return c.c.RedirectURIs }
+func (c client) ApplicationType() op.ApplicationType {
+	if c.c.Public {
+		return op.ApplicationTypeNative
+	}
+	return op.ApplicationTypeWeb
+}
+func (c client) AuthMethod() oidc.AuthMethod {
+	if c.c.Public {
+		return oidc.AuthMethodNone
+	}
+	return oidc.AuthMethodBasic
+}
 func (c client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c client) GrantTypes() []oidc.GrantType                                 { return []oidc.GrantType{oidc.GrantTypeCode} }
-func (c client) LoginURL(id string) string                                    { return "/login/password?authRequestID=" + id }
-func (c client) AccessTokenType() op.AccessTokenType                          { return op.AccessTokenTypeBearer }
+func (c client) GrantTypes() []oidc.GrantType { return []oidc.GrantType{oidc.GrantTypeCode} }
+func (c client) LoginURL(id string) string    { return "/login/password?authRequestID=" + id }
+func (c client) AccessTokenType() op.AccessTokenType {
+	if c.c.Audience != "" {
+		return op.AccessTokenTypeJWT
+	}
+	return op.AccessTokenTypeBearer
+}
 func (c client) IDTokenLifetime() time.Duration                               { return 5 * time.Minute }
 func (c client) IDTokenUserinfoClaimsAssertion() bool                         { return true }
 func (c client) ClockSkew() time.Duration                                     { return 0 }

@@ -76,7 +76,7 @@ func TestServicesRefuseAPowerfulRole(t *testing.T) {
 		}
 	}
 	owner := testenv.OwnerPool(t, url)
-	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole} {
+	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole, pg.MCPRole} {
 		for _, priv := range []string{"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
 			var has bool
 			if err := owner.QueryRow(ctx, `SELECT has_table_privilege($1, 'audit_log', $2)`, role, priv).Scan(&has); err != nil || has {

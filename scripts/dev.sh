@@ -79,6 +79,11 @@ bin/idp >.dev/idp.log 2>&1 &
 pids+=($!)
 bin/approvals >.dev/approvals.log 2>&1 &
 pids+=($!)
+# The MCP server: access tokens from the demo provider, for its resource URL.
+export MCP_ADDR="${MCP_ADDR:-127.0.0.1:8090}" MCP_OIDC_ISSUER="${MCP_OIDC_ISSUER:-$APPROVALS_OIDC_ISSUER}"
+export IDP_MCP_AUDIENCE="${IDP_MCP_AUDIENCE:-http://$MCP_ADDR/mcp}" MCP_AUDIENCE="${MCP_AUDIENCE:-http://$MCP_ADDR/mcp}"
+bin/mcp >.dev/mcp.log 2>&1 &
+pids+=($!)
 
 cat <<TXT
 
@@ -89,6 +94,7 @@ toolgate is running (logs in .dev/):
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   identity       $APPROVALS_OIDC_ISSUER   (demo OpenID provider; dev mode only)
+  MCP server     http://$MCP_ADDR/mcp   (OAuth: sign in at the demo provider; bin/starter token --user ama prints a token)
   PostgreSQL     $DATABASE_URL
 Demo users (passwords and TOTP secrets live in .dev/idp-users.json; bin/idp users prints them again):
 $users_table

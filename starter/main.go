@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -41,6 +42,7 @@ const usage = `usage:
   starter keygen  [--id KEY_ID]
   starter search-attributes
   starter migrate
+  starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
   starter credential --user U --role R --stores 112[,118] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
@@ -110,6 +112,8 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
 		fmt.Fprintf(out, "# every Temporal client and worker: the payload encryption keys (comma-separate while rotating) and the one to write with\nTOOLGATE_CODEC_KEYS=%s\nTOOLGATE_CODEC_KEY_ID=%s\n", codec.NewKey(*id), *id)
 		return nil
+	case "token":
+		return tokenCmd(cfg, args[1:], out)
 	case "credential":
 		return credentialCmd(cfg, args[1:], out)
 	case "migrate":
@@ -128,6 +132,52 @@ func run(args []string, out io.Writer) error {
 // handle, bound to the role, stores and sign-in strength given (dev mode
 // only: it reuses the demo upstream secret of the user's seeded row). In a
 // deployment the agent backend's sign-in issues credentials.
+func tokenCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.String("user", "", "the demo user to sign in (ama, efua, kofi, yaw, adwoa)")
+	acr := fs.String("acr", policy.ACRPassword, "how strongly to sign in (pwd, or mfa with the user's TOTP code)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !cfg.DevMode {
+		return errors.New("token: signs in with a demo user's password from the users file, so it runs only in dev mode (TOOLGATE_DEV=1); a real MCP client signs in through the browser")
+	}
+	if !slices.Contains(policy.ACRLevels, *acr) {
+		return fmt.Errorf("token: --acr must be one of %v", policy.ACRLevels)
+	}
+	file := firstSet(os.Getenv("IDP_USERS_FILE"), ".dev/idp-users.json")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("token: the demo users (%s): %w; make dev writes it", file, err)
+	}
+	var users []idp.User
+	if err := json.Unmarshal(b, &users); err != nil {
+		return fmt.Errorf("token: %s: %w", file, err)
+	}
+	i := slices.IndexFunc(users, func(u idp.User) bool { return u.ID == *user })
+	if i < 0 {
+		return fmt.Errorf("token: %q is not a user in %s", *user, file)
+	}
+	issuer := firstSet(os.Getenv("MCP_OIDC_ISSUER"), os.Getenv("APPROVALS_OIDC_ISSUER"), os.Getenv("IDP_ISSUER"), "http://127.0.0.1:8082")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := idp.SignIn(ctx, issuer, firstSet(os.Getenv("IDP_MCP_CLIENT_ID"), "toolgate-mcp"), users[i], *acr)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	fmt.Fprintln(out, tok.AccessToken)
+	return nil
+}
+
+func firstSet(v ...string) string {
+	for _, s := range v {
+		if strings.TrimSpace(s) != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("credential", flag.ContinueOnError)
 	user := fs.String("user", "", "the demo user (ama, efua, kofi, yaw)")

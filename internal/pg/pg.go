@@ -16,6 +16,8 @@ const (
 	WorkerRole    = "toolgate_worker"
 	ApprovalsRole = "toolgate_approvals"
 	UpstreamRole  = "toolgate_upstream"
+	// MCPRole (migration 018) may only issue credentials for sign-ins.
+	MCPRole = "toolgate_mcp"
 )
 
 // ServiceURL is the owner's URL with the user replaced by role and the
@@ -75,7 +77,7 @@ func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Poo
 
 // RoleOf is a service's own role ("worker", "approvals", "upstream"), or "".
 func RoleOf(service string) string {
-	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole}[service]
+	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole, "mcp": MCPRole}[service]
 }
 
 func redactURL(s string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/upstream"
 )
 
@@ -32,7 +33,7 @@ func repoRoot() string {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals", "./idp/cmd/idp")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp")
 	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -75,6 +76,8 @@ func TestServicesRefuseDemoSecretsOutsideDevMode(t *testing.T) {
 		{"card UI with a short session key", "approvals", []string{"APPROVALS_SESSION_KEY=short", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_SESSION_KEY"},
 		{"card UI with no OpenID provider", "approvals", []string{"APPROVALS_SESSION_KEY=" + strings.Repeat("s", 40), "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_ISSUER"},
 		{"card UI in dev mode with no OpenID provider", "approvals", []string{"TOOLGATE_DEV=1", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_CLIENT_SECRET"},
+		{"MCP server with no OpenID provider", "mcp", nil, "MCP_OIDC_ISSUER"},
+		{"MCP server with a bad wait", "mcp", []string{"MCP_OIDC_ISSUER=http://127.0.0.1:1", "MCP_MAX_WAIT=soon"}, "MCP_MAX_WAIT"},
 		{"demo identity provider outside dev mode", "idp", []string{"IDP_CLIENT_SECRET=" + strings.Repeat("c", 40)}, "TOOLGATE_DEV"},
 		{"demo identity provider with a short client secret", "idp", []string{"TOOLGATE_DEV=1", "IDP_USERS_FILE=users.json", "IDP_CLIENT_SECRET=short"}, "IDP_CLIENT_SECRET"},
 	} {
@@ -121,6 +124,10 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 	t.Setenv("TOOLGATE_DEV", "1")
 	if u, err := upstream.SettingsFromEnv(); err != nil || u.Addr != "127.0.0.1:8081" {
 		t.Errorf("the upstream defaults to %q (%v), not 127.0.0.1:8081", u.Addr, err)
+	}
+	t.Setenv("MCP_OIDC_ISSUER", "http://127.0.0.1:8082")
+	if s, err := mcpgate.SettingsFromEnv(); err != nil || s.Addr != "127.0.0.1:8090" || s.Resource != "http://127.0.0.1:8090/mcp" {
+		t.Errorf("the MCP server defaults to %q (%s, %v), not 127.0.0.1:8090", s.Addr, s.Resource, err)
 	}
 	if s := idp.SettingsFromEnv(); s.Addr != "127.0.0.1:8082" || s.Issuer != "http://127.0.0.1:8082" {
 		t.Errorf("the demo identity provider defaults to %q (%s), not 127.0.0.1:8082", s.Addr, s.Issuer)

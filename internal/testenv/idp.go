@@ -27,6 +27,13 @@ type IdP struct {
 	last map[string]int64
 }
 
+// The public MCP client every test provider registers, and the audience of
+// its access tokens.
+const (
+	MCPClientID = "toolgate-mcp"
+	MCPAudience = "https://mcp.toolgate.test/mcp"
+)
+
 // NewIdP starts the demo provider for a card UI at clientURL (its
 // /auth/callback and /auth/backchannel-logout), with fresh seed users.
 func NewIdP(t testing.TB, clientURL string) *IdP {
@@ -50,7 +57,8 @@ func NewIdPWith(t testing.TB, clientURL string, now func() time.Time) *IdP {
 	}
 	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Now: now, Clients: []idp.Client{{
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
-		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"}}})
+		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
+		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience}}})
 	if err != nil {
 		t.Fatal(err)
 	}

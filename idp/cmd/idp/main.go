@@ -39,7 +39,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if len(set.Client.Secret) < config.MinSecretLength {
 		return fmt.Errorf("IDP_CLIENT_SECRET must be a random secret of at least %d characters (the card UI's APPROVALS_OIDC_CLIENT_SECRET; make dev makes one)", config.MinSecretLength)
 	}
-	p, err := idp.New(idp.Options{Issuer: set.Issuer, Users: users, Logger: log, Clients: []idp.Client{set.Client}})
+	p, err := idp.New(idp.Options{Issuer: set.Issuer, Users: users, Logger: log, Clients: []idp.Client{set.Client, set.MCPClient}})
 	if err != nil {
 		return err
 	}

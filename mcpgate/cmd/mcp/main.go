@@ -1,0 +1,48 @@
+// Command mcp serves toolgate's MCP server on MCP_ADDR (127.0.0.1:8090).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
+	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/mcpgate"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+)
+
+func main() { config.Main("mcp", run) }
+
+func run(log *zap.Logger, cfg config.Config) error {
+	set, err := mcpgate.SettingsFromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, mcpgate.DefaultClaims, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	pool, err := cfg.OpenPool(ctx, "mcp")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	o := cfg.ClientOptions()
+	o.Logger = logging.Temporal(log)
+	c, err := client.DialContext(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, Verify: verify, Credential: mcpgate.VaultCredentials(pool),
+		Resource: set.Resource, AuthorizationServer: set.Issuer, MaxWait: set.MaxWait, Logger: log}).Handler())
+	log.Info("MCP server listening", zap.String("addr", set.Addr), zap.String("resource", set.Resource), zap.String("issuer", set.Issuer))
+	return httpserver.Run(ctx, srv)
+}

@@ -1,0 +1,82 @@
+package mcpgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Claims name where an access token carries the person's user ID, role
+// and stores (the demo provider's names by default).
+type Claims struct {
+	User, Role, Stores string
+}
+
+// DefaultClaims are the demo provider's claim names.
+var DefaultClaims = Claims{User: "preferred_username", Role: "toolgate_role", Stores: "toolgate_stores"}
+
+// NewVerifier discovers the OpenID provider (retrying for up to wait while
+// it starts) and returns a token check: a JWT access token signed with the
+// provider's JWKS key, from its issuer, for audience, unexpired, naming a
+// user, a role and stores.
+func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wait time.Duration) (func(context.Context, string) (Identity, error), error) {
+	var prov *oidc.Provider
+	var err error
+	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
+		if prov, err = oidc.NewProvider(ctx, issuer); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
+	}
+	v := prov.Verifier(&oidc.Config{ClientID: audience})
+	return func(ctx context.Context, raw string) (Identity, error) {
+		tok, err := v.Verify(ctx, raw)
+		if err != nil {
+			return Identity{}, err
+		}
+		var all map[string]any
+		if err := tok.Claims(&all); err != nil {
+			return Identity{}, err
+		}
+		id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, Expiry: tok.Expiry}
+		id.UserID, _ = all[claims.User].(string)
+		role, _ := all[claims.Role].(string)
+		id.Role = policy.Role(role)
+		if list, ok := all[claims.Stores].([]any); ok {
+			for _, s := range list {
+				if n, ok := s.(float64); ok && n >= 1 && n <= 99999 && n == float64(int64(n)) {
+					id.StoreIDs = append(id.StoreIDs, int64(n))
+				}
+			}
+		}
+		id.ACR, _ = all["acr"].(string)
+		if at, ok := all["auth_time"].(float64); ok {
+			id.AuthTime = time.Unix(int64(at), 0).UTC()
+		}
+		if !policy.ValidID(id.UserID) || id.Role == "" || len(id.StoreIDs) > policy.MaxSessionStores {
+			return Identity{}, errors.New("the token names no user, role or valid stores")
+		}
+		return id, nil
+	}, nil
+}
+
+// VaultCredentials issues a sign-in's credential through the vault's one
+// function the MCP server's role may call (migration 018).
+func VaultCredentials(pool *pgxpool.Pool) func(context.Context, Identity) (string, error) {
+	return func(ctx context.Context, id Identity) (string, error) {
+		var ref string
+		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in($1, $2, $3, $4, $5, $6, $7)`,
+			id.UserID, id.Issuer, id.Subject, string(id.Role), id.StoreIDs, id.ACR, id.AuthTime).Scan(&ref)
+		if err != nil {
+			return "", fmt.Errorf("issue a credential for %s: %w", id.UserID, err)
+		}
+		return ref, nil
+	}
+}

@@ -1,0 +1,348 @@
+// Package mcpgate is toolgate's front door for agents that speak the Model
+// Context Protocol: an OAuth-protected MCP server (streamable HTTP, the
+// official Go SDK) whose tools are toolgate's, each call a ToolCall
+// workflow started with Update-with-Start (docs/contract.md).
+package mcpgate
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+)
+
+// Wire names of the MCP server (docs/contract.md).
+const (
+	// Path is where the MCP endpoint is served.
+	Path = "/mcp"
+	// MetadataPath serves the protected-resource metadata (RFC 9728).
+	MetadataPath = "/.well-known/oauth-protected-resource"
+	// IdempotencyKeyMeta is the _meta key a client sets on tools/call so a
+	// retry attaches to the same call.
+	IdempotencyKeyMeta = "toolgate/idempotencyKey"
+	// StatusTool reads a call's outcome by its workflow ID.
+	StatusTool = "toolgate_call_status"
+)
+
+// Identity is who an access token says is calling, and how they signed in.
+type Identity struct {
+	Issuer   string
+	Subject  string
+	UserID   string
+	Role     policy.Role
+	StoreIDs []int64
+	ACR      string
+	AuthTime time.Time
+	Expiry   time.Time
+}
+
+// Server is the MCP server's dependencies.
+type Server struct {
+	Temporal  client.Client
+	TaskQueue string
+	// Verify checks a bearer access token (signature, issuer, audience,
+	// expiry) and returns who it is for.
+	Verify func(ctx context.Context, token string) (Identity, error)
+	// Credential returns the credential handle for a sign-in, issued once
+	// per sign-in: the model and the client never name one.
+	Credential func(ctx context.Context, id Identity) (string, error)
+	// Resource is this server's URL as clients reach it (…/mcp);
+	// AuthorizationServer is the OpenID provider that issues its tokens.
+	Resource            string
+	AuthorizationServer string
+	// MaxWait bounds how long a tools/call waits, sending progress, for a
+	// person to decide a card before it answers that the card is pending.
+	MaxWait time.Duration
+	Logger  *zap.Logger
+
+	mu          sync.Mutex
+	credentials map[string]string
+}
+
+// Handler serves the MCP endpoint, behind the bearer-token check and
+// cross-origin protection, and the protected-resource metadata.
+func (s *Server) Handler() http.Handler {
+	if s.Logger == nil {
+		s.Logger = zap.NewNop()
+	}
+	origin := strings.TrimSuffix(s.Resource, Path)
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: s.Resource,
+		AuthorizationServers: []string{s.AuthorizationServer}, BearerMethodsSupported: []string{"header"}, ScopesSupported: []string{"openid", "profile"},
+		ResourceName: "toolgate"})
+	mux := http.NewServeMux()
+	mux.Handle("GET "+MetadataPath, meta)
+	mux.Handle("GET "+MetadataPath+Path, meta)
+	streamable := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: 256 << 10})
+	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: origin + MetadataPath + Path})
+	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(streamable))))
+	return mux
+}
+
+// noBatches refuses a JSON-RPC batch: the protocol versions served
+// (2025-06-18 and later) have none, so a batch is an attempt to slip
+// several requests past per-request checks.
+func noBatches(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Body != nil {
+			br := bufio.NewReader(r.Body)
+			for {
+				b, err := br.Peek(1)
+				if err != nil || (b[0] != ' ' && b[0] != '\t' && b[0] != '\r' && b[0] != '\n') {
+					break
+				}
+				_, _ = br.ReadByte()
+			}
+			if b, err := br.Peek(1); err == nil && b[0] == '[' {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported: send one request per POST"}}`))
+				return
+			}
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{br, r.Body}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// verify adapts Verify to the SDK: the token's subject becomes the
+// session's user, so a session ID presented with another person's token is
+// refused by the SDK.
+func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	id, err := s.Verify(ctx, token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+	}
+	return &auth.TokenInfo{UserID: id.Issuer + "|" + id.Subject, Expiration: id.Expiry, Extra: map[string]any{"identity": id}}, nil
+}
+
+func identityOf(ti *auth.TokenInfo) (Identity, bool) {
+	if ti == nil {
+		return Identity{}, false
+	}
+	id, ok := ti.Extra["identity"].(Identity)
+	return id, ok
+}
+
+// serverFor builds the MCP server of a new session: the tools the token's
+// role may be offered, and the status tool. Denied tools never appear.
+func (s *Server) serverFor(r *http.Request) *mcp.Server {
+	id, ok := identityOf(auth.TokenInfoFromContext(r.Context()))
+	if !ok {
+		return nil
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: tools behind policy, approval and audit", Version: "1"}, &mcp.ServerOptions{
+		Instructions: "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next."})
+	for _, d := range policy.Default().DefinitionsFor(id.Role) {
+		destructive, open := d.Tier == policy.TierWrite || d.Tier == policy.TierIrreversible, false
+		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, Annotations: &mcp.ToolAnnotations{
+			ReadOnlyHint: d.Tier == policy.TierRead, DestructiveHint: &destructive, IdempotentHint: d.Idempotent, OpenWorldHint: &open}}, s.call(d.Name))
+	}
+	readOnly := true
+	srv.AddTool(&mcp.Tool{Name: StatusTool, Description: "Reads the outcome of one of your earlier toolgate calls by its callId (the idempotencyKey of its result), for example a card that was waiting for a person.",
+		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []string{"callId"},
+			"properties": map[string]any{"callId": map[string]any{"type": "string", "maxLength": 200, "description": "the call's idempotencyKey"}}},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &readOnly}}, s.status)
+	return srv
+}
+
+// call is the handler of one toolgate tool: it starts (or attaches to) the
+// ToolCall and answers with its outcome.
+func (s *Server) call(tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		id, ok := identityOf(req.Extra.TokenInfo)
+		if !ok {
+			return nil, errors.New("no signed-in person")
+		}
+		in, err := s.input(ctx, id, req, tool)
+		if err != nil {
+			return failure(err.Error()), nil
+		}
+		out, run, err := workflows.Call(ctx, s.Temporal, s.TaskQueue, in)
+		if err != nil {
+			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
+			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil
+		}
+		if out.Status == workflows.StatusPendingApproval && run != nil {
+			if final, done := s.await(ctx, req, run, out); done {
+				return result(final), nil
+			}
+		}
+		return result(out.ToolCallResult), nil
+	}
+}
+
+// input is the ToolCall input of an MCP tools/call: the session comes
+// from the access token and the credential from its sign-in, never from
+// the client or the model.
+func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolRequest, tool string) (workflows.ToolCallInput, error) {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	sessionID := strings.NewReplacer("-", "", "_", "").Replace(req.Session.ID())
+	conv, callID := "mcp."+sessionID, "c"+strings.ToLower(rand.Text())
+	if key, ok := req.Params.Meta[IdempotencyKeyMeta].(string); ok {
+		if !policy.ValidToolCallID(key) {
+			return workflows.ToolCallInput{}, fmt.Errorf("_meta %q must be 1 to 64 letters, digits, '_', '.' or ':'", IdempotencyKeyMeta)
+		}
+		// One key is one call for this person, whichever session retries it.
+		conv, callID = "mcp."+id.UserID, key
+	}
+	if len(conv) > policy.MaxIDLength {
+		conv = conv[:policy.MaxIDLength]
+	}
+	ref, err := s.credential(ctx, id)
+	if err != nil {
+		return workflows.ToolCallInput{}, err
+	}
+	return workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: args, Session: policy.Session{UserID: id.UserID, Role: id.Role,
+		StoreIDs: id.StoreIDs, SessionID: conv, ConversationID: conv, CredentialRef: ref}}, nil
+}
+
+// credential issues the sign-in's credential once and keeps its handle.
+func (s *Server) credential(ctx context.Context, id Identity) (string, error) {
+	key := fmt.Sprintf("%s|%s|%d|%s", id.Issuer, id.Subject, id.AuthTime.Unix(), id.ACR)
+	s.mu.Lock()
+	ref, ok := s.credentials[key]
+	s.mu.Unlock()
+	if ok {
+		return ref, nil
+	}
+	ref, err := s.Credential(ctx, id)
+	if err != nil {
+		s.Logger.Warn("no credential for the sign-in", zap.String("user", id.UserID), zap.Error(err))
+		return "", errors.New("the signed-in person has no credential for the store systems; ask them to sign in again")
+	}
+	s.mu.Lock()
+	if s.credentials == nil {
+		s.credentials = map[string]string{}
+	}
+	s.credentials[key] = ref
+	s.mu.Unlock()
+	return ref, nil
+}
+
+// await waits for a pending card's decision while the client keeps the
+// request open, sending progress every few seconds, up to MaxWait.
+func (s *Server) await(ctx context.Context, req *mcp.CallToolRequest, run client.WorkflowRun, out workflows.Outcome) (workflows.ToolCallResult, bool) {
+	wait := s.MaxWait
+	if wait <= 0 {
+		return workflows.ToolCallResult{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	done := make(chan workflows.ToolCallResult, 1)
+	go func() {
+		var res workflows.ToolCallResult
+		if run.Get(ctx, &res) == nil {
+			done <- res
+		}
+	}()
+	token := req.Params.GetProgressToken()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case res := <-done:
+			return res, true
+		case <-ctx.Done():
+			return workflows.ToolCallResult{}, false
+		case <-tick.C:
+			if token != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
+					Message: fmt.Sprintf("Waiting for a %s to approve: %s (until %s)", out.ApproverRole, out.Card, out.ExpiresAt)})
+			}
+		}
+	}
+}
+
+// result is the MCP result of a toolgate outcome: executed results as text
+// and structured content; refusals as isError with the code and the
+// message for the model; a pending card as a plain answer that a person
+// must approve.
+func result(r workflows.ToolCallResult) *mcp.CallToolResult {
+	structured := map[string]any{"status": r.Status, "code": r.Code, "message": r.Message, "retryable": r.Retryable, "authRequired": r.AuthRequired,
+		"result": r.Result, "card": r.Card, "callId": r.IdempotencyKey}
+	var text string
+	switch r.Status {
+	case workflows.StatusExecuted:
+		text = r.Message + "\n" + string(r.Result)
+	case workflows.StatusPendingApproval:
+		text = fmt.Sprintf("A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.", r.Card, r.Message, StatusTool, r.IdempotencyKey)
+	default:
+		text = fmt.Sprintf("%s (%s): %s", r.Status, r.Code, r.Message)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: structured,
+		IsError: r.Status != workflows.StatusExecuted && r.Status != workflows.StatusPendingApproval}
+}
+
+func failure(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
+}
+
+// status reads one of the caller's own calls: a call another person made
+// is not found.
+func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, ok := identityOf(req.Extra.TokenInfo)
+	if !ok {
+		return nil, errors.New("no signed-in person")
+	}
+	var args struct {
+		CallID string `json:"callId"`
+	}
+	if _, err := policy.DecodeStrict[struct {
+		CallID string `json:"callId"`
+	}](req.Params.Arguments, 1<<10); err != nil || json.Unmarshal(req.Params.Arguments, &args) != nil || args.CallID == "" {
+		return failure(`arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`), nil
+	}
+	notFound := failure(fmt.Sprintf("No call %q of yours was found. Use the idempotencyKey of one of your own results.", clipped(args.CallID)))
+	desc, err := s.Temporal.DescribeWorkflow(ctx, args.CallID, "")
+	if err != nil {
+		return notFound, nil
+	}
+	d := desc.RawResponse
+	by := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.RequestedByKey.GetName()]
+	var who string
+	if by == nil || json.Unmarshal(by.GetData(), &who) != nil || who != id.UserID {
+		return notFound, nil
+	}
+	if d.GetWorkflowExecutionInfo().GetCloseTime() != nil {
+		var res workflows.ToolCallResult
+		if err := s.Temporal.GetWorkflow(ctx, args.CallID, "").Get(ctx, &res); err != nil {
+			return failure("The call ended without a result; tell the person to check with support."), nil
+		}
+		return result(res), nil
+	}
+	v, err := s.Temporal.QueryWorkflow(ctx, args.CallID, "", workflows.StatusQuery)
+	var st workflows.Status
+	if err != nil || v.Get(&st) != nil {
+		return failure("The call's status could not be read right now; try again in a moment."), nil
+	}
+	return result(workflows.ToolCallResult{Status: st.Status, Code: policy.CodeOK, Message: fmt.Sprintf("Still %s (until %s). Tell the person; check again later.",
+		st.Status, st.ExpiresAt), Card: st.Card, IdempotencyKey: args.CallID, Result: json.RawMessage("{}")}), nil
+}
+
+func clipped(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

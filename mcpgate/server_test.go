@@ -1,0 +1,338 @@
+package mcpgate_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/mcpgate"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+	enums "go.temporal.io/api/enums/v1"
+	"go.uber.org/zap/zaptest"
+)
+
+// gate is the real stack behind an MCP server: the dev server, PostgreSQL,
+// the upstream, the worker, the demo provider.
+type gate struct {
+	s   *testenv.Stack
+	idp *testenv.IdP
+	url string
+}
+
+func newGate(t *testing.T, maxWait time.Duration) *gate {
+	t.Helper()
+	s := testenv.NewStack(t)
+	g := &gate{s: s, idp: testenv.NewIdP(t, "http://127.0.0.1:1")}
+	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
+		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
+		Resource:   srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zaptest.NewLogger(t)}).Handler()
+	return g
+}
+
+// token signs user in at the provider as the MCP client and returns the
+// access token.
+func (g *gate) token(t *testing.T, user, acr string) string {
+	t.Helper()
+	tok, err := idp.SignIn(context.Background(), g.idp.URL, testenv.MCPClientID, g.idp.Users[user], acr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.AccessToken
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// connect opens an MCP session with the official Go client.
+func (g *gate) connect(t *testing.T, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(r.StructuredContent)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func text(r *mcp.CallToolResult) string {
+	var out []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestMCPServer drives the MCP server through the real stack with the
+// official Go client: the OAuth protected resource's answers, tools/list
+// for a role, an executed read, a refusal, a retry with the same
+// idempotency key, and the token kept out of the call's history.
+func TestMCPServer(t *testing.T) {
+	g := newGate(t, 0)
+	ctx := context.Background()
+
+	resp, err := http.Post(g.url+mcpgate.Path, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+g.url+mcpgate.MetadataPath+mcpgate.Path+`"`) {
+		t.Fatalf("unauthenticated: %s, WWW-Authenticate %q", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
+	resp, err = http.Get(g.url + mcpgate.MetadataPath + mcpgate.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&meta)
+	_ = resp.Body.Close()
+	if meta.Resource != g.url+mcpgate.Path || !slices.Equal(meta.AuthorizationServers, []string{g.idp.URL}) {
+		t.Fatalf("protected-resource metadata: %+v", meta)
+	}
+
+	token := g.token(t, "ama", idp.ACRPassword)
+	cs := g.connect(t, token)
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	want := append(policy.Default().Offered(policy.RoleStoreManager), mcpgate.StatusTool)
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) || slices.Contains(names, "change_price") {
+		t.Fatalf("ama is offered %v, want %v", names, want)
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := structured(t, res); res.IsError || st["status"] != "executed" || !strings.Contains(text(res), `"cases":6`) {
+		t.Fatalf("get_stock: %v %s", st, text(res))
+	}
+	callID, _ := structured(t, res)["callId"].(string)
+
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211, "storeId": 118}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := structured(t, res); !res.IsError || st["code"] != "store_scope" {
+		t.Fatalf("another store's stock: %v", st)
+	}
+
+	task := &mcp.CallToolParams{Name: "create_task", Arguments: map[string]any{"kind": "shelf_check", "dueBy": "today"},
+		Meta: mcp.Meta{mcpgate.IdempotencyKeyMeta: "task.1"}}
+	first, err := cs.CallTool(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := g.connect(t, token).CallTool(ctx, task) // a retry from a new session
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := structured(t, first), structured(t, again)
+	var tasks int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.tasks`).Scan(&tasks)
+	if a["status"] != "executed" || a["callId"] != b["callId"] || a["callId"] != workflows.WorkflowID("mcp.ama", "task.1") || tasks != 1 {
+		t.Fatalf("a retry with the same key: %v then %v, %d tasks", a, b, tasks)
+	}
+
+	for _, id := range []string{callID, a["callId"].(string)} {
+		iter := g.s.Client.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(ev)
+			if strings.Contains(string(b), token[:40]) {
+				t.Fatal("the access token is in the call's history")
+			}
+		}
+	}
+	var leaked int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE position($1 in audit_log::text) > 0`, token[:40]).Scan(&leaked)
+	if leaked != 0 {
+		t.Fatal("the access token is in the audit log")
+	}
+}
+
+// TestMCPCardsWaitForAPerson: a transfer's card is pending; while the
+// client keeps the request open it gets progress and, once the card is
+// approved, the final result, once; with no wait, the answer says a person
+// must approve and the status tool reads the outcome later; another
+// person's call is not found.
+func TestMCPCardsWaitForAPerson(t *testing.T) {
+	g := newGate(t, 30*time.Second)
+	ctx := context.Background()
+	progress := make(chan string, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Message }})
+	waiting, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path,
+		HTTPClient: &http.Client{Transport: bearer{g.token(t, "ama", idp.ACRPassword), http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	go func() {
+		// Approve as soon as the card is up (and progress has been sent).
+		msg := <-progress
+		progress <- msg
+		ids := func() []string {
+			rows, _ := g.s.Owner.Query(ctx, `SELECT workflow_id FROM pending_action WHERE status = 'pending_approval'`)
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var id string
+				_ = rows.Scan(&id)
+				out = append(out, id)
+			}
+			return out
+		}()
+		for _, id := range ids {
+			_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: policy.RoleStoreManager,
+				StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
+		}
+	}()
+	params := &mcp.CallToolParams{Name: "request_stock_transfer", Arguments: map[string]any{"articleId": 40211, "quantity": 40, "reason": "stockout_risk"}}
+	params.SetProgressToken("t1")
+	res, err := waiting.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := structured(t, res)
+	if res.IsError || st["status"] != "executed" || !strings.Contains(<-progress, "Waiting for a store_manager to approve") {
+		t.Fatalf("a transfer approved while the client waits: %v %s", st, text(res))
+	}
+	var transfers int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, st["callId"]).Scan(&transfers)
+	if transfers != 1 {
+		t.Fatalf("%d transfers", transfers)
+	}
+
+	// Without waiting: the card is pending, and the status tool reads it.
+	g2 := newGate(t, 0)
+	cs := g2.connect(t, g2.token(t, "ama", idp.ACRPassword))
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_stock_transfer", Arguments: map[string]any{"articleId": 40211, "quantity": 41, "reason": "stockout_risk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = structured(t, res)
+	if res.IsError || st["status"] != "pending_approval" || !strings.Contains(text(res), "A person must approve") {
+		t.Fatalf("a pending card: %v %s", st, text(res))
+	}
+	id := st["callId"].(string)
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.StatusTool, Arguments: map[string]any{"callId": id}})
+	if structured(t, res)["status"] != "pending_approval" {
+		t.Fatalf("status of a pending card: %s", text(res))
+	}
+	other := g2.connect(t, g2.token(t, "efua", idp.ACRPassword))
+	res, _ = other.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.StatusTool, Arguments: map[string]any{"callId": id}})
+	if !res.IsError || !strings.Contains(text(res), "No call") {
+		t.Fatalf("efua reads ama's call: %s", text(res))
+	}
+}
+
+// TestMCPHostileInput: each gets the protocol's error and nothing runs.
+func TestMCPHostileInput(t *testing.T) {
+	g := newGate(t, 0)
+	ctx := context.Background()
+	ama := g.token(t, "ama", idp.ACRPassword)
+	post := func(token, body string, header map[string]string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.url+mcpgate.Path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for name, c := range map[string]struct {
+		token, body string
+		header      map[string]string
+		status      int
+	}{
+		"a forged token":        {ama[:len(ama)-4] + "AAAA", initialize, nil, http.StatusUnauthorized},
+		"another site's Origin": {ama, initialize, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		"malformed JSON-RPC":    {ama, `{"jsonrpc":"2.0","id":1,"method":`, nil, http.StatusBadRequest},
+		"an oversized body":     {ama, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"` + strings.Repeat("a", 300<<10) + `"}}`, nil, http.StatusRequestEntityTooLarge},
+		"a batch":               {ama, "[" + initialize + "," + initialize + "]", nil, http.StatusBadRequest},
+	} {
+		if resp, body := post(c.token, c.body, c.header); resp.StatusCode != c.status {
+			t.Errorf("%s: %s %s, want %d", name, resp.Status, body, c.status)
+		}
+	}
+	// A session opened by ama, presented with efua's token, is refused.
+	resp, _ := post(ama, initialize, nil)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatal("no session opened")
+	}
+	if resp, body := post(g.token(t, "efua", idp.ACRPassword), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": session}); resp.StatusCode < 400 {
+		t.Fatalf("another person's session: %s %s", resp.Status, body)
+	}
+	// A tool outside the role's list, and an unknown method, are protocol errors; nothing runs.
+	cs := g.connect(t, ama)
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "change_price", Arguments: map[string]any{"articleId": 40211, "newPriceCents": 1}}); err == nil {
+		t.Fatal("change_price was callable")
+	}
+	var calls int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM tool_calls`).Scan(&calls)
+	if calls != 0 {
+		t.Fatalf("%d calls ran from hostile input", calls)
+	}
+}

@@ -1,0 +1,46 @@
+package mcpgate
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Settings are the MCP server's environment (MCP_*), with loopback defaults.
+type Settings struct {
+	// Addr is where it listens (MCP_ADDR, 127.0.0.1:8090).
+	Addr string
+	// Resource is its URL as clients reach it (MCP_RESOURCE, http://Addr/mcp).
+	Resource string
+	// Audience is what its access tokens must be for (MCP_AUDIENCE, Resource).
+	Audience string
+	// Issuer is the OpenID provider that issues them (MCP_OIDC_ISSUER,
+	// else APPROVALS_OIDC_ISSUER).
+	Issuer string
+	// MaxWait bounds a tools/call's wait for a card (MCP_MAX_WAIT, 2m).
+	MaxWait time.Duration
+}
+
+// SettingsFromEnv reads the MCP_* variables; the error names the one to fix.
+func SettingsFromEnv() (Settings, error) {
+	env := func(k, def string) string {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	s := Settings{Addr: env("MCP_ADDR", "127.0.0.1:8090")}
+	s.Resource = env("MCP_RESOURCE", "http://"+s.Addr+Path)
+	s.Audience = env("MCP_AUDIENCE", s.Resource)
+	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
+	wait, err := time.ParseDuration(env("MCP_MAX_WAIT", "2m"))
+	if err != nil || wait < 0 {
+		return s, fmt.Errorf("MCP_MAX_WAIT=%q: want a Go duration such as 2m (0 never waits for a card)", os.Getenv("MCP_MAX_WAIT"))
+	}
+	s.MaxWait = wait
+	if s.Issuer == "" {
+		return s, fmt.Errorf("MCP_OIDC_ISSUER (or APPROVALS_OIDC_ISSUER) must name the OpenID provider that issues the MCP server's access tokens")
+	}
+	return s, nil
+}
