@@ -10,15 +10,20 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: dev test test-all lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
+.PHONY: dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
 	./scripts/dev.sh
 
 ## test: lint, then every test with the real dev server, PostgreSQL and Chromium (nothing skips).
-test: tools browser lint
+test: tools browser node lint
 	$(WITH_PG) $(MAKE) test-all
+
+## node: the npm packages of the tests that drive toolgate from other languages (official SDKs, pinned by package-lock.json).
+node:
+	@command -v npm >/dev/null 2>&1 || { echo "installing Debian's nodejs and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix mcpgate/testdata/client --no-audit --no-fund --loglevel=error
 
 test-all:
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...

@@ -257,19 +257,23 @@ func (s *Server) await(ctx context.Context, req *mcp.CallToolRequest, run client
 		}
 	}()
 	token := req.Params.GetProgressToken()
+	notify := func(n int) {
+		if token != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
+				Message: fmt.Sprintf("Waiting for a %s to approve: %s (until %s)", out.ApproverRole, out.Card, out.ExpiresAt)})
+		}
+	}
+	notify(1) // at once: the client learns a person must decide
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
-	for n := 1; ; n++ {
+	for n := 2; ; n++ {
 		select {
 		case res := <-done:
 			return res, true
 		case <-ctx.Done():
 			return workflows.ToolCallResult{}, false
 		case <-tick.C:
-			if token != nil {
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
-					Message: fmt.Sprintf("Waiting for a %s to approve: %s (until %s)", out.ApproverRole, out.Card, out.ExpiresAt)})
-			}
+			notify(n)
 		}
 	}
 }
