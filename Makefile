@@ -10,7 +10,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-pending
+.PHONY: dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -98,7 +98,12 @@ bench: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end' ; exit $${PIPESTATUS[0]}
 	cd bench/engines && go run ./chart
 	$(MAKE) bench-policy
+	$(MAKE) bench-mcp
 	$(MAKE) bench-pending
+
+## bench-mcp: an allowed read through the MCP server against the same read through the Go client, interleaved.
+bench-mcp: tools
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run TestMCPLatency -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|mcp_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires. About 15 minutes.

@@ -8,6 +8,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -143,8 +144,14 @@ func (c *Codec) DataConverter() converter.DataConverter {
 
 // Handler serves /encode and /decode for Temporal Web and the CLI's
 // --codec-endpoint, with the CORS preflight the Web UI sends from origins.
-func (c *Codec) Handler(origins []string) http.Handler {
+// With a token, every encode and decode must carry "Authorization: Bearer
+// <token>" (the remote codec protocol's authorization; the CLI's
+// --codec-auth): the endpoint decrypts every payload, so nobody else may
+// use it. An empty token leaves it open (dev mode only; the worker refuses
+// that elsewhere).
+func (c *Codec) Handler(origins []string, token string) http.Handler {
 	inner := converter.NewPayloadCodecHTTPHandler(c)
+	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && slices.Contains(origins, o) {
 			h := w.Header()
@@ -156,6 +163,11 @@ func (c *Codec) Handler(origins []string) http.Handler {
 		}
 		if r.Method == http.MethodOptions {
 			w.WriteHeader(http.StatusOK)
+			return
+		}
+		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate codec"`)
+			http.Error(w, "the codec endpoint needs Authorization: Bearer <CODEC_AUTH_TOKEN>", http.StatusUnauthorized)
 			return
 		}
 		inner.ServeHTTP(w, r)

@@ -2,11 +2,15 @@ package codec
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func TestEncryptDecryptRotate(t *testing.T) {
@@ -55,4 +59,52 @@ func TestEncryptDecryptRotate(t *testing.T) {
 	if _, err := stranger.Decode(enc); err == nil || !strings.Contains(err.Error(), "unknown key") {
 		t.Fatalf("unknown key: %v", err)
 	}
+}
+
+// TestEndpointAuthorization: with a token, encode and decode need it as a
+// bearer token (a missing or wrong one is 401 and decrypts nothing); the
+// browser's preflight needs none; without a token the endpoint is open.
+func TestEndpointAuthorization(t *testing.T) {
+	c, err := Parse(NewKey("k1"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := converter.GetDefaultDataConverter().ToPayload(map[string]any{"userId": "ama"})
+	enc, _ := c.Encode([]*commonpb.Payload{p})
+	body, _ := json.Marshal(map[string]any{"payloads": []any{json.RawMessage(mustProtoJSON(t, enc[0]))}})
+	token := strings.Repeat("t", 40)
+	do := func(h http.Handler, method, auth string) (int, string) {
+		req := httptest.NewRequest(method, "/decode", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	locked := c.Handler(nil, token)
+	for name, auth := range map[string]string{"no token": "", "a wrong token": "Bearer " + strings.Repeat("x", 40), "the token without Bearer": token} {
+		if code, out := do(locked, http.MethodPost, auth); code != http.StatusUnauthorized || strings.Contains(out, "ama") {
+			t.Errorf("%s: %d %s", name, code, out)
+		}
+	}
+	if code, out := do(locked, http.MethodPost, "Bearer "+token); code != http.StatusOK || !strings.Contains(out, "payloads") {
+		t.Fatalf("the right token: %d %s", code, out)
+	}
+	if code, _ := do(locked, http.MethodOptions, ""); code != http.StatusOK {
+		t.Errorf("preflight: %d", code)
+	}
+	if code, _ := do(c.Handler(nil, ""), http.MethodPost, ""); code != http.StatusOK {
+		t.Errorf("an open endpoint: %d", code)
+	}
+}
+
+func mustProtoJSON(t *testing.T, p *commonpb.Payload) []byte {
+	t.Helper()
+	b, err := protojson.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

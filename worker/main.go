@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,6 +25,9 @@ import (
 func main() { config.Main("worker", run) }
 
 func run(log *zap.Logger, cfg config.Config) error {
+	if why := cfg.CodecEndpointProblem(); why != "" {
+		return errors.New(why)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pool, err := cfg.OpenPool(ctx, "worker")
@@ -46,7 +50,10 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if cfg.Codec == nil {
 		log.Warn("TOOLGATE_CODEC_KEYS is empty: payloads are stored in plaintext (starter keygen makes a key)")
 	} else {
-		go serve(log, "codec endpoint", cfg.CodecAddr, cfg.Codec.Handler(cfg.CodecOrigins))
+		if cfg.CodecAuthToken == "" {
+			log.Warn("CODEC_AUTH_TOKEN is not set: the codec endpoint decrypts for anyone who reaches it (dev mode only)")
+		}
+		go serve(log, "codec endpoint", cfg.CodecAddr, cfg.Codec.Handler(cfg.CodecOrigins, cfg.CodecAuthToken))
 	}
 	if len(cfg.ApprovalKeys) == 0 {
 		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")

@@ -43,6 +43,7 @@ var Vars = []string{
 	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER", "TOOLGATE_SIGN_IN_TTL",
 	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
 	"MCP_ADDR", "MCP_RESOURCE", "MCP_AUDIENCE", "MCP_OIDC_ISSUER", "MCP_MAX_WAIT", "MCP_DATABASE_URL", "IDP_MCP_CLIENT_ID", "IDP_MCP_AUDIENCE",
+	"CODEC_AUTH_TOKEN",
 }
 
 // Config is the environment a process runs with.
@@ -81,6 +82,9 @@ type Config struct {
 	CodecAddr string
 	// CodecOrigins may call the codec endpoint from a browser (Temporal Web).
 	CodecOrigins []string
+	// CodecAuthToken (CODEC_AUTH_TOKEN) is the bearer token every encode and
+	// decode must carry; required outside dev mode.
+	CodecAuthToken string
 	// WorkflowCacheSize caps the calls a worker keeps in memory between
 	// tasks; an evicted call is replayed from its history when it wakes.
 	WorkflowCacheSize int
@@ -139,6 +143,7 @@ func FromEnv() (Config, error) {
 		MetricsAddr:       env("METRICS_ADDR", "127.0.0.1:9090"),
 		CodecAddr:         env("CODEC_ADDR", "127.0.0.1:8089"),
 		CodecOrigins:      strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
+		CodecAuthToken:    os.Getenv("CODEC_AUTH_TOKEN"),
 		ApprovalsAddr:     env("APPROVALS_ADDR", "127.0.0.1:8080"),
 		DevMode:           os.Getenv("TOOLGATE_DEV") == "1",
 		MaxResultChars:    4000,
@@ -224,6 +229,21 @@ type Webhook struct {
 	URL      string
 	Secret   []byte
 	CardsURL string
+}
+
+// CodecEndpointProblem says why the worker must not serve its codec endpoint
+// as configured, or "": the endpoint decrypts every payload, so outside dev
+// mode it needs a bearer token of at least MinSecretLength.
+func (c Config) CodecEndpointProblem() string {
+	switch {
+	case c.Codec == nil:
+		return ""
+	case c.CodecAuthToken == "" && !c.DevMode:
+		return fmt.Sprintf("CODEC_AUTH_TOKEN is not set: the codec endpoint (%s) decrypts every payload, so outside dev mode it needs a random bearer token of at least %d characters (openssl rand -base64 32); clients send it as Authorization: Bearer <token> (temporal --codec-auth)", c.CodecAddr, MinSecretLength)
+	case c.CodecAuthToken != "" && len(c.CodecAuthToken) < MinSecretLength:
+		return fmt.Sprintf("CODEC_AUTH_TOKEN is %d characters: use a random token of at least %d (openssl rand -base64 32)", len(c.CodecAuthToken), MinSecretLength)
+	}
+	return ""
 }
 
 // DevKeysFile is where `make dev` keeps its approval key pair. Processes

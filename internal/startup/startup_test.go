@@ -76,6 +76,8 @@ func TestServicesRefuseDemoSecretsOutsideDevMode(t *testing.T) {
 		{"card UI with a short session key", "approvals", []string{"APPROVALS_SESSION_KEY=short", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_SESSION_KEY"},
 		{"card UI with no OpenID provider", "approvals", []string{"APPROVALS_SESSION_KEY=" + strings.Repeat("s", 40), "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_ISSUER"},
 		{"card UI in dev mode with no OpenID provider", "approvals", []string{"TOOLGATE_DEV=1", "TOOLGATE_APPROVAL_SIGNING_KEY=" + testenv.SigningKeyEnv()}, "APPROVALS_OIDC_CLIENT_SECRET"},
+		{"worker with an open codec endpoint", "worker", []string{"TOOLGATE_CODEC_KEYS=" + testenv.CodecKeys}, "CODEC_AUTH_TOKEN"},
+		{"worker with a short codec token", "worker", []string{"TOOLGATE_CODEC_KEYS=" + testenv.CodecKeys, "CODEC_AUTH_TOKEN=short"}, "CODEC_AUTH_TOKEN"},
 		{"MCP server with no OpenID provider", "mcp", nil, "MCP_OIDC_ISSUER"},
 		{"MCP server with a bad wait", "mcp", []string{"MCP_OIDC_ISSUER=http://127.0.0.1:1", "MCP_MAX_WAIT=soon"}, "MCP_MAX_WAIT"},
 		{"demo identity provider outside dev mode", "idp", []string{"IDP_CLIENT_SECRET=" + strings.Repeat("c", 40)}, "TOOLGATE_DEV"},

@@ -97,7 +97,7 @@ var Codec = func() *codec.Codec {
 
 // CodecServer serves the codec endpoint on a loopback port, for CLI calls.
 func CodecServer(t testing.TB) string {
-	srv := httptest.NewServer(Codec.Handler([]string{"http://localhost:8233"}))
+	srv := httptest.NewServer(Codec.Handler([]string{"http://localhost:8233"}, ""))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
