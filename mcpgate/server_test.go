@@ -3,15 +3,20 @@ package mcpgate_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpgate"
@@ -24,15 +29,71 @@ import (
 // gate is the real stack behind an MCP server: the dev server, PostgreSQL,
 // the upstream, the worker, the demo provider.
 type gate struct {
-	s   *testenv.Stack
-	idp *testenv.IdP
-	url string
+	s     *testenv.Stack
+	idp   *testenv.IdP
+	url   string
+	cards string // the card UI
+}
+
+var (
+	authRequestIDRe = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
+	csrfRe          = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	hashRe          = regexp.MustCompile(`name="argsHash" value="([^"]+)"`)
+)
+
+// approveInTheCardUI signs user in at the card UI through the provider's
+// password page, as a browser would, and approves the card from its page.
+func (g *gate) approveInTheCardUI(user, workflowID string) error {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	page := func(resp *http.Response, err error) (string, error) {
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	login, err := page(c.Get(g.cards + "/"))
+	if err != nil {
+		return err
+	}
+	m := authRequestIDRe.FindStringSubmatch(login)
+	if m == nil {
+		return fmt.Errorf("not the provider's password page: %.300s", login)
+	}
+	if _, err := page(c.PostForm(g.idp.URL+"/login/password", url.Values{"authRequestID": {m[1]}, "username": {user}, "password": {g.idp.Users[user].Password}})); err != nil {
+		return err
+	}
+	card, err := page(c.Get(g.cards + "/cards/" + workflowID))
+	if err != nil {
+		return err
+	}
+	csrf, hash := csrfRe.FindStringSubmatch(card), hashRe.FindStringSubmatch(card)
+	if csrf == nil || hash == nil {
+		return fmt.Errorf("no decision form on the card: %.300s", card)
+	}
+	_, err = page(c.PostForm(g.cards+"/cards/"+workflowID+"/decision", url.Values{"csrf": {csrf[1]}, "argsHash": {hash[1]}, "decision": {"approve"}}))
+	return err
 }
 
 func newGate(t *testing.T, maxWait time.Duration) *gate {
 	t.Helper()
-	s := testenv.NewStack(t)
-	g := &gate{s: s, idp: testenv.NewIdP(t, "http://127.0.0.1:1")}
+	cards := &testenv.LateHandler{}
+	cardSrv := httptest.NewServer(cards)
+	t.Cleanup(cardSrv.Close)
+	id := testenv.NewIdP(t, cardSrv.URL)
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApproverIssuers: []string{id.URL}})
+	g := &gate{s: s, idp: id, cards: cardSrv.URL}
+	// The card UI, signing approvers in at the same provider.
+	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+		RedirectURL: cardSrv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
+		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
+		Signer: testenv.ApprovalSigner, SessionKey: []byte(strings.Repeat("k", 32)), Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
 	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

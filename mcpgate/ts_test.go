@@ -13,15 +13,14 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
-	"github.com/toolgate/toolgate/workflows"
 )
 
 // TestMCPWithTheTypeScriptClient drives the server with the official
 // TypeScript SDK from npm (testdata/client, installed by make test): the
 // OAuth flow from the server's 401 through the provider's sign-in,
 // tools/list as ama (no change_price), get_stock executed, store_scope
-// refused with isError, a transfer left pending and approved while the
-// client waits (with progress; the final result once), and a retry with
+// refused with isError, a transfer left pending and approved in the card
+// UI while the client waits (with progress; the final result once), and a retry with
 // the same _meta key from a new session attaching to the same workflow.
 func TestMCPWithTheTypeScriptClient(t *testing.T) {
 	dir, _ := filepath.Abs("testdata/client")
@@ -35,13 +34,14 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 	g := newGate(t, 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
+	approved := make(chan error, 1)
 	go func() {
-		// The approver: approve ama's card once it is up.
+		// The approver: ama approves her card in the card UI once it is up,
+		// while the TypeScript client's call waits.
 		for ctx.Err() == nil {
 			var id string
 			if g.s.Owner.QueryRow(ctx, `SELECT workflow_id FROM pending_action WHERE status = 'pending_approval' AND requested_by = 'ama'`).Scan(&id) == nil {
-				_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: policy.RoleStoreManager,
-					StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
+				approved <- g.approveInTheCardUI("ama", id)
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -92,6 +92,15 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 	}
 	if !got.StoreScope.IsError || got.StoreScope.Code != "store_scope" {
 		t.Errorf("another store: %+v", got.StoreScope)
+	}
+	if err := <-approved; err != nil {
+		t.Fatalf("approving in the card UI: %v", err)
+	}
+	var byCardUI int
+	_ = g.s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved' AND approver_id = 'ama' AND approver_issuer = $2`,
+		got.Transfer.CallID, g.idp.URL).Scan(&byCardUI)
+	if byCardUI != 1 {
+		t.Errorf("the card was not approved through the card UI's sign-in")
 	}
 	if got.Transfer.IsError || got.Transfer.Status != "executed" || got.Transfer.Progress < 1 {
 		t.Errorf("the transfer: %+v", got.Transfer)
