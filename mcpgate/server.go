@@ -180,6 +180,8 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil
 		}
+		s.Logger.Info("tool call", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("callId", out.IdempotencyKey),
+			zap.String("status", string(out.Status)), zap.String("code", string(out.Code)))
 		if out.Status == workflows.StatusPendingApproval && run != nil {
 			if final, done := s.await(ctx, req, run, out); done {
 				return result(final), nil

@@ -23,12 +23,15 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	enums "go.temporal.io/api/enums/v1"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // gate is the real stack behind an MCP server: the dev server, PostgreSQL,
 // the upstream, the worker, the demo provider.
 type gate struct {
+	logs  *observer.ObservedLogs // the MCP server's
 	s     *testenv.Stack
 	idp   *testenv.IdP
 	url   string
@@ -102,9 +105,11 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	g.url = srv.URL
+	core, logs := observer.New(zap.DebugLevel)
+	g.logs = logs
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
 		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
-		Resource:   srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zaptest.NewLogger(t)}).Handler()
+		Resource:   srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
 	return g
 }
 
@@ -260,6 +265,14 @@ func TestMCPServer(t *testing.T) {
 	if leaked != 0 {
 		t.Fatal("the access token is in the audit log")
 	}
+	for _, e := range append(g.s.Logs.All(), g.logs.All()...) {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), token[:40]) {
+			t.Fatalf("the access token is in a log line: %s", e.Message)
+		}
+	}
+	if len(g.logs.All()) == 0 || len(g.s.Logs.All()) == 0 {
+		t.Fatal("no log lines were kept to check")
+	}
 }
 
 // TestMCPCardsWaitForAPerson: a transfer's card is pending; while the
@@ -390,6 +403,13 @@ func TestMCPHostileInput(t *testing.T) {
 	cs := g.connect(t, ama)
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "change_price", Arguments: map[string]any{"articleId": 40211, "newPriceCents": 1}}); err == nil {
 		t.Fatal("change_price was callable")
+	}
+	// An unknown method in ama's own session is refused by the SDK (an HTTP
+	// error naming it, or JSON-RPC's "method not found").
+	_, _ = post(ama, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"Mcp-Session-Id": session})
+	if resp, body := post(ama, `{"jsonrpc":"2.0","id":3,"method":"tools/destroy","params":{}}`, map[string]string{"Mcp-Session-Id": session,
+		"MCP-Protocol-Version": "2025-11-25"}); resp.StatusCode < 400 && !strings.Contains(body, "-32601") {
+		t.Fatalf("an unknown method: %s %s", resp.Status, body)
 	}
 	var calls int
 	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM tool_calls`).Scan(&calls)
