@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workflows"
 	"go.yaml.in/yaml/v3"
 )
@@ -133,6 +134,13 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	if err != nil || !strings.Contains(string(dyn), "history.maximumSignalsPerExecution") || !strings.Contains(string(dyn), "limit.blobSize.error") ||
 		!strings.Contains(strings.Join(svcs["temporal"].Volumes, " "), "./deploy/temporal-dynamicconfig.yaml:") {
 		t.Errorf("the Temporal service does not mount deploy/temporal-dynamicconfig.yaml with the signal and payload limits (%v)", err)
+	}
+	// The compose server, the dev server of make dev and the tests' all run one task-queue partition.
+	dev, _ := os.ReadFile("../scripts/dev.sh")
+	for _, k := range []string{"matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"} {
+		if !strings.Contains(string(dyn), k+":\n  - value: 1") || !strings.Contains(string(dev), k+"=1") || !slices.Contains(testenv.DevServerArgs, k+"=1") {
+			t.Errorf("%s is not 1 in deploy/temporal-dynamicconfig.yaml, make dev and the tests alike", k)
+		}
 	}
 	env := func(svc, k string) string { return svcs[svc].Environment[k] }
 	checks := map[string]bool{

@@ -37,6 +37,8 @@ else
     --db-filename .dev/temporal.db --log-level warn \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value system.enableActivityEagerExecution=true \
+    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+    --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
     --dynamic-config-value history.maximumSignalsPerExecution=1000 \
     --dynamic-config-value limit.blobSize.error=262144 \
     --ui-codec-endpoint "http://${CODEC_ADDR:-127.0.0.1:8089}" "${sa_flags[@]}" \

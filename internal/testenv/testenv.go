@@ -259,6 +259,11 @@ var (
 var DevServerArgs = []string{
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+	// One task-queue partition: with the default four and a worker's two
+	// pollers, a first workflow task written to a partition nobody polls
+	// waited about 2 s to be forwarded (7 of 600 reads, BENCHMARKS.md).
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	// Bounds on what anyone with namespace access can pile onto one call:
 	// 1,000 signals per run and 256 KB per payload keep a flooded card's
 	// history far under Temporal's 50 MB limit (workflows.MaxRefusedDecisions
