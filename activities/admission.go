@@ -253,9 +253,11 @@ const freed = `
 			                  AND d.event IN ('rejected', 'expired'))`
 
 // currentValue is a decision row's value as it stands: an edited card
-// counts at its latest version's value.
-const currentValue = `coalesce((SELECT e.value_cents FROM audit_log e WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id
-			  AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)`
+// counts at its latest version's value (only cards can be edited, so other
+// rows skip the lookup).
+const currentValue = `CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
+			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
+			  ELSE a.value_cents END`
 
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.

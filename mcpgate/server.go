@@ -311,12 +311,10 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if !ok {
 		return nil, errors.New("no signed-in person")
 	}
-	var args struct {
+	args, err := policy.DecodeStrict[struct {
 		CallID string `json:"callId"`
-	}
-	if _, err := policy.DecodeStrict[struct {
-		CallID string `json:"callId"`
-	}](req.Params.Arguments, 1<<10); err != nil || json.Unmarshal(req.Params.Arguments, &args) != nil || args.CallID == "" {
+	}](req.Params.Arguments, 1<<10)
+	if err != nil || args.CallID == "" {
 		return failure(`arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`), nil
 	}
 	notFound := failure(fmt.Sprintf("No call %q of yours was found. Use the idempotencyKey of one of your own results.", clipped(args.CallID)))

@@ -124,23 +124,12 @@ func (g *gate) token(t *testing.T, user, acr string) string {
 	return tok.AccessToken
 }
 
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // connect opens an MCP session with the official Go client.
 func (g *gate) connect(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+		HTTPClient: testenv.Bearer(token)}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -287,7 +276,7 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Message }})
 	waiting, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path,
-		HTTPClient: &http.Client{Transport: bearer{g.token(t, "ama", idp.ACRPassword), http.DefaultTransport}}}, nil)
+		HTTPClient: testenv.Bearer(g.token(t, "ama", idp.ACRPassword))}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

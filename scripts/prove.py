@@ -102,7 +102,7 @@ GUARDS = [
     ("edit: the edited args run the chain again", "workflows/edit.go", "\tcase !nv.Allowed():\n\t\treturn refuse(nv.Code, nv.Message)", "\tcase false:\n\t\treturn refuse(nv.Code, nv.Message)", run("EditThenApprove", "./workflows")),
     ("edit: only the row's editable fields change", "policy/approval.go", "\t\tif !slices.Contains(editable, k) {", "\t\tif false {", run("ApplyEdit|EditThenApprove", "./policy", "./workflows")),
     ("edit: the signature covers the new values", "policy/signature.go", "Evidence: a.Evidence, Edit: a.Edit})", "Evidence: a.Evidence})", run("EditsAreSignedAndShaped", "./policy")),
-    ("edit: limits count an edited card at its new value", "activities/admission.go", "const currentValue = `coalesce((SELECT e.value_cents", "const currentValue = `coalesce((SELECT NULL::bigint", run("EditsCountAgainstTheLimits", "./workflows")),
+    ("edit: limits count an edited card at its new value", "activities/admission.go", "THEN coalesce((SELECT e.value_cents FROM audit_log e", "THEN coalesce((SELECT NULL::bigint FROM audit_log e", run("EditsCountAgainstTheLimits", "./workflows")),
     ("edit: an edit's own limit check counts the card once", "activities/revise.go", "u.Cents = max(0, u.Cents-in.PrevValueCents)", "u.Cents = max(0, u.Cents)", run("EditsCountAgainstTheLimits", "./workflows")),
     ("webhook: the signature covers the body", "activities/webhook.go", "\tm.Write(body)\n", "", run("WebhookDeliveries", "./activities")),
     ("webhook: card events go out when a webhook was in force", "workflows/approval.go", "\tc.hooks = got.Hooks\n", "\tc.hooks = false && got.Hooks\n", run("WebhookTellsApprovers", "./workflows")),

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -21,17 +20,6 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
 )
-
-type bearerRT struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
 
 // TestMCPLatency measures an allowed read (get_stock) through the MCP
 // server (the official Go client, one session, over loopback HTTP) against
@@ -56,7 +44,7 @@ func TestMCPLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: srv.URL + mcpgate.Path, HTTPClient: &http.Client{Transport: bearerRT{tok.AccessToken, http.DefaultTransport}}}, nil)
+		Endpoint: srv.URL + mcpgate.Path, HTTPClient: testenv.Bearer(tok.AccessToken)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

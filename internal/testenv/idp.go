@@ -118,3 +118,20 @@ func (f *IdP) LogoutToken(t testing.TB, iss, aud, sub string, withEvent bool) st
 	}
 	return tok
 }
+
+// Bearer is an HTTP client that sends token as its bearer token on every
+// request (an MCP client signed in).
+func Bearer(token string) *http.Client {
+	return &http.Client{Transport: bearer{token, http.DefaultTransport}}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
