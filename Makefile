@@ -28,7 +28,7 @@ node:
 
 test-all:
 	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
-	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x
+	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x
 	$(MAKE) chaos CHAOS_CALLS=60
 
 ## unit: the tests that need no service.
@@ -85,11 +85,14 @@ CHAOS_CALLS ?= 300
 chaos: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
-## fuzz: the chain and the sanitizer under go test -fuzz (make test runs a short pass).
+## fuzz: the chain, the plan against the reflective decoder, and the sanitizer under go test -fuzz
+## (make test runs a short pass).
 FUZZ_AUTHORIZE ?= 1000000x
+FUZZ_PLAN      ?= 1000000x
 FUZZ_SANITIZE  ?= 300000x
 fuzz:
 	go test -run='^$$' -fuzz=FuzzAuthorize -fuzztime=$(FUZZ_AUTHORIZE) ./policy
+	go test -run='^$$' -fuzz=FuzzPlanAgrees -fuzztime=$(FUZZ_PLAN) ./policy
 	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
 
 ## bench: toolgate against a bare workflow end to end (same dev server, upstream, PostgreSQL; interleaved),

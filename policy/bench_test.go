@@ -54,7 +54,7 @@ func BenchmarkDecide(b *testing.B) {
 	calls := benchCalls(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		c := calls[i%len(calls)]
+		c := &calls[i%len(calls)]
 		p.Decide(c.tool, c.args, c.sess, c.facts)
 	}
 }
@@ -71,7 +71,7 @@ func BenchmarkDecideAllowed(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		c := calls[i%len(calls)]
+		c := &calls[i%len(calls)]
 		p.Decide(c.tool, c.args, c.sess, c.facts)
 	}
 }
@@ -83,7 +83,7 @@ func BenchmarkAuthorizeRaw(b *testing.B) {
 	calls := benchCalls(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		c := calls[i%len(calls)]
+		c := &calls[i%len(calls)]
 		p.Authorize(Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
 	}
 }

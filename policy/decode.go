@@ -37,7 +37,11 @@ var grnID = regexp.MustCompile(`^GRN-[0-9]{1,10}$`)
 // and validates it. Unknown fields (including case variants), duplicate
 // fields, wrong types, trailing data and failed rules are errors whose text
 // names the field, the rule and the allowed values.
-func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
+func Decode(spec ToolSpec, raw json.RawMessage) (any, error) { return decode(spec, raw, true) }
+
+// decode is Decode; without the plan it takes the reflective path only
+// (the oracle the plan is tested against).
+func decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
 	fields := fieldsOf(spec.Args)
 	if len(raw) > MaxArgsBytes {
 		return nil, argErrorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
@@ -51,6 +55,11 @@ func Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
 	}
 	if trimmed[0] != '{' {
 		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
+	}
+	if pl := planOf(spec.Args); pl != nil && usePlan {
+		if v, ok := pl.decode(spec.Args, trimmed); ok {
+			return v, nil
+		}
 	}
 	if err := checkKeys(trimmed, fields); err != nil {
 		return nil, err

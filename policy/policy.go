@@ -17,14 +17,49 @@ type Policy struct {
 	specs map[string]ToolSpec
 	rows  map[string]Row
 	names []string
-	// entries joins spec, row and effective decision for one lookup per call.
+	// entries joins spec, row and effective decision for one lookup per
+	// call, found by the name's length first (a string compare, not a hash).
 	entries map[string]*entry
+	byLen   [][]*entry
 }
 
 type entry struct {
 	spec     ToolSpec
 	row      Row
 	decision Decision
+	// evidence holds EvidenceFor's answers for this tool, worked out once:
+	// the rules in order, then the strictest (Decide hands out pointers to
+	// them; Check copies).
+	evidence []evidenceAt
+	// denied is step 1's refusal, worded once: a refusal need not allocate.
+	denied string
+}
+
+type evidenceAt struct {
+	upToCents int64
+	req       Requirement
+}
+
+func (e *entry) evidenceFor(valueCents int64) *Requirement {
+	for i := range e.evidence {
+		if e.evidence[i].upToCents == 0 || valueCents <= e.evidence[i].upToCents {
+			return &e.evidence[i].req
+		}
+	}
+	return &e.evidence[len(e.evidence)-1].req
+}
+
+// lookup finds a registered tool's entry; only exact names match.
+func (p *Policy) lookup(tool string) *entry {
+	if len(tool) >= len(p.byLen) {
+		return nil
+	}
+	for _, e := range p.byLen[len(tool)] {
+		if e.spec.Name == tool {
+			return e
+		}
+	}
+	return nil
 }
 
 // New builds a policy from specs and rows. Every tool needs exactly one row
@@ -66,7 +101,19 @@ func New(specs []ToolSpec, rows []Row) (*Policy, error) {
 		if _, ok := p.rows[n]; !ok {
 			return nil, fmt.Errorf("policy: tool %q has no policy row", n)
 		}
-		p.entries[n] = &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
+		e := &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
+		for _, r := range Evidence {
+			if r.Tool == n {
+				e.evidence = append(e.evidence, evidenceAt{upToCents: r.UpToCents, req: Requirement{ACR: r.ACR, MaxAgeSeconds: int64(r.MaxAge.Seconds())}})
+			}
+		}
+		e.evidence = append(e.evidence, evidenceAt{req: StrictestEvidence})
+		e.denied = n + " is not available to assistants. Do not retry; tell the person this has to be done by the responsible team."
+		p.entries[n] = e
+		for len(p.byLen) <= len(n) {
+			p.byLen = append(p.byLen, nil)
+		}
+		p.byLen[len(n)] = append(p.byLen[len(n)], e)
 	}
 	return p, nil
 }
@@ -219,8 +266,8 @@ func deny(step Step, msg string) Verdict {
 // Check runs steps 0 to 6, everything that needs no counting. A passing
 // verdict is the record the workflow keeps: the canonical args, the tool's
 // spec facts, and the limits step 7 must count, with their bounds.
-func (p *Policy) Check(req Request, valueCents *int64) Verdict {
-	e, v := p.front(req.Tool, req.Session)
+func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
+	e := p.front(&v, req.Tool, &req.Session)
 	if e == nil {
 		return v
 	}
@@ -228,10 +275,14 @@ func (p *Policy) Check(req Request, valueCents *int64) Verdict {
 	if err != nil {
 		return deny(StepArguments, err.Error())
 	}
-	if v = p.steps4to6(e, args, req.Session, valueCents); !v.Allowed() {
+	if p.steps4to6(&v, e, args, &req.Session, valueCents); v.Decision == DecisionDeny {
 		return v
 	}
-	canonical, err := json.Marshal(args)
+	if v.Evidence != nil {
+		req := *v.Evidence
+		v.Evidence = &req
+	}
+	canonical, err := encodeArgs(args)
 	if err != nil {
 		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
 	}
@@ -261,7 +312,7 @@ func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
 	}
 	value := deref(valueCents)
 	for i, k := range v.Limits {
-		if l := (Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}); exceeds(l, usage[i], value) {
+		if l := (Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}); exceeds(&l, &usage[i], value) {
 			return limitDenial(k.Tool, l, v.StoreID, usage[i], value)
 		}
 	}
@@ -278,99 +329,113 @@ func (p *Policy) Authorize(req Request, f Facts) Verdict {
 // type (a pointer, as Decode returns), with usage and value as facts. It
 // records nothing (no canonical args, no limit keys), so an allowed call
 // costs no allocation.
-func (p *Policy) Decide(tool string, args any, s Session, f Facts) Verdict {
-	e, v := p.front(tool, s)
+//
+// The verdict's Evidence points into the policy: read it, never write it.
+func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
+	e := p.front(&v, tool, &s)
 	if e == nil {
 		return v
 	}
-	if v = p.steps4to6(e, args, s, f.ValueCents); !v.Allowed() || v.NeedsPreview {
+	if p.steps4to6(&v, e, args, &s, f.ValueCents); v.Decision == DecisionDeny || v.NeedsPreview {
 		return v
 	}
 	if len(f.Usage) != len(e.row.Limits) {
 		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
 	}
-	for i, l := range e.row.Limits {
-		if exceeds(l, f.Usage[i], deref(f.ValueCents)) {
-			return limitDenial(tool, l, v.StoreID, f.Usage[i], deref(f.ValueCents))
+	for i := range e.row.Limits {
+		if l := &e.row.Limits[i]; exceeds(l, &f.Usage[i], deref(f.ValueCents)) {
+			return limitDenial(tool, *l, v.StoreID, f.Usage[i], deref(f.ValueCents))
 		}
 	}
 	return v
 }
 
 // front runs steps 0 to 2: registered, not denied, a sound session with a
-// listed role. A nil entry comes with the refusal.
-func (p *Policy) front(tool string, s Session) (*entry, Verdict) {
-	e, ok := p.entries[tool]
-	if !ok {
-		return nil, deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
+// listed role. A nil entry comes with the refusal in v.
+func (p *Policy) front(v *Verdict, tool string, s *Session) *entry {
+	e := p.lookup(tool)
+	if e == nil {
+		*v = deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
 			clip(tool), strings.Join(p.Offered(s.Role), ", ")))
+		return nil
 	}
 	if e.decision == DecisionDeny {
-		return nil, deny(StepNotDenied, e.spec.Name+" is not available to assistants. Do not retry; tell the person this has to be done by the responsible team.")
+		*v = deny(StepNotDenied, e.denied)
+		return nil
 	}
-	if why := s.Problem(); why != "" {
-		return nil, deny(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
+	if why := s.problem(); why != "" {
+		*v = deny(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
+		return nil
 	}
 	if !slices.Contains(e.row.Roles, s.Role) {
-		return nil, deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
+		*v = deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
+		return nil
 	}
-	return e, Verdict{}
+	return e
 }
 
 // steps4to6 runs steps 4 to 6 on decoded args: a credential when the tool
 // needs one, the stores the args name (filling the session's first when
 // they name none), and the dry run's value against the hard limit and the
 // approver routing. A dry-run tool without its value yet passes with
-// NeedsPreview set.
-func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Verdict {
+// NeedsPreview set. The verdict is written to v, which must be zero.
+func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCents *int64) {
 	spec, row, decision := &e.spec, &e.row, e.decision
 	if spec.RequiresCredential && (s.CredentialRef == "" || s.UserID == "") {
-		v := deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
+		*v = deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
 		v.AuthRequired = true
-		return v
+		return
 	}
 	var store int64
 	if sc, ok := args.(StoreScoped); ok {
 		if sc.Store() == nil {
 			if len(s.StoreIDs) == 0 {
-				return deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
+				*v = deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
+				return
 			}
 			// The session is the agent backend's, not the model's: a store it
 			// lists must still be a valid store (the bounds of StoreArg's tag).
 			if id := s.StoreIDs[0]; id < MinStoreID || id > MaxStoreID {
-				return deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
+				*v = deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
 					s.StoreIDs[0]))
+				return
 			}
 			sc.SetStore(s.StoreIDs[0])
 		}
 		store = *sc.Store()
-		if !s.Owns(store) {
-			return deny(StepStoreScope, fmt.Sprintf("Store %d is not one of the signed-in person's stores (%s). Call again with storeId set to one of them, or leave storeId out.",
+		if !s.owns(store) {
+			*v = deny(StepStoreScope, fmt.Sprintf("Store %d is not one of the signed-in person's stores (%s). Call again with storeId set to one of them, or leave storeId out.",
 				store, joinIDs(s.StoreIDs)))
+			return
 		}
 	}
-	v := Verdict{Decision: decision, Code: CodeOK, StoreID: store, Message: "Allowed.", RequesterTier: row.RequesterTier}
+	// v is still zero here: set fields one by one, not a whole Verdict
+	// through the pointer (a fifth of Decide's time).
+	v.Decision, v.Code, v.StoreID, v.Message, v.RequesterTier = decision, CodeOK, store, "Allowed.", row.RequesterTier
 	if decision == DecisionApprove {
 		v.Message = "Waiting for a person to approve."
 	}
 	if spec.DryRun && valueCents == nil {
 		// Step 6 needs the dry run's value; the caller previews and checks again.
 		v.NeedsPreview, v.Message = true, "Needs a dry run."
-		return v
+		return
 	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
-			return deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
+			*v = deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
+			return
 		}
 		if *valueCents > row.HardLimitCents {
-			return deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
+			*v = deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
 				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
+			return
 		}
 	}
 	if decision == DecisionApprove {
 		role, ok := row.ApproverFor(deref(valueCents))
 		if !ok {
-			return deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
+			*v = deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
+			return
 		}
 		v.ApproverRole = role
 		v.EscalateTo, _ = row.EscalationFor(role)
@@ -378,10 +443,8 @@ func (p *Policy) steps4to6(e *entry, args any, s Session, valueCents *int64) Ver
 			v.Approvals = n
 		}
 		v.Editable = row.Editable
-		req := EvidenceFor(Evidence, spec.Name, deref(valueCents))
-		v.Evidence = &req
+		v.Evidence = e.evidenceFor(deref(valueCents))
 	}
-	return v
 }
 
 func deref(n *int64) int64 {
@@ -393,7 +456,7 @@ func deref(n *int64) int64 {
 
 // exceeds is step 7 for one limit: its usage plus this call goes past a
 // bound.
-func exceeds(l Limit, u Usage, value int64) bool {
+func exceeds(l *Limit, u *Usage, value int64) bool {
 	return l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls || l.MaxCents > 0 && u.Cents+value > l.MaxCents
 }
 

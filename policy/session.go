@@ -18,7 +18,9 @@ type Session struct {
 }
 
 // Owns reports whether the session covers the store.
-func (s Session) Owns(store int64) bool {
+func (s Session) Owns(store int64) bool { return s.owns(store) }
+
+func (s *Session) owns(store int64) bool {
 	for _, id := range s.StoreIDs {
 		if id == store {
 			return true
@@ -33,7 +35,10 @@ const MaxSessionStores = 64
 // Problem says what is malformed in the session, or "" when it is sound.
 // IDs must be what the audit log stores verbatim, so a limit counted by
 // user ID counts the same user the audit rows name.
-func (s Session) Problem() string {
+func (s Session) Problem() string { return s.problem() }
+
+// problem is Problem without copying the session (the chain's hot path).
+func (s *Session) problem() string {
 	switch {
 	case !ValidID(s.UserID) && s.UserID != "":
 		return fmt.Sprintf("session.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)

@@ -17,7 +17,7 @@ def run(pattern, *pkgs):
 
 # (name, file, guard as written, guard removed, tests that must notice)
 GUARDS = [
-    ("step 0 unknown_tool", "policy/policy.go", "e, ok := p.entries[tool]\n\tif !ok {", "e, ok := p.entries[tool]\n\tif !ok && false {", UNIT),
+    ("step 0 unknown_tool", "policy/policy.go", "\t\tif e.spec.Name == tool {\n\t\t\treturn e", "\t\tif true {\n\t\t\treturn e", UNIT),
     ("step 1 tool_denied", "policy/policy.go", "if e.decision == DecisionDeny {", "if false {", UNIT),
     ("risk-tier floor", "policy/policy.go", "decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}", "decision: p.rows[n].Decision}", UNIT),
     ("step 2 role", "policy/policy.go", "if !slices.Contains(e.row.Roles, s.Role) {", "if false {", UNIT),
@@ -122,7 +122,15 @@ GUARDS = [
     ("card UI: sign-out ends the provider's session too", "approvals/auth.go", "if end := s.Auth.endSessionURL(deref(idToken)); end != \"\" {", "if end := s.Auth.endSessionURL(deref(idToken)); false && end != \"\" {", run("SignOutRevokes", "./approvals")),
     ("card UI: a card short of evidence sends the approver to step up", "approvals/server.go", "\tif c.Pending && !s.satisfies(sess, c.Evidence) {", "\tif false {", run("StepUpForTheBigCard", "./approvals")),
     ("the sanitizer normalises before matching", "sanitize/sanitize.go", "\tif isPlainASCII(s) {\n\t\treturn s", "\tif true {\n\t\treturn s", run("Bypasses|DisguisedSecrets", "./sanitize", "./workflows")),
-    ("a task's note is redacted at decode", "policy/decode.go", "f.SetString(sanitize.Text(f.String()))", "f.SetString(f.String())", run("MangroveToolsAsTheDomain", "./workflows")),
+    ("a task's note is redacted at decode", "policy/decode.go", "f.SetString(sanitize.Text(f.String()))", "f.SetString(f.String())", run("MangroveToolsAsTheDomain|PlanAgrees", "./workflows", "./policy")),
+    # Issue 16: the plan decodes the common call without reflection; it must
+    # never accept what the reflective path refuses, nor differ in value.
+    ("plan: a task's note is redacted", "policy/plan.go", "v.SetString(sanitize.Text(v.String()))", "v.SetString(sanitize.Text(v.String())[:0] + v.String())", run("MangroveToolsAsTheDomain|Plan", "./workflows", "./policy")),
+    ("plan: a key given twice", "policy/plan.go", "if fi < 0 || seen&(1<<fi) != 0 {", "if fi < 0 {", run("Plan|Decode", "./policy")),
+    ("plan: the tags' rules", "policy/plan.go", "if !f.rules.pass(f.kind, v) {", "if false {", run("Plan|Decode", "./policy")),
+    ("plan: strings count runes, as the validator does", "policy/plan.go", "size = int64(utf8.RuneCountInString(s))", "size = int64(len(s))", run("Plan", "./policy")),
+    ("plan: encoding/json's HTML escapes", "policy/plan.go", "case c < 0x20, c == '\"', c == '\\\\', c == '<', c == '>', c == '&':", "case c < 0x20, c == '\"', c == '\\\\':", run("Plan", "./policy")),
+    ("plan: a rule it does not know leaves the type to the validator", "policy/plan.go", "\t\tdefault:\n\t\t\treturn r, false\n\t\t}", "\t\tdefault:\n\t\t}", run("Plan", "./policy")),
     ("tools keep the domain's bounds", "policy/tools.go", "validate:\"required,min=1,max=500\"", "validate:\"required,min=1,max=10000\"", run("SchemasAreTheDomains", "./policy")),
     ("the sanitizer redacts keys", "sanitize/sanitize.go", "\t\t\tkey := Text(k)\n", "\t\t\tkey := k\n", run("Bypasses", "./sanitize")),
 ]

@@ -114,6 +114,7 @@ func TestEnginesAgree(t *testing.T) {
 // the benchmark measures the decision, not the adapter.
 type prepared struct {
 	in    Input
+	args  any
 	sess  tg.Session
 	facts tg.Facts
 }
@@ -131,7 +132,7 @@ func prepare(d *toolgateDecide, ins []Input) []prepared {
 			usage[j] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
 		}
 		v := in.Value
-		out[i] = prepared{in: in, sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
+		out[i] = prepared{in: in, args: d.args[in.Tool], sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
 			facts: tg.Facts{ValueCents: &v, Usage: usage}}
 	}
 	return out
@@ -181,7 +182,7 @@ func BenchmarkEngines(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				p := &pre[i%len(pre)]
-				tgd.p.Decide(p.in.Tool, tgd.args[p.in.Tool], p.sess, p.facts)
+				tgd.p.Decide(p.in.Tool, p.args, p.sess, p.facts)
 			}
 		})
 		b.Run("cedar/"+set.name, func(b *testing.B) {
