@@ -4,17 +4,43 @@ export PATH := $(CURDIR)/bin:$(PATH)
 export GOBIN := $(CURDIR)/bin
 
 TEMPORAL_VERSION    := v1.5.1
+# The Temporal server and Web UI of make cluster: the versions the CLI's dev server embeds.
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_UI_VERSION     := v2.42.1
 STATICCHECK_VERSION := v0.7.0
 WORKFLOWCHECK_VER   := v0.6.0
 # DATABASE_URL: set it to use your own server; unset, make dev and make test run a
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
+.PHONY: cluster cluster-tools test-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
 	./scripts/dev.sh
+
+## cluster: the same stack on a production-shaped Temporal: the server built from go.temporal.io/server on
+## PostgreSQL (persistence and visibility), frontend, history, matching and worker as separate processes,
+## the Web UI, and two toolgate workers (scripts/temporal-cluster.sh, deploy/temporal/cluster.yaml).
+cluster: tools cluster-tools build
+	TOOLGATE_CLUSTER=1 ./scripts/dev.sh
+
+## test-cluster: the integration and chaos suites against make cluster's Temporal (a fresh one on a private
+## PostgreSQL); the chaos run also kills a Temporal service (history or matching) and one of two workers.
+test-cluster: tools cluster-tools browser node build
+	$(WITH_PG) ./scripts/test-cluster.sh
+
+## cluster-tools: the Temporal server, its SQL schema tool and the Web UI server, into bin/ from the module proxy.
+cluster-tools: bin/temporal-server bin/temporal-sql-tool bin/temporal-ui-server
+
+bin/temporal-server:
+	GOBIN=$(CURDIR)/.gobin/server go install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && mkdir -p bin && mv .gobin/server/server $@
+
+bin/temporal-sql-tool:
+	GOBIN=$(CURDIR)/.gobin/sql go install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && mkdir -p bin && mv .gobin/sql/sql $@
+
+bin/temporal-ui-server:
+	GOBIN=$(CURDIR)/.gobin/ui go install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION) && mkdir -p bin && mv .gobin/ui/server $@
 
 ## test: lint, then every test with the real dev server, PostgreSQL and Chromium (nothing skips).
 test: tools browser node lint
@@ -26,8 +52,9 @@ node:
 	npm ci --prefix mcpgate/testdata/client --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/temporal-ts --no-audit --no-fund --loglevel=error
 
+# make test always runs its own dev server: a TEMPORAL_ADDRESS in your shell is for make test-cluster.
 test-all:
-	TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
+	env -u TEMPORAL_ADDRESS TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x
 	$(MAKE) chaos CHAOS_CALLS=60
 
@@ -77,13 +104,13 @@ reset:
 	rm -rf .dev
 
 clean:
-	rm -rf bin .dev
+	rm -rf bin .dev .gobin
 
 ## chaos: mixed calls while the worker is SIGKILLed at random and the upstream and PostgreSQL restart once each
 ## (make test runs 60 calls). It restarts only a private cluster; with your own DATABASE_URL it leaves PostgreSQL alone.
 CHAOS_CALLS ?= 300
 chaos: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env -u TEMPORAL_ADDRESS TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
 ## fuzz: the chain, the plan against the reflective decoder, and the sanitizer under go test -fuzz
 ## (make test runs a short pass).

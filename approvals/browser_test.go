@@ -163,10 +163,11 @@ func TestCardUIInABrowser(t *testing.T) {
 // its buttons do nothing, even when the form is forced.
 func TestExpiredCardInABrowser(t *testing.T) {
 	u := newUI(t, 4*time.Second)
+	ama := browser(t)
+	// Signed in first: the 4 s TTL runs from the card, and a sign-in on a busy machine can take longer.
+	signInAs(t, ama, u, "ama")
 	u.request(t, "exp", "c1", 40)
 	id := workflows.WorkflowID("exp", "c1")
-	ama := browser(t)
-	signInAs(t, ama, u, "ama")
 	do(t, ama, chromedp.Navigate(u.URL+"/cards/"+id), chromedp.WaitVisible(chromedp.CSS("#approve")), chromedp.Sleep(5*time.Second))
 	countdown := get(t, ama, chromedp.Text(chromedp.CSS(".countdown")))
 	disabled := get(t, ama, chromedp.Evaluate[bool](`document.querySelector("#approve").disabled`))

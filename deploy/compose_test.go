@@ -46,7 +46,7 @@ func load(t *testing.T) map[string]service {
 // TestComposeMatchesTheCode checks every service, port and env name.
 func TestComposeMatchesTheCode(t *testing.T) {
 	svcs := load(t)
-	want := []string{"postgres", "temporal", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals", "idp", "mcp"}
+	want := []string{"postgres", "temporal-schema", "temporal", "temporal-history", "temporal-matching", "temporal-worker", "temporal-setup", "temporal-ui", "migrate", "upstream", "worker", "approvals", "idp", "mcp"}
 	for _, name := range want {
 		if _, ok := svcs[name]; !ok {
 			t.Fatalf("service %s is missing", name)

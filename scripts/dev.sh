@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole toolgate stack on one machine until Ctrl-C:
 # Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker.
+# With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
+# (scripts/temporal-cluster.sh: PostgreSQL, four service processes, the Web UI) and two workers;
+# its PostgreSQL and logs live in .dev/cluster (the keys and demo users are shared with make dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
@@ -8,12 +11,15 @@ export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
-mkdir -p .dev
+cluster="${TOOLGATE_CLUSTER:-}"
+logs=.dev; [ -n "$cluster" ] && logs=.dev/cluster
+mkdir -p "$logs"
 pids=()
 private_pg=""
 cleanup() {
   trap - EXIT INT TERM
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  if [ -n "$cluster" ]; then ./scripts/temporal-cluster.sh stop "$logs/temporal"; fi
   if [ -n "$private_pg" ]; then ./scripts/pg.sh stop "$private_pg"; fi
 }
 trap cleanup EXIT INT TERM
@@ -22,15 +28,17 @@ if [ -n "${DATABASE_URL:-}" ]; then
   echo "using DATABASE_URL"
 else
   # A private cluster in .dev/pg (kept between runs, so the demo data stays; make reset forgets it).
-  chmod 755 .dev
-  private_pg=.dev/pg
+  chmod 755 .dev "$logs"
+  private_pg="$logs/pg"
   server="$(./scripts/pg.sh start "$private_pg")"
   export DATABASE_URL="${server%/postgres?*}/toolgate?sslmode=disable"
 fi
 
 host="${TEMPORAL_ADDRESS%:*}"; port="${TEMPORAL_ADDRESS##*:}"
 sa_flags=(); for sa in $(bin/starter search-attributes); do sa_flags+=(--search-attribute "$sa"); done
-if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+if [ -n "$cluster" ]; then
+  CODEC_URL="http://${CODEC_ADDR:-127.0.0.1:8089}" ./scripts/temporal-cluster.sh start "$logs/temporal" "$DATABASE_URL"
+elif (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
   echo "A Temporal server already answers at $TEMPORAL_ADDRESS; using it."
 else
   temporal server start-dev --ip "$host" --port "$port" --ui-port 8233 \
@@ -72,27 +80,32 @@ export IDP_BACKCHANNEL_LOGOUT_URI="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth
 # The worker trusts sign-ins from the demo provider, and (dev only) decisions `starter approve` vouches for.
 export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_ISSUER,urn:toolgate:operator}"
 bin/starter migrate
-bin/upstream >.dev/upstream.log 2>&1 &
+bin/upstream >"$logs/upstream.log" 2>&1 &
 pids+=($!)
-bin/worker >.dev/worker.log 2>&1 &
+bin/worker >"$logs/worker.log" 2>&1 &
 pids+=($!)
+if [ -n "$cluster" ]; then
+  # A second worker on the same task queue, with its own metrics and codec ports.
+  METRICS_ADDR=127.0.0.1:9091 CODEC_ADDR=127.0.0.1:8088 bin/worker >"$logs/worker2.log" 2>&1 &
+  pids+=($!)
+fi
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
-bin/idp >.dev/idp.log 2>&1 &
+bin/idp >"$logs/idp.log" 2>&1 &
 pids+=($!)
-bin/approvals >.dev/approvals.log 2>&1 &
+bin/approvals >"$logs/approvals.log" 2>&1 &
 pids+=($!)
 # The MCP server: access tokens from the demo provider, for its resource URL.
 export MCP_ADDR="${MCP_ADDR:-127.0.0.1:8090}" MCP_OIDC_ISSUER="${MCP_OIDC_ISSUER:-$APPROVALS_OIDC_ISSUER}"
 export IDP_MCP_AUDIENCE="${IDP_MCP_AUDIENCE:-http://$MCP_ADDR/mcp}" MCP_AUDIENCE="${MCP_AUDIENCE:-http://$MCP_ADDR/mcp}"
-bin/mcp >.dev/mcp.log 2>&1 &
+bin/mcp >"$logs/mcp.log" 2>&1 &
 pids+=($!)
 
 cat <<TXT
 
-toolgate is running (logs in .dev/):
-  Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233
+toolgate is running (logs in $logs/):
+  Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL)}
   upstream       $UPSTREAM_URL
-  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}
+  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers; the second's metrics on 127.0.0.1:9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   identity       $APPROVALS_OIDC_ISSUER   (demo OpenID provider; dev mode only)
@@ -105,5 +118,5 @@ Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":402
 Ctrl-C stops everything.
 TXT
 wait -n "${pids[@]}"
-echo "a process of the stack exited; see .dev/*.log" >&2
+echo "a process of the stack exited; see $logs/*.log" >&2
 exit 1

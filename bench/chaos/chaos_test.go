@@ -5,6 +5,9 @@
 // and restarting the upstream and PostgreSQL once each; then it checks
 // that nothing was lost, duplicated or run without authority.
 // Run it with `make chaos` (CHAOS_CALLS=300) or the short pass in make test.
+// Against make test-cluster's Temporal (TOOLGATE_TEMPORAL_CLUSTER_DIR) it
+// runs two workers, kills one of them at random each time, and kills one
+// Temporal service (history or matching) once, restarting it.
 package chaos
 
 import (
@@ -123,11 +126,22 @@ func TestChaos(t *testing.T) {
 	}
 	logs, _ := os.Create(filepath.Join(dir, "processes.log"))
 	upstream := &proc{t: t, name: "upstream", bin: filepath.Join(dir, "upstream"), env: env, dir: dir, log: logs}
-	worker := &proc{t: t, name: "worker", bin: filepath.Join(dir, "worker"), env: env, dir: dir, log: logs}
+	workers := []*proc{{t: t, name: "worker", bin: filepath.Join(dir, "worker"), env: env, dir: dir, log: logs}}
+	cluster := os.Getenv("TOOLGATE_TEMPORAL_CLUSTER_DIR")
+	if cluster != "" {
+		workers = append(workers, &proc{t: t, name: "worker2", bin: filepath.Join(dir, "worker"), env: env, dir: dir, log: logs})
+	}
 	upstream.start()
 	waitListening(upstreamAddr)
-	worker.start()
-	t.Cleanup(func() { worker.kill(); upstream.kill() })
+	for _, w := range workers {
+		w.start()
+	}
+	t.Cleanup(func() {
+		for _, w := range workers {
+			w.kill()
+		}
+		upstream.kill()
+	})
 
 	// The chaos: SIGKILL the worker every 1-4 s; restart the upstream a third
 	// of the way through the calls and PostgreSQL at two thirds.
@@ -144,6 +158,7 @@ func TestChaos(t *testing.T) {
 				return
 			case <-time.After(time.Duration(1000+crng.IntN(3000)) * time.Millisecond):
 			}
+			worker := workers[crng.IntN(len(workers))]
 			worker.kill()
 			kills.Add(1)
 			time.Sleep(time.Duration(200+crng.IntN(600)) * time.Millisecond)
@@ -151,6 +166,7 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 	restartsDone := make(chan struct{})
+	temporalKilled := "none"
 	go func() {
 		defer close(restartsDone)
 		time.Sleep(time.Duration(calls/3) * spacing)
@@ -159,7 +175,24 @@ func TestChaos(t *testing.T) {
 		upstream.start()
 		waitListening(upstreamAddr)
 		t.Log("chaos: upstream restarted")
-		time.Sleep(time.Duration(calls/3) * spacing)
+		if cluster != "" {
+			time.Sleep(time.Duration(calls/6) * spacing)
+			svc := []string{"history", "matching"}[rand.New(rand.NewPCG(seed, 13)).IntN(2)]
+			script := filepath.Join(root, "scripts", "temporal-cluster.sh")
+			if out, err := exec.Command(script, "kill", cluster, svc).CombinedOutput(); err != nil {
+				t.Errorf("kill Temporal %s: %v\n%s", svc, err, out)
+			}
+			time.Sleep(2 * time.Second)
+			if out, err := exec.Command(script, "revive", cluster, svc).CombinedOutput(); err != nil {
+				t.Errorf("restart Temporal %s: %v\n%s", svc, err, out)
+			} else {
+				temporalKilled = svc
+				t.Logf("chaos: Temporal %s killed and restarted", svc)
+			}
+			time.Sleep(time.Duration(calls/6) * spacing)
+		} else {
+			time.Sleep(time.Duration(calls/3) * spacing)
+		}
 		// Only a private cluster (make test's) is restarted; a server named by
 		// your own DATABASE_URL is never touched.
 		if dir := os.Getenv("TOOLGATE_PG_DATADIR"); dir == "" {
@@ -171,6 +204,8 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
+	// Workflow IDs of their own per run: a cluster keeps the runs before.
+	conversation := fmt.Sprintf("chaos%d", seed%1_000_000_000)
 	plans := make([]plan, calls)
 	results := make([]workflows.ToolCallResult, calls)
 	var wg sync.WaitGroup
@@ -191,13 +226,13 @@ func TestChaos(t *testing.T) {
 		}
 		store := int64(110 + rng.IntN(12))
 		delay := time.Duration(rng.IntN(2000)) * time.Millisecond
-		plans[i] = plan{id: fmt.Sprint("c", i), kind: kind, workflow: workflows.WorkflowID("chaos", fmt.Sprint("c", i))}
+		plans[i] = plan{id: fmt.Sprint("c", i), kind: kind, workflow: workflows.WorkflowID(conversation, fmt.Sprint("c", i))}
 		wg.Add(1)
 		go func(i int, p plan) {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * spacing)
 			in := workflows.ToolCallInput{ToolCallID: p.id, Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager,
-				StoreIDs: []int64{store, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}, SessionID: "chaos", ConversationID: "chaos", CredentialRef: "cred-kofi"}}
+				StoreIDs: []int64{store, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}, SessionID: "chaos", ConversationID: conversation, CredentialRef: "cred-kofi"}}
 			switch p.kind {
 			case "read":
 				in.Tool, in.Args = "get_stock", json.RawMessage(`{"articleId":40211}`)
@@ -318,8 +353,8 @@ func TestChaos(t *testing.T) {
 	if unauthorized != 0 {
 		t.Errorf("%d upstream effects had no authorizing decision", unauthorized)
 	}
-	t.Logf("chaos figures: calls=%d worker_kills=%d upstream_restarts=1 postgres_restarts=1 duplicates=%d lost_audit_events=%d unauthorized_runs=%d workflow_failures=%d",
-		calls, kills.Load(), duplicates, lost, unauthorized, bugs.Load())
+	t.Logf("chaos figures: calls=%d workers=%d worker_kills=%d temporal_service_killed=%s upstream_restarts=1 postgres_restarts=1 duplicates=%d lost_audit_events=%d unauthorized_runs=%d workflow_failures=%d",
+		calls, len(workers), kills.Load(), temporalKilled, duplicates, lost, unauthorized, bugs.Load())
 	t.Logf("chaos outcomes: %v", outcomes)
 	refusals := map[string]int{}
 	rows, err := owner.Query(ctx, `SELECT reason, count(*) FROM audit_log WHERE event = 'approval_refused' GROUP BY reason`)

@@ -253,6 +253,10 @@ var (
 	devOnce   sync.Once
 	devServer *testsuite.DevServer
 	devErr    error
+	// existing is the server the tests target instead of a dev server of
+	// their own (TEMPORAL_ADDRESS; make test-cluster sets it), and its client.
+	existing       string
+	existingClient client.Client
 )
 
 // DevServerArgs are the dev server flags toolgate runs with everywhere.
@@ -273,10 +277,18 @@ var DevServerArgs = []string{
 }
 
 // Temporal returns a client of a dev server shared by the test binary,
-// started on a free port from the CLI found by TemporalCLI.
+// started on a free port from the CLI found by TemporalCLI; or, when
+// TEMPORAL_ADDRESS is set, of that server (make test-cluster's cluster),
+// whose namespace and search attributes must already be set up, and which
+// must hold no earlier run's calls (tests use fixed workflow IDs).
 func Temporal(t testing.TB) client.Client {
 	t.Helper()
 	devOnce.Do(func() {
+		if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
+			existing = addr
+			existingClient, devErr = client.Dial(client.Options{HostPort: addr, Namespace: "default", Logger: sdkLogger})
+			return
+		}
 		path, err := TemporalCLI()
 		if err != nil {
 			devErr = fmt.Errorf("no temporal CLI (run make tools): %w", err)
@@ -294,9 +306,13 @@ func Temporal(t testing.TB) client.Client {
 		})
 	})
 	if devErr != nil {
-		unavailable(t, "the Temporal dev server could not start: %v", devErr)
+		unavailable(t, "the Temporal server could not be reached or started: %v", devErr)
 	}
-	c, err := client.NewClientFromExisting(devServer.Client(), client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), Logger: sdkLogger})
+	base := existingClient
+	if base == nil {
+		base = devServer.Client()
+	}
+	c, err := client.NewClientFromExisting(base, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), Logger: sdkLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +323,9 @@ func Temporal(t testing.TB) client.Client {
 // TemporalAddress is the shared dev server's frontend, for CLI calls in tests.
 func TemporalAddress(t testing.TB) string {
 	Temporal(t)
+	if existing != "" {
+		return existing
+	}
 	return devServer.FrontendHostPort()
 }
 
@@ -331,6 +350,9 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if devServer != nil {
 		_ = devServer.Stop()
+	}
+	if existingClient != nil {
+		existingClient.Close()
 	}
 	os.Exit(code)
 }
