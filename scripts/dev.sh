@@ -105,7 +105,7 @@ cat <<TXT
 toolgate is running (logs in $logs/):
   Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL)}
   upstream       $UPSTREAM_URL
-  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers; the second's metrics on 127.0.0.1:9091)}
+  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   identity       $APPROVALS_OIDC_ISSUER   (demo OpenID provider; dev mode only)

@@ -61,6 +61,17 @@ start_service() {
   echo $! >"$dir/$svc.pid"
 }
 
+# membershipPort in deploy/temporal/cluster.yaml (every service opens it once it has joined; the worker service serves no gRPC).
+declare -A member_ports=([frontend]=6933 [history]=6934 [matching]=6935 [worker]=6939)
+wait_port() {
+  for _ in $(seq 120); do
+    answers "127.0.0.1:${member_ports[$1]}" && return 0
+    kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null || { tail -5 "$dir/$1.log" >&2; echo "Temporal $1 exited; see $dir/$1.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "Temporal $1 did not listen; see $dir/$1.log" >&2; exit 1
+}
+
 temporal_cli() { "$bin/temporal" --address "$address" "$@"; }
 
 wait_ready() {
@@ -103,7 +114,10 @@ case "$cmd" in
     if answers "$address"; then echo "something already answers at $address" >&2; exit 1; fi
     db_env "$pgurl"
     schema
-    for svc in "${services[@]}"; do start_service "$svc"; done
+    # One at a time, each answering before the next starts: on a new database the first one writes the
+    # cluster metadata, and services started together race for it (one exits, "Failed to apply
+    # cluster metadata").
+    for svc in "${services[@]}"; do start_service "$svc"; wait_port "$svc"; done
     wait_ready
     if ! temporal_cli operator namespace describe --namespace "$namespace" >/dev/null 2>&1; then
       temporal_cli operator namespace create --namespace "$namespace" --retention 72h >/dev/null
@@ -128,6 +142,7 @@ case "$cmd" in
   revive)
     svc="${3:?usage: scripts/temporal-cluster.sh revive DIR SERVICE}"
     start_service "$svc"
+    wait_port "$svc"
     wait_ready ;;
   *) echo "unknown command $cmd" >&2; exit 2 ;;
 esac
