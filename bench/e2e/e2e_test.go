@@ -98,6 +98,15 @@ func BareRead(ctx workflow.Context, store int64) (json.RawMessage, error) {
 	return out, err
 }
 
+// BareLocalRead is the honest floor for a gateway that runs its call in the
+// first workflow task: the same calls as one local activity, started eagerly.
+func BareLocalRead(ctx workflow.Context, store int64) (json.RawMessage, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	var out json.RawMessage
+	err := workflow.ExecuteLocalActivity(ctx, ba.Read, store).Get(ctx, &out)
+	return out, err
+}
+
 // BareApproved is the floor for an approval: wait for a signal, then one activity.
 func BareApproved(ctx workflow.Context, store int64) (json.RawMessage, error) {
 	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
@@ -157,6 +166,7 @@ func TestEndToEnd(t *testing.T) {
 	bw := worker.New(s.Client, bareQueue, worker.Options{})
 	bw.RegisterWorkflow(BareRead)
 	bw.RegisterWorkflow(BareApproved)
+	bw.RegisterWorkflow(BareLocalRead)
 	bw.RegisterActivity(ba)
 	if err := bw.Start(); err != nil {
 		t.Fatal(err)
@@ -186,16 +196,31 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return time.Since(start), id
 	}
-	// Warm up both paths, then interleave.
+	readLocal := func(i int) (time.Duration, string) {
+		start := time.Now()
+		id := fmt.Sprint("bare-local-read-", i)
+		run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true}, BareLocalRead, int64(112))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Get(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start), id
+	}
+	// Warm up the three paths, then interleave.
 	readTG(-1)
 	readBare(-1)
-	var tgRead, bareRead series
-	var tgReadID, bareReadID string
+	readLocal(-1)
+	var tgRead, bareRead, localRead series
+	var tgReadID, bareReadID, localReadID string
 	for i := range reads {
 		d, id := readTG(i)
 		tgRead, tgReadID = append(tgRead, d), id
 		d, id = readBare(i)
 		bareRead, bareReadID = append(bareRead, d), id
+		d, id = readLocal(i)
+		localRead, localReadID = append(localRead, d), id
 	}
 
 	// Approval signal -> executed.
@@ -261,6 +286,7 @@ func TestEndToEnd(t *testing.T) {
 
 	tgReadEvents, tgReadActions := events(t, s.Client, tgReadID)
 	bareReadEvents, bareReadActions := events(t, s.Client, bareReadID)
+	localReadEvents, localReadActions := events(t, s.Client, localReadID)
 	tgApprEvents, tgApprActions := events(t, s.Client, tgApprID)
 	bareApprEvents, bareApprActions := events(t, s.Client, bareApprID)
 
@@ -283,16 +309,30 @@ func TestEndToEnd(t *testing.T) {
 			table.WriteString("|---|---|---|---|\n")
 		}
 	}
+	local := [][]string{
+		{"measure", "toolgate", "bare, local activity, eager start", "toolgate / local floor"},
+		{"allowed read p50 (ms)", f(ms(tgRead.pct(.5))), f(ms(localRead.pct(.5))), ratio(ms(tgRead.pct(.5)), ms(localRead.pct(.5)))},
+		{"allowed read p99 (ms)", f(ms(tgRead.pct(.99))), f(ms(localRead.pct(.99))), ratio(ms(tgRead.pct(.99)), ms(localRead.pct(.99)))},
+		{"history events per allowed read", fmt.Sprint(tgReadEvents), fmt.Sprint(localReadEvents), ratio(float64(tgReadEvents), float64(localReadEvents))},
+		{"actions per allowed read", fmt.Sprint(tgReadActions), fmt.Sprint(localReadActions), ratio(float64(tgReadActions), float64(localReadActions))},
+	}
+	table.WriteString("\n")
+	for i, r := range local {
+		fmt.Fprintf(&table, "| %s |\n", strings.Join(r, " | "))
+		if i == 0 {
+			table.WriteString("|---|---|---|---|\n")
+		}
+	}
 	t.Logf("end to end, %d reads and %d approvals each way, interleaved; throughput over %s:\n%s", reads, approvals, window, table.String())
 	_, file, _, _ := runtimeCaller()
 	dir := filepath.Join(filepath.Dir(file), "..", "results")
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{
-		"when": time.Now().UTC().Format(time.RFC3339), "reads": map[string]any{"toolgate_ms": msList(tgRead), "bare_ms": msList(bareRead)},
+		"when": time.Now().UTC().Format(time.RFC3339), "reads": map[string]any{"toolgate_ms": msList(tgRead), "bare_ms": msList(bareRead), "bare_local_ms": msList(localRead)},
 		"approvals":  map[string]any{"toolgate_ms": msList(tgAppr), "bare_ms": msList(bareAppr)},
 		"throughput": map[string]float64{"toolgate": tgTput, "bare": bareTput},
-		"events":     map[string]int{"toolgate_read": tgReadEvents, "bare_read": bareReadEvents, "toolgate_transfer": tgApprEvents, "bare_transfer": bareApprEvents},
-		"actions":    map[string]int{"toolgate_read": tgReadActions, "bare_read": bareReadActions, "toolgate_transfer": tgApprActions, "bare_transfer": bareApprActions},
+		"events":     map[string]int{"toolgate_read": tgReadEvents, "bare_read": bareReadEvents, "bare_local_read": localReadEvents, "toolgate_transfer": tgApprEvents, "bare_transfer": bareApprEvents},
+		"actions":    map[string]int{"toolgate_read": tgReadActions, "bare_read": bareReadActions, "bare_local_read": localReadActions, "toolgate_transfer": tgApprActions, "bare_transfer": bareApprActions},
 	}, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "e2e.json"), raw, 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "e2e.md"), []byte(table.String()), 0o644)
