@@ -24,7 +24,7 @@ GUARDS = [
     ("step 3 invalid_arguments", "policy/policy.go", "if err != nil {\n\t\treturn deny(StepArguments, err.Error())", "if false {\n\t\treturn deny(StepArguments, err.Error())", UNIT),
     ("step 3 unknown keys", "policy/decode.go", "if err := checkKeys(trimmed, fields); err != nil {", "if err := checkKeys(trimmed, fields); false && err != nil {", UNIT),
     ("step 4 credential_unavailable", "policy/policy.go", "if spec.RequiresCredential && (s.CredentialRef == \"\" || s.UserID == \"\") {", "if false {", UNIT),
-    ("step 5 store_scope", "policy/policy.go", "if !s.Owns(store) {", "if false {", UNIT),
+    ("step 5 store_scope", "policy/policy.go", "if !s.owns(store) {", "if false {", UNIT),
     ("step 5 session stores are valid stores", "policy/policy.go", "if id := s.StoreIDs[0]; id < MinStoreID || id > MaxStoreID {", "if id := s.StoreIDs[0]; false && (id < MinStoreID || id > MaxStoreID) {", UNIT),
     ("step 6 over_limit", "policy/policy.go", "if *valueCents > row.HardLimitCents {", "if false {", UNIT),
     ("step 7 rate_limit (calls)", "policy/policy.go", "return l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls || l.MaxCents > 0 && u.Cents+value > l.MaxCents", "return l.MaxCents > 0 && u.Cents+value > l.MaxCents", UNIT),
@@ -64,7 +64,7 @@ GUARDS = [
     ("signature dated within the card's life", "policy/signature.go", "if at.Before(upAt.Add(-ClockSkew)) {", "if false {", run("ApprovalSignatures", "./policy")),
     ("unverified claims are not approvers", "workflows/decisions.go", "\t\tif f.verified {\n\t\t\twho := f.a.Approver", "\t\tif true {\n\t\t\twho := f.a.Approver", run("TooManyRefused", "./workflows")),
     ("spec facts come from the record, not the live spec", "workflows/toolcall.go", "\tif c.facts != nil {\n\t\treturn *c.facts\n\t}", "\tif spec, ok := policy.Default().Spec(c.in.Tool); ok {\n\t\treturn policy.ToolFacts{Tier: spec.Tier, Idempotent: spec.Idempotent, Timeout: spec.Timeout}\n\t}", run("SpecChanges", "./workflows")),
-    ("session fields validated at step 2", "policy/policy.go", "if why := s.Problem(); why != \"\" {", "if why := s.Problem(); false && why != \"\" {", run("MalformedSessions", "./policy")),
+    ("session fields validated at step 2", "policy/policy.go", "if why := s.problem(); why != \"\" {", "if why := s.problem(); false && why != \"\" {", run("MalformedSessions", "./policy")),
     ("a second run finds the claim", "activities/claim.go", "\tif prior == run {\n\t\treturn nil, nil", "\tif true {\n\t\treturn nil, nil", run("SecondRunOfAClosedID|ReusedCallID", "./workflows")),
     ("a duplicate asking for something else is a conflict", "workflows/rerun.go", "if asked.ToolCallID == c.in.ToolCallID && policy.Fingerprint(theirs) == policy.Fingerprint(c.req) {", "if asked.ToolCallID == c.in.ToolCallID && (true || policy.Fingerprint(theirs) == policy.Fingerprint(c.req)) {", run("ReusedCallID", "./workflows")),
     ("the workflow refuses IDs that name no single call", "workflows/toolcall.go", "if why := c.idProblem(); why != \"\" {", "if why := c.idProblem(); false && why != \"\" {", run("CallIDsMapBack", "./workflows")),
@@ -135,7 +135,19 @@ GUARDS = [
     ("the sanitizer redacts keys", "sanitize/sanitize.go", "\t\t\tkey := Text(k)\n", "\t\t\tkey := k\n", run("Bypasses", "./sanitize")),
 ]
 
+def check():
+    """Every guard is found exactly once: a renamed guard fails lint in a
+    second rather than the proof at the end of CI."""
+    stale = [f"{name}: not found exactly once in {path}" for name, path, guard, _, _ in GUARDS
+             if open(os.path.join(ROOT, path)).read().count(guard) != 1]
+    for s in stale:
+        print(f"FAIL  {s}; update scripts/prove.py")
+    sys.exit(1 if stale else 0)
+
+
 def main():
+    if sys.argv[1:] == ["--check"]:
+        check()
     only = sys.argv[1:]
     env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
     failures = 0
