@@ -21,10 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -130,31 +130,14 @@ func (s series) pct(p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// events counts a run's history events and its billable Temporal actions,
-// counted as Temporal Cloud does: the start, each activity (local ones
-// included), timer, signal, Update and search-attribute upsert. Side effects
-// and version markers are not actions.
+// events counts a run's history events and its billable Temporal actions
+// (package cost says how Temporal Cloud counts them).
 func events(t *testing.T, c client.Client, id string) (int, int) {
-	iter := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n, actions := 0, 0
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-		switch ev.GetEventType() {
-		case enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enums.EVENT_TYPE_TIMER_STARTED,
-			enums.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enums.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
-			enums.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-			actions++
-		case enums.EVENT_TYPE_MARKER_RECORDED:
-			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
-				actions++
-			}
-		}
+	n, err := cost.Of(context.Background(), c, id, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n, actions
+	return n.Events, n.Actions
 }
 
 func TestEndToEnd(t *testing.T) {
