@@ -43,12 +43,30 @@ type CallInput struct {
 	// Before, when set, is written (audit row and card) before anything is
 	// sent upstream: the approval's record, in the same activity as the call.
 	Before *RecordInput `json:"before,omitempty"`
+	// After, when set, is the outcome's record, written with the result as
+	// soon as the upstream has answered: the call's own activity writes it,
+	// so the workflow need not (CallResult.Recorded says it did).
+	After *OutcomeRecord `json:"after,omitempty"`
+}
+
+// OutcomeRecord is an executed call's audit row and, for a call with a
+// card, the card's final state; both take the upstream's result.
+type OutcomeRecord struct {
+	Audit AuditInput    `json:"audit"`
+	Card  *ProjectInput `json:"card,omitempty"`
 }
 
 // CallResult is the sanitized answer of the upstream.
 type CallResult struct {
 	Result json.RawMessage `json:"result"`
+	// Recorded says the activity wrote CallInput.After.
+	Recorded bool `json:"recorded,omitempty"`
 }
+
+// afterBudget bounds the outcome's write after the upstream call: a slow
+// database must not turn a call that ran into a timeout ("unknown whether
+// this took effect"); the workflow writes what the activity could not.
+const afterBudget = 2 * time.Second
 
 // CallTool exchanges the session's credential for a short-lived token and
 // makes the tool's upstream call with it. The token lives only inside this
@@ -89,7 +107,33 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
 	}
-	return CallResult{Result: a.Sanitizer.Result(answer)}, nil
+	res := CallResult{Result: a.Sanitizer.Result(answer)}
+	if in.After != nil {
+		if err := a.recordAfter(ctx, *in.After, res.Result); err != nil {
+			log.Warn("outcome not recorded by the call; the workflow records it", zap.String("error", sanitize.Text(err.Error())))
+		} else {
+			res.Recorded = true
+		}
+	}
+	return res, nil
+}
+
+// recordAfter writes an executed call's outcome with its result, within
+// afterBudget or half the time the activity has left, whichever is less.
+func (a *Activities) recordAfter(ctx context.Context, out OutcomeRecord, result json.RawMessage) error {
+	budget := afterBudget
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(deadline)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out.Audit.Result = result
+	if out.Card == nil {
+		return a.Audit(ctx, out.Audit)
+	}
+	card := *out.Card
+	card.Result = result
+	return a.Record(ctx, RecordInput{Audit: out.Audit, Card: card})
 }
 
 // request fills a route from a call's authorized args: the path's

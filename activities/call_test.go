@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -44,5 +45,112 @@ func TestCallToolRunsOnlyTheApprovedArgs(t *testing.T) {
 	_ = v.Get(&res)
 	if !strings.Contains(string(res.Result), "TR-") {
 		t.Fatalf("result %s", res.Result)
+	}
+}
+
+// TestCallToolRecordsItsOutcome: the call's activity writes the executed
+// row and the card's final state with the result; a failed outcome the
+// workflow writes later under the same key (a completion lost on the way)
+// changes neither; and an outcome the database refuses leaves the call's
+// result standing, with Recorded false so the workflow writes it.
+func TestCallToolRecordsItsOutcome(t *testing.T) {
+	url := testenv.Database(t)
+	srv := testenv.Upstream(t, url)
+	a := testenv.NewActivities(testenv.AppPool(t, url), srv.URL, zap.NewNop())
+	owner := testenv.OwnerPool(t, url)
+	ctx := context.Background()
+	session := policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	action, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	hash, _ := policy.ArgsHash("request_stock_transfer", action)
+	card := activities.ProjectInput{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, StoreID: 112,
+		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: policy.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
+	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, StoreID: 112}
+
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	in := activities.CallInput{Tool: "request_stock_transfer", Args: action, StoreID: 112, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-2",
+		ArgsHash: hash, After: &activities.OutcomeRecord{Audit: outcome, Card: &card}}
+	v, err := env.ExecuteActivity(a.CallTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.CallResult
+	_ = v.Get(&res)
+	if !res.Recorded || !strings.Contains(string(res.Result), "TR-") {
+		t.Fatalf("recorded %v, result %s", res.Recorded, res.Result)
+	}
+	check := func(when string) {
+		t.Helper()
+		var event, status, rowResult, cardResult string
+		var rows int
+		_ = owner.QueryRow(ctx, `SELECT count(*), min(event), min(result::text) FROM audit_log WHERE event_key = 'outcome'`).Scan(&rows, &event, &rowResult)
+		_ = owner.QueryRow(ctx, `SELECT status, result::text FROM pending_action`).Scan(&status, &cardResult)
+		if rows != 1 || event != "executed" || status != "executed" || !strings.Contains(rowResult, "TR-") || !strings.Contains(cardResult, "TR-") {
+			t.Fatalf("%s: %d outcome rows (%s, result %s), card %s (result %s)", when, rows, event, rowResult, status, cardResult)
+		}
+	}
+	check("after the call")
+
+	failed := outcome
+	failed.Event, failed.Reason = activities.EventFailed, policy.CodeTimeout
+	lost := card
+	lost.Status, lost.Result = activities.CardFailed, nil
+	if _, err := env.ExecuteActivity(a.Record, activities.RecordInput{Audit: failed, Card: lost}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a failed outcome under the same key")
+
+	refused := outcome
+	refused.Key, refused.Event = "outcome-2", "no such event"
+	in.IdempotencyKey, in.After = "toolcall-x-3", &activities.OutcomeRecord{Audit: refused}
+	if v, err = env.ExecuteActivity(a.CallTool, in); err != nil {
+		t.Fatalf("a refused record failed the call that ran: %v", err)
+	}
+	res = activities.CallResult{}
+	_ = v.Get(&res)
+	if res.Recorded || !strings.Contains(string(res.Result), "TR-") {
+		t.Fatalf("refused record: recorded %v, result %s", res.Recorded, res.Result)
+	}
+}
+
+// TestPendingCardTakesTheRetriedExpiry: the pending card is written in the
+// workflow task that puts it up; a retried task writes it again, later,
+// and the card must show the expiry the workflow holds it to, which is the
+// retry's. A later state never takes an earlier one's place.
+func TestPendingCardTakesTheRetriedExpiry(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	owner := testenv.OwnerPool(t, url)
+	session := policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	action, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	card := activities.ProjectInput{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, StoreID: 112,
+		Args: action, ArgsHash: "h", Card: "40 cases", ValueCents: 100, ApproverRole: policy.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	expiry := func() string {
+		var at time.Time
+		_ = owner.QueryRow(context.Background(), `SELECT expires_at FROM pending_action`).Scan(&at)
+		return at.UTC().Format(time.RFC3339)
+	}
+	for _, step := range []struct {
+		status   activities.CardStatus
+		version  int
+		at, want string
+	}{
+		{activities.CardPending, 1, "2026-12-01T12:00:00Z", "2026-12-01T12:00:00Z"},
+		{activities.CardPending, 1, "2026-12-01T12:00:09Z", "2026-12-01T12:00:09Z"}, // the retried task's
+		{activities.CardApproved, 2, "2026-12-01T12:00:00Z", "2026-12-01T12:00:09Z"},
+		{activities.CardPending, 1, "2026-12-01T12:30:00Z", "2026-12-01T12:00:09Z"}, // late: changes nothing
+	} {
+		c := card
+		c.Status, c.Version, c.ExpiresAt = step.status, step.version, step.at
+		if _, err := env.ExecuteActivity(a.Project, c); err != nil {
+			t.Fatal(err)
+		}
+		if got := expiry(); got != step.want {
+			t.Fatalf("after %s v%d at %s: expires %s, want %s", step.status, step.version, step.at, got, step.want)
+		}
 	}
 }

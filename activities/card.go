@@ -52,6 +52,9 @@ type ApprovalMark struct {
 
 // Project writes the card's state to pending_action. A write older than the
 // stored version changes nothing, so retries and late writes are harmless.
+// A pending card written again by its run takes the new expiry: the write
+// runs in the workflow task that puts the card up, and a retried task
+// holds the card to a later one.
 func (a *Activities) Project(ctx context.Context, in ProjectInput) error {
 	wf, run := workflowIDs(ctx)
 	return a.project(ctx, a.Pool, wf, run, in)
@@ -80,6 +83,8 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		  approver_role = EXCLUDED.approver_role, required_acr = EXCLUDED.required_acr,
 		  required_max_age_seconds = EXCLUDED.required_max_age_seconds, approvals_needed = EXCLUDED.approvals_needed,
 		  card_version = EXCLUDED.card_version,
+		  expires_at = CASE WHEN EXCLUDED.version = 1 AND pending_action.version = 1 AND pending_action.run_id = EXCLUDED.run_id
+		                    THEN EXCLUDED.expires_at ELSE pending_action.expires_at END,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
 		  decided_role = coalesce(EXCLUDED.decided_role, pending_action.decided_role),
 		  decided_at = coalesce(EXCLUDED.decided_at, pending_action.decided_at),
@@ -138,9 +143,11 @@ type RecordInput struct {
 	Card  ProjectInput `json:"card"`
 }
 
-// Record appends the audit row and moves the card in one transaction. Both
-// are keyed (the row by event, the card by version), so a repeat writes
-// nothing new.
+// Record appends the audit row and moves the card in one transaction. The
+// row is keyed by event: when its key is already written, so is the card
+// state it led to, and a repeat writes nothing (not even a card state of
+// the same version that says otherwise, as a failed outcome would after
+// the call's own activity had recorded it executed).
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	wf, run := workflowIDs(ctx)
 	tx, err := a.Pool.Begin(ctx)
@@ -148,8 +155,12 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		return fmt.Errorf("record: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
-	if _, err := a.insertAudit(ctx, tx, wf, run, in.Audit); err != nil {
+	inserted, err := a.insertAudit(ctx, tx, wf, run, in.Audit)
+	if err != nil {
 		return err
+	}
+	if !inserted {
+		return nil
 	}
 	if err := a.project(ctx, tx, wf, run, in.Card); err != nil {
 		return err

@@ -35,7 +35,7 @@ GUARDS = [
     ("admission dedup on retry", "activities/admission.go", "\tif err == nil {\n\t\treturn recorded(", "\tif false {\n\t\treturn recorded(", ["go", "test", "-count=1", "./activities"]),
     ("audit_log triggers", "migrations/sql/001_audit_log.sql", "CREATE TRIGGER audit_log_no_update_delete", "CREATE OR REPLACE FUNCTION audit_log_unused() RETURNS void LANGUAGE sql AS 'SELECT 1'; CREATE TRIGGER audit_log_never BEFORE INSERT ON vault.credentials FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse(); --", LIVE),
     ("token stays in the activity", "activities/call.go", "\tpath, body, err := request(spec.Route, in.Args)\n", "\tlog.Debug(\"exchanged\", zap.String(\"auth\", token))\n\tpath, body, err := request(spec.Route, in.Args)\n", run("TokenNeverLeaves", "./workflows")),
-    ("token stays out of results and history", "activities/call.go", "\treturn CallResult{Result: a.Sanitizer.Result(answer)}, nil", "\t_ = answer\n\treturn CallResult{Result: json.RawMessage(`{\"t\":\"` + token + `\"}`)}, nil", ["go", "test", "-count=1", "-run", "TokenNeverLeaves", "./workflows"]),
+    ("token stays out of results and history", "activities/call.go", "\tres := CallResult{Result: a.Sanitizer.Result(answer)}\n", "\t_ = answer\n\tres := CallResult{Result: json.RawMessage(`{\"t\":\"` + token + `\"}`)}\n", ["go", "test", "-count=1", "-run", "TokenNeverLeaves", "./workflows"]),
     ("verdict recorded in history (replay)", "workflows/toolcall.go", "enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return policy.Default().Check(req, value) })\n\tif err := enc.Get(&v); err != nil {", "_ = summary\n\tv = policy.Default().Check(req, value)\n\tif false {", ["go", "test", "-count=1", "-run", "GoldenHistoriesReplay", "./workflows"]),
     ("approval: routed role", "policy/approval.go", "if a.Approver.Role != role {", "if false {", APPROVAL),
     ("approval: approver's stores", "policy/approval.go", "if store != 0 && !slices.Contains(a.Approver.StoreIDs, store) {", "if store != 0 && !slices.Contains(a.Approver.StoreIDs, store) && false {", APPROVAL),
@@ -92,7 +92,7 @@ GUARDS = [
     ("a card's end releases its intent", "activities/card.go", "_, err = db.Exec(ctx, `DELETE FROM pending_intents WHERE workflow_id = $1 AND run_id = $2`, wf, run)", "err = nil", run("OneCardPerIntent", "./workflows")),
     ("a rejection's note reaches the model", "workflows/approval.go", "c.note, _ = json.Marshal(map[string]string{\"note\": note})", "_ = note", run("ReasonsReachBothSides", "./workflows")),
     ("an escalated card takes the next role up", "workflows/decisions.go", "if g.escalated && r.a.Approver.Role == g.escalateTo {", "if false {", run("UnansweredCardsEscalate", "./workflows")),
-    ("an unanswered card escalates", "workflows/decisions.go", "\t\tif escalation != nil && !g.escalated && g.escalateTo != \"\" {", "\t\tif false {", run("UnansweredCardsEscalate", "./workflows")),
+    ("an unanswered card escalates", "workflows/decisions.go", "\t\tif g.escalation != nil && !g.escalated && g.escalateTo != \"\" {", "\t\tif false {", run("UnansweredCardsEscalate", "./workflows")),
     ("two-person: a card above the quorum's value needs several approvals", "policy/policy.go", "\t\t\tv.Approvals = n\n", "\t\t\t_ = n\n", run("Quorums|TwoPersonRule", "./policy", "./workflows")),
     ("two-person: one approval is not enough", "workflows/decisions.go", "if r.a.Decision == policy.Approve && len(g.approvals)+1 < g.need {", "if false {", run("TwoPersonRule", "./workflows")),
     ("two-person: the requester never counts", "workflows/decisions.go", "\t\tif r.a.Approver.UserID == g.requester {", "\t\tif false {", run("TwoPersonRule", "./workflows")),
@@ -105,7 +105,7 @@ GUARDS = [
     ("edit: limits count an edited card at its new value", "activities/admission.go", "THEN coalesce((SELECT e.value_cents FROM audit_log e", "THEN coalesce((SELECT NULL::bigint FROM audit_log e", run("EditsCountAgainstTheLimits", "./workflows")),
     ("edit: an edit's own limit check counts the card once", "activities/revise.go", "u.Cents = max(0, u.Cents-in.PrevValueCents)", "u.Cents = max(0, u.Cents)", run("EditsCountAgainstTheLimits", "./workflows")),
     ("webhook: the signature covers the body", "activities/webhook.go", "\tm.Write(body)\n", "", run("WebhookDeliveries", "./activities")),
-    ("webhook: card events go out when a webhook was in force", "workflows/approval.go", "\tc.hooks = got.Hooks\n", "\tc.hooks = false && got.Hooks\n", run("WebhookTellsApprovers", "./workflows")),
+    ("webhook: card events go out when a webhook was in force", "workflows/approval.go", "\t\tc.hooks = held.Trust.Hooks\n", "\t\tc.hooks = false && held.Trust.Hooks\n", run("WebhookTellsApprovers", "./workflows")),
     ("webhook: a failed delivery is retried", "workflows/approval.go", "MaximumInterval: 10 * time.Second,\n\t\t\tNonRetryableErrorTypes: []string{activities.ErrWebhookRefused", "MaximumInterval: 10 * time.Second, MaximumAttempts: 1,\n\t\t\tNonRetryableErrorTypes: []string{activities.ErrWebhookRefused", run("WebhookTellsApprovers", "./workflows")),
     ("mcp: JSON-RPC batches are refused", "mcpgate/server.go", "if b, err := br.Peek(1); err == nil && b[0] == '[' {", "if b, err := br.Peek(1); err == nil && b[0] == '[' && false {", run("MCPHostileInput", "./mcpgate")),
     ("mcp: the session's stores come from the token", "mcpgate/server.go", "StoreIDs: id.StoreIDs, SessionID: conv,", "StoreIDs: append(id.StoreIDs, 118), SessionID: conv,", run("TestMCPServer", "./mcpgate")),
@@ -133,6 +133,11 @@ GUARDS = [
     ("plan: a rule it does not know leaves the type to the validator", "policy/plan.go", "\t\tdefault:\n\t\t\treturn r, false\n\t\t}", "\t\tdefault:\n\t\t}", run("Plan", "./policy")),
     ("tools keep the domain's bounds", "policy/tools.go", "validate:\"required,min=1,max=500\"", "validate:\"required,min=1,max=10000\"", run("SchemasAreTheDomains", "./policy")),
     ("the sanitizer redacts keys", "sanitize/sanitize.go", "\t\t\tkey := Text(k)\n", "\t\t\tkey := k\n", run("Bypasses", "./sanitize")),
+    ("record: a repeat of a written event writes nothing", "activities/card.go", "\tif !inserted {\n\t\treturn nil\n\t}\n", "\tif false && !inserted {\n\t\treturn nil\n\t}\n", run("CallTool", "./activities")),
+    ("the call's activity writes its outcome", "activities/call.go", "\tif in.After != nil {\n", "\tif false && in.After != nil {\n", run("CallTool", "./activities")),
+    ("an outcome the call could not write is written by the workflow", "workflows/toolcall.go", "if spec.Tier != policy.TierRead && !res.Recorded {", "if spec.Tier != policy.TierRead && false {", run("CannotRecordIt", "./workflows")),
+    ("a chained expiry keeps the card's expiry", "workflows/decisions.go", "left := g.expires.Sub(workflow.Now(g.timerCtx))", "left := g.expires.Sub(g.upAt)", run("UnansweredCardsEscalate", "./workflows")),
+    ("a retried task's pending card takes its expiry", "activities/card.go", "THEN EXCLUDED.expires_at ELSE", "THEN pending_action.expires_at ELSE", run("RetriedExpiry", "./activities")),
 ]
 
 def check():

@@ -49,24 +49,11 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if err != nil {
 		return ToolCallResult{}, fmt.Errorf("hash the action: %w", err)
 	}
-	var ttl time.Duration
-	set := c.settings.ApprovalTTL
-	if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "approval TTL in force"}, func(workflow.Context) any {
-		if set <= 0 {
-			return DefaultApprovalTTL
-		}
-		return set
-	}).Get(&ttl); err != nil {
-		return ToolCallResult{}, fmt.Errorf("approval TTL: %w", err)
-	}
-	// The version markers of earlier shapes stay, at their only supported
-	// value, so the histories recorded with them replay (see the README's
-	// versioning policy).
-	workflow.GetVersion(ctx, "signed-approvals", 1, 1)
-	trust, err := c.trust()
+	held, err := c.approvalSettings(v)
 	if err != nil {
 		return ToolCallResult{}, err
 	}
+	ttl, trust := held.TTL, held.Trust
 	upAt := workflow.Now(ctx)
 	expires := upAt.Add(ttl)
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
@@ -90,16 +77,18 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 	c.notify(activities.CardEventPending, card, "")
 
-	escalateAfter, err := c.escalation(v, ttl)
-	if err != nil {
-		return ToolCallResult{}, err
+	escalateAfter := held.EscalateAfter
+	if c.version < 7 {
+		if escalateAfter, err = c.escalation(v, ttl); err != nil {
+			return ToolCallResult{}, err
+		}
 	}
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
 		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
 		action: action, version: 1, editable: v.Editable,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
 	wctx, cancel := workflow.WithCancel(ctx)
-	g.startTimers(wctx, ttl)
+	g.startTimers(wctx, ttl, c.version >= 7)
 	var decision policy.Approval
 	var ended CallStatus
 	for {
@@ -168,6 +157,65 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	return res, c.drain(res.Status, res.Code)
 }
 
+// heldSettings are the deployment's choices a card is held to, recorded
+// when it goes up, so a redeploy never changes a card in flight.
+type heldSettings struct {
+	TTL   time.Duration `json:"ttl"`
+	Trust trust         `json:"trust"`
+	// EscalateAfter is when the card is also offered to the next role up;
+	// 0 when never.
+	EscalateAfter time.Duration `json:"escalateAfter,omitempty"`
+}
+
+// approvalSettings records the settings a card is held to: in one side
+// effect from shape 7, before that one by one (the TTL, then the trust;
+// the escalation once the card was up).
+func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
+	set, frac := c.settings.ApprovalTTL, c.settings.EscalateAfter
+	if set <= 0 {
+		set = DefaultApprovalTTL
+	}
+	var held heldSettings
+	if c.version >= 7 {
+		now := heldSettings{TTL: set, Trust: c.settings.trust()}
+		if v.EscalateTo != "" {
+			now.EscalateAfter = escalateAfter(frac, set)
+		}
+		err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval TTL, keys, identity providers and escalation in force"}, func(workflow.Context) any {
+			return now
+		}).Get(&held)
+		if err != nil {
+			return held, fmt.Errorf("approval settings: %w", err)
+		}
+		c.hooks = held.Trust.Hooks
+		return held, nil
+	}
+	if err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval TTL in force"}, func(workflow.Context) any {
+		return set
+	}).Get(&held.TTL); err != nil {
+		return held, fmt.Errorf("approval TTL: %w", err)
+	}
+	// The version markers of earlier shapes stay, at their only supported
+	// value, so the histories recorded with them replay (see the README's
+	// versioning policy).
+	workflow.GetVersion(c.ctx, "signed-approvals", 1, 1)
+	var err error
+	held.Trust, err = c.trust()
+	return held, err
+}
+
+// escalateAfter is when a card with a TTL is also offered to the next role
+// up, for the deployment's fraction: 0 (never) for 1 or more.
+func escalateAfter(frac float64, ttl time.Duration) time.Duration {
+	switch {
+	case frac <= 0:
+		return time.Duration(float64(ttl) * DefaultEscalateAfter)
+	case frac >= 1:
+		return 0
+	}
+	return time.Duration(float64(ttl) * frac)
+}
+
 // escalation records when an unanswered card is also offered to the next
 // role up: 0 when it never is (no role above, or a card recorded before
 // escalation existed).
@@ -178,13 +226,7 @@ func (c *call) escalation(v policy.Verdict, ttl time.Duration) (time.Duration, e
 	frac := c.settings.EscalateAfter
 	var after time.Duration
 	err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "escalation in force"}, func(workflow.Context) any {
-		switch {
-		case frac <= 0:
-			return time.Duration(float64(ttl) * DefaultEscalateAfter)
-		case frac >= 1:
-			return time.Duration(0)
-		}
-		return time.Duration(float64(ttl) * frac)
+		return escalateAfter(frac, ttl)
 	}).Get(&after)
 	if err != nil {
 		return 0, fmt.Errorf("escalation: %w", err)
@@ -245,10 +287,15 @@ type trust struct {
 	Hooks bool `json:"hooks,omitempty"`
 }
 
+// trust is the deployment's trust, as configured.
+func (s Settings) trust() trust {
+	return trust{Keys: s.ApprovalKeys, Issuers: s.ApproverIssuers, Hooks: s.Webhooks}
+}
+
 // trust records the deployment's trust in force when the card goes up, so
 // a redeploy with other keys or providers never changes a card in flight.
 func (c *call) trust() (trust, error) {
-	t := trust{Keys: c.settings.ApprovalKeys, Issuers: c.settings.ApproverIssuers, Hooks: c.settings.Webhooks}
+	t := c.settings.trust()
 	var got trust
 	if c.version < 4 {
 		// Calls recorded before evidence recorded the keys alone.
@@ -323,8 +370,17 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	return c.execute(v, action, hash) // it records the outcome with the card
 }
 
+// project writes the pending card. From shape 7 the write runs in the workflow task that puts it up: should that task fail, its
+// retry writes the card again, expiry and all (the write replaces a
+// pending card's expiry).
 func (c *call) project(card activities.ProjectInput) error {
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card).Get(c.ctx, nil); err != nil {
+	var f workflow.Future
+	if c.version >= 7 {
+		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card)
+	} else {
+		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card)
+	}
+	if err := f.Get(c.ctx, nil); err != nil {
 		return fmt.Errorf("project card: %w", err)
 	}
 	return nil

@@ -353,6 +353,29 @@ func TestApprovalIsAuditedWhenTheCallDiesFirst(t *testing.T) {
 	}
 }
 
+// TestOutcomeIsAuditedWhenTheCallCannotRecordIt: when the call's activity
+// ran upstream but could not write the outcome (the database went away for
+// that moment), the workflow writes it: the audit log never loses it.
+func TestOutcomeIsAuditedWhenTheCallCannotRecordIt(t *testing.T) {
+	f := newFixture(t)
+	res := f.run(t, "unrecorded", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		env.OnActivity("CallTool", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CallInput) (activities.CallResult, error) {
+			in.After = nil // the write that failed
+			return f.acts.CallTool(ctx, in)
+		})
+		decide(t, env, time.Minute, nil, approve(amaID))
+	})
+	if res.Status != "executed" {
+		t.Fatalf("%+v", res)
+	}
+	if got := events(f.audit(t, "toolcall-unrecorded-c1")); got != "needs_approval/ok approved/ok executed/ok" {
+		t.Fatalf("audit: %s", got)
+	}
+	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE status = 'executed' AND result->>'transferNumber' LIKE 'TR-%'`); n != 1 {
+		t.Fatal("the card should say executed, with the result")
+	}
+}
+
 // TestTooManyRefusedDecisionsLockTheCard: the card takes MaxRefusedDecisions
 // refused decisions, each audited; the next locks it for good, and a valid
 // approval after that changes nothing. Unverified claims never fill the
@@ -534,6 +557,15 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM pending_action WHERE workflow_id = 'toolcall-esc-c1' AND escalated_role = 'area_manager' AND decided_by = 'kofi'`); n != 1 {
 		t.Fatal("the card does not show the escalation")
+	}
+	// Escalated and still unanswered, a card expires when it said it would.
+	var escalated, pastExpiry bool
+	res = f.run(t, "esc", "c3", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		env.RegisterDelayedCallback(func() { escalated = status(t, env).EscalatedTo == policy.RoleAreaManager }, 29*time.Minute)
+		env.RegisterDelayedCallback(func() { pastExpiry = true }, 31*time.Minute)
+	})
+	if got := events(f.audit(t, "toolcall-esc-c3")); res.Status != workflows.StatusExpired || !escalated || pastExpiry || got != "needs_approval/ok escalated/ok expired/expired" {
+		t.Fatalf("%s (escalated %v, still waiting past its expiry %v), audit: %s", res.Status, escalated, pastExpiry, got)
 	}
 	// A card routed to the top role has nobody to escalate to.
 	res = f.run(t, "esc", "c2", "request_stock_transfer", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama(""), nil)

@@ -52,17 +52,38 @@ type guard struct {
 	version  int
 	editable []string
 	// timer ends the wait at the expiry; escalation fires at escalateAfter.
-	// Both are set once, when the card goes up, and last across edits.
+	// Both are set once and last across edits. When chained, the expiry
+	// timer starts only once the escalation has fired (each timer is an
+	// action, and most cards are decided before they escalate); timerCtx
+	// is what it starts under.
 	timer, escalation workflow.Future
+	chained           bool
+	timerCtx          workflow.Context
 }
 
 // startTimers starts the card's expiry timer and, if it escalates, its
-// escalation timer, under ctx (cancelled when the wait is over).
-func (g *guard) startTimers(ctx workflow.Context, ttl time.Duration) {
-	g.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
-	if g.escalateAfter > 0 && g.escalateAfter < ttl {
+// escalation timer, under ctx (cancelled when the wait is over); chained,
+// the escalation timer alone, the expiry's following when it fires.
+func (g *guard) startTimers(ctx workflow.Context, ttl time.Duration, chained bool) {
+	escalates := g.escalateAfter > 0 && g.escalateAfter < ttl
+	g.chained, g.timerCtx = chained && escalates, ctx
+	if !g.chained {
+		g.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
+	}
+	if escalates {
 		g.escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.escalateTo, g.escalateAfter)})
 	}
+}
+
+// startExpiry starts a chained card's expiry timer, for what is left of its
+// TTL: the expiry does not move. It reports false when nothing is left.
+func (g *guard) startExpiry() bool {
+	left := g.expires.Sub(workflow.Now(g.timerCtx))
+	if left <= 0 {
+		return false
+	}
+	g.timer = workflow.NewTimerWithOptions(g.timerCtx, left, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires at %s", g.expires.UTC().Format(time.RFC3339))})
+	return true
 }
 
 // received is one payload of the approval signal: a decision, or why the
@@ -84,16 +105,17 @@ type refusal struct {
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
 func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
-	timer, escalation := g.timer, g.escalation
 	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
 	for {
 		var batch []received
 		expired, escalate := false, false
 		sel := workflow.NewSelector(c.ctx)
 		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch, batchSize) })
-		sel.AddFuture(timer, func(workflow.Future) { expired = true })
-		if escalation != nil && !g.escalated && g.escalateTo != "" {
-			sel.AddFuture(escalation, func(workflow.Future) { escalate = true })
+		if g.timer != nil {
+			sel.AddFuture(g.timer, func(workflow.Future) { expired = true })
+		}
+		if g.escalation != nil && !g.escalated && g.escalateTo != "" {
+			sel.AddFuture(g.escalation, func(workflow.Future) { escalate = true })
 		}
 		sel.Select(c.ctx)
 		if expired {
@@ -102,6 +124,9 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		if escalate {
 			if err := c.escalate(g); err != nil {
 				return policy.Approval{}, "", err
+			}
+			if g.chained && !g.startExpiry() {
+				return policy.Approval{}, StatusExpired, nil
 			}
 			continue
 		}

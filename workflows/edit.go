@@ -119,6 +119,13 @@ func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResul
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
 	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
 		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
+	if c.version >= 7 {
+		// A dry run changes nothing upstream: it runs in the workflow task.
+		lo := workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
+			RetryPolicy: opts.RetryPolicy, Summary: summary}
+		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, lo), acts.Preview, in).Get(c.ctx, &pv)
+		return pv, err
+	}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
 	return pv, err
 }

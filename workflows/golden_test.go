@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -28,7 +29,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g8"
+const goldenGeneration = "g9"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -213,6 +214,11 @@ func TestRecordGoldenHistories(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(os.TempDir(), p.name+".failed.json"), b, 0o644)
 			t.Fatalf("%s: a fresh history does not replay: %v", p.name, err)
 		}
+		if budget, ok := goldenBudgets[p.name]; ok {
+			if got := cost.Count(h.Events); got.Events > budget.Events || got.Actions > budget.Actions {
+				t.Errorf("%s: a fresh history costs %d events and %d actions, over its budget of %d and %d", p.name, got.Events, got.Actions, budget.Events, budget.Actions)
+			}
+		}
 		// A fresh history carries its tool's facts in its verdict: a spec change must not touch it.
 		if err := replayWithFlips(h, p.in.Tool, workflows.WorkflowID("golden", p.name)); err != nil {
 			t.Errorf("%s: %v", p.name, err)
@@ -319,4 +325,33 @@ func changeVersions(ev *historypb.HistoryEvent) string {
 		return ""
 	}
 	return string(p.GetData())
+}
+
+// goldenBudgets are what a path of today's generation may cost at most
+// (issue 16): history events and Temporal Cloud actions. A change that
+// adds a command to a budgeted path fails here, with the figures.
+var goldenBudgets = map[string]cost.Cost{
+	"allowed_read":               {Events: 9, Actions: 3},
+	"executed_task":              {Events: 14, Actions: 4},
+	"transfer_approved_executed": {Events: 30, Actions: 8},
+	"transfer_rejected":          {Events: 30, Actions: 8},
+	"transfer_expired":           {Events: 30, Actions: 9},
+}
+
+// TestGoldenCostsWithinBudget counts today's recorded histories.
+func TestGoldenCostsWithinBudget(t *testing.T) {
+	for name, budget := range goldenBudgets {
+		f, err := os.Open(filepath.Join(goldenDir, name+"."+goldenGeneration+".json"))
+		if err != nil {
+			t.Fatalf("%s: %v (record it with make golden)", name, err)
+		}
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cost.Count(h.Events); got.Events > budget.Events || got.Actions > budget.Actions {
+			t.Errorf("%s costs %d events and %d actions, over its budget of %d and %d", name, got.Events, got.Actions, budget.Events, budget.Actions)
+		}
+	}
 }

@@ -78,8 +78,16 @@ func label(s string) string {
 // attributes and the current details all follow.
 func (c *call) setStatus(status CallStatus, code policy.Code) {
 	c.status.Status = status
-	if status == StatusExecuting && c.status.Card == "" {
-		return // a call without a card runs in the same task; its final status follows at once
+	if status == StatusExecuting {
+		if c.status.Card == "" {
+			return // a call without a card runs in the same task; its final status follows at once
+		}
+		if c.version >= 7 {
+			// The run is short and its end upserts: the status query and the
+			// current details say executing meanwhile, at no action's cost.
+			workflow.SetCurrentDetails(c.ctx, c.details(code))
+			return
+		}
 	}
 	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
 	if code != "" {
