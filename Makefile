@@ -13,7 +13,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: cluster cluster-tools test-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
+.PHONY: cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -132,6 +132,11 @@ bench: tools
 	$(MAKE) bench-policy
 	$(MAKE) bench-mcp
 	$(MAKE) bench-pending
+
+## bench-cluster: make bench's end-to-end table and the 10,000-pending run on make cluster's Temporal (a fresh one
+## on a private PostgreSQL), against the bare workflow on the same cluster. About 30 minutes.
+bench-cluster: tools cluster-tools
+	$(WITH_PG) ./scripts/bench-cluster.sh
 
 ## bench-mcp: an allowed read through the MCP server against the same read through the Go client, interleaved.
 bench-mcp: tools

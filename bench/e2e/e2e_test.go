@@ -146,14 +146,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	ba = &bare{upstream: s.Upstream.URL, http: &http.Client{Timeout: 10 * time.Second}}
 	bareQueue := s.TaskQueue + "-bare"
-	bw := worker.New(s.Client, bareQueue, worker.Options{})
-	bw.RegisterWorkflow(BareRead)
-	bw.RegisterWorkflow(BareApproved)
-	bw.RegisterWorkflow(BareLocalRead)
-	bw.RegisterActivity(ba)
-	if err := bw.Start(); err != nil {
-		t.Fatal(err)
-	}
+	bw := bareWorker(t, s.Client, bareQueue)
 	defer bw.Stop()
 	kofi := func(conv string, store int64) policy.Session {
 		return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
@@ -267,6 +260,35 @@ func TestEndToEnd(t *testing.T) {
 	tgTput := throughput(func(i int) { readTG(1_000_000 + i) })
 	bareTput := throughput(func(i int) { readBare(1_000_000 + i) })
 
+	// Cards up per second at 32 concurrent callers: each call returns once its
+	// card is up (pending_approval); the bare one once its workflow has
+	// workflow started (it then waits for a signal).
+	liftTransferLimits(t)
+	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
+	var cards atomic.Int64
+	tgCards := throughput(func(int) {
+		k := int(cards.Add(1))
+		store, args := distinctTransfer(stores, k) // each its own intent, so each puts a card up
+		first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("card", k),
+			Args: json.RawMessage(args), Session: kofi("cards", store)})
+		if err != nil || first.Status != workflows.StatusPendingApproval {
+			t.Errorf("card %d: %v %+v", k, err, first)
+		}
+	})
+	bareCards := throughput(func(i int) {
+		id := fmt.Sprint("bare-card-", i)
+		if _, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true}, BareApproved, int64(112)); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// The same reads with a second worker on each queue (in this process).
+	s.AddWorker(t)
+	bw2 := bareWorker(t, s.Client, bareQueue)
+	defer bw2.Stop()
+	tgTput2 := throughput(func(i int) { readTG(2_000_000 + i) })
+	bareTput2 := throughput(func(i int) { readBare(2_000_000 + i) })
+
 	tgReadEvents, tgReadActions := events(t, s.Client, tgReadID)
 	bareReadEvents, bareReadActions := events(t, s.Client, bareReadID)
 	localReadEvents, localReadActions := events(t, s.Client, localReadID)
@@ -279,7 +301,9 @@ func TestEndToEnd(t *testing.T) {
 		{"allowed read p99 (ms)", f(ms(tgRead.pct(.99))), f(ms(bareRead.pct(.99))), ratio(ms(tgRead.pct(.99)), ms(bareRead.pct(.99)))},
 		{"approval signal -> executed p50 (ms)", f(ms(tgAppr.pct(.5))), f(ms(bareAppr.pct(.5))), ratio(ms(tgAppr.pct(.5)), ms(bareAppr.pct(.5)))},
 		{"approval signal -> executed p99 (ms)", f(ms(tgAppr.pct(.99))), f(ms(bareAppr.pct(.99))), ratio(ms(tgAppr.pct(.99)), ms(bareAppr.pct(.99)))},
-		{"reads/s at 32 concurrent", f(tgTput), f(bareTput), ratio(tgTput, bareTput)},
+		{"reads/s at 32 concurrent, one worker", f(tgTput), f(bareTput), ratio(tgTput, bareTput)},
+		{"reads/s at 32 concurrent, two workers", f(tgTput2), f(bareTput2), ratio(tgTput2, bareTput2)},
+		{"cards up per second at 32 concurrent (bare: workflows started)", f(tgCards), f(bareCards), ratio(tgCards, bareCards)},
 		{"history events per allowed read", fmt.Sprint(tgReadEvents), fmt.Sprint(bareReadEvents), ratio(float64(tgReadEvents), float64(bareReadEvents))},
 		{"history events per approved transfer", fmt.Sprint(tgApprEvents), fmt.Sprint(bareApprEvents), ratio(float64(tgApprEvents), float64(bareApprEvents))},
 		{"actions per allowed read", fmt.Sprint(tgReadActions), fmt.Sprint(bareReadActions), ratio(float64(tgReadActions), float64(bareReadActions))},
@@ -312,13 +336,46 @@ func TestEndToEnd(t *testing.T) {
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{
 		"when": time.Now().UTC().Format(time.RFC3339), "reads": map[string]any{"toolgate_ms": msList(tgRead), "bare_ms": msList(bareRead), "bare_local_ms": msList(localRead)},
-		"approvals":  map[string]any{"toolgate_ms": msList(tgAppr), "bare_ms": msList(bareAppr)},
-		"throughput": map[string]float64{"toolgate": tgTput, "bare": bareTput},
-		"events":     map[string]int{"toolgate_read": tgReadEvents, "bare_read": bareReadEvents, "bare_local_read": localReadEvents, "toolgate_transfer": tgApprEvents, "bare_transfer": bareApprEvents},
-		"actions":    map[string]int{"toolgate_read": tgReadActions, "bare_read": bareReadActions, "bare_local_read": localReadActions, "toolgate_transfer": tgApprActions, "bare_transfer": bareApprActions},
+		"approvals": map[string]any{"toolgate_ms": msList(tgAppr), "bare_ms": msList(bareAppr)},
+		"throughput": map[string]float64{"toolgate": tgTput, "bare": bareTput, "toolgate_two_workers": tgTput2, "bare_two_workers": bareTput2,
+			"toolgate_cards": tgCards, "bare_cards": bareCards},
+		"server":  server(),
+		"events":  map[string]int{"toolgate_read": tgReadEvents, "bare_read": bareReadEvents, "bare_local_read": localReadEvents, "toolgate_transfer": tgApprEvents, "bare_transfer": bareApprEvents},
+		"actions": map[string]int{"toolgate_read": tgReadActions, "bare_read": bareReadActions, "bare_local_read": localReadActions, "toolgate_transfer": tgApprActions, "bare_transfer": bareApprActions},
 	}, "", "  ")
-	_ = os.WriteFile(filepath.Join(dir, "e2e.json"), raw, 0o644)
-	_ = os.WriteFile(filepath.Join(dir, "e2e.md"), []byte(table.String()), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, resultsName()+".json"), raw, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, resultsName()+".md"), []byte(table.String()), 0o644)
+}
+
+// bareWorker starts a worker for the floor's workflows on queue.
+func bareWorker(t *testing.T, c client.Client, queue string) worker.Worker {
+	bw := worker.New(c, queue, worker.Options{})
+	bw.RegisterWorkflow(BareRead)
+	bw.RegisterWorkflow(BareApproved)
+	bw.RegisterWorkflow(BareLocalRead)
+	bw.RegisterActivity(ba)
+	if err := bw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return bw
+}
+
+// server names the Temporal the run measured: an existing one
+// (TEMPORAL_ADDRESS, make bench-cluster) or the dev server the tests start.
+func server() string {
+	if a := os.Getenv("TEMPORAL_ADDRESS"); a != "" {
+		return "cluster at " + a
+	}
+	return "dev server"
+}
+
+// resultsName is the file stem a run writes under bench/results: e2e for
+// the dev server, e2e-cluster for make bench-cluster.
+func resultsName() string {
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return "e2e-cluster"
+	}
+	return "e2e"
 }
 
 func f(v float64) string        { return fmt.Sprintf("%.1f", v) }

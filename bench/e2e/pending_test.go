@@ -66,6 +66,18 @@ func distinctTransfer(stores []int64, i int) (int64, string) {
 	return store, ""
 }
 
+// liftTransferLimits lets a run put up many more cards than the shipped
+// table's 5 transfers per store per day, until the test ends.
+func liftTransferLimits(t *testing.T) {
+	for i := range policy.Table {
+		if policy.Table[i].Tool == "request_stock_transfer" {
+			saved := policy.Table[i]
+			policy.Table[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
+			t.Cleanup(func() { policy.Table[i] = saved })
+		}
+	}
+}
+
 func TestPendingApprovals(t *testing.T) {
 	n := 9570 // every distinct intent distinctTransfer has
 	if v, err := strconv.Atoi(os.Getenv("BENCH_PENDING")); err == nil && v > 0 {
@@ -75,14 +87,7 @@ func TestPendingApprovals(t *testing.T) {
 	if n < 2000 {
 		ttl = time.Minute
 	}
-	// The shipped table allows 5 transfers per store per day; this run needs many more.
-	for i := range policy.Table {
-		if policy.Table[i].Tool == "request_stock_transfer" {
-			saved := policy.Table[i]
-			policy.Table[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
-			t.Cleanup(func() { policy.Table[i] = saved })
-		}
-	}
+	liftTransferLimits(t)
 	cache := 1000 // as the worker runs by default (TOOLGATE_WORKFLOW_CACHE_SIZE)
 	if v, err := strconv.Atoi(os.Getenv("BENCH_CACHE")); err == nil && v > 0 {
 		cache = v
@@ -158,7 +163,7 @@ func TestPendingApprovals(t *testing.T) {
 	_ = os.MkdirAll(dir, 0o755)
 	raw, _ := json.MarshalIndent(map[string]any{"pending": n, "workflow_cache": cache, "start_seconds": started.Seconds(), "pending_at_once": pending,
 		"rss_mb_before": before, "rss_mb_peak": peak.Load(), "expired": expired, "late_p50_s": p50, "late_p99_s": p99, "late_max_s": max}, "", "  ")
-	_ = os.WriteFile(filepath.Join(dir, "pending.json"), raw, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, strings.Replace(resultsName(), "e2e", "pending", 1)+".json"), raw, 0o644)
 }
 
 // TestDistinctTransfersAreDistinct: the pending run's transfers are each

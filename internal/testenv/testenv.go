@@ -446,6 +446,17 @@ func (s *Stack) StartWorker(t testing.TB) {
 	s.worker = w
 }
 
+// AddWorker starts one more worker on the stack's task queue, in this
+// process, stopped when the test ends (the benchmarks' second worker).
+func (s *Stack) AddWorker(t testing.TB) {
+	t.Helper()
+	w := workflows.NewWorker(s.Client, s.TaskQueue, s.settings, s.Activities)
+	if err := w.Start(); err != nil {
+		t.Fatalf("start a second worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+}
+
 // StopWorker stops the stack's worker; calls wait until one starts again.
 func (s *Stack) StopWorker() {
 	if s.worker != nil {
