@@ -145,7 +145,7 @@ bench-mcp: tools
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires. About 15 minutes.
 bench-pending: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-10000} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-9570} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:

@@ -15,5 +15,5 @@ TEMPORAL_UI=0 ./scripts/temporal-cluster.sh start "$dir/temporal" "${TOOLGATE_TE
 export TOOLGATE_REQUIRE_SERVICES=1
 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end'
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-BENCH_PENDING="${BENCH_PENDING:-10000}" go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 |
+BENCH_PENDING="${BENCH_PENDING:-9570}" go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 |
   grep -E '^(--- |ok|FAIL)|pending_test'; exit "${PIPESTATUS[0]}"
