@@ -141,31 +141,59 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 
 // TestApprovalLandingWithTheExpiry: an approval sent just before the card
 // expires, while no worker runs, reaches the workflow in the same task as
-// the fired timer. It must not count: the decision arrived, but the card is
-// processed after its expiry, so nothing runs.
+// the fired expiry timer. It must not count: the decision arrived, but the
+// card is processed after its expiry, so nothing runs. Both shapes of the
+// wait: a card that never escalates (its expiry timer runs from the start),
+// and one whose escalation has fired (its expiry timer runs from then on,
+// for what is left).
 func TestApprovalLandingWithTheExpiry(t *testing.T) {
-	s := testenv.NewStackTTL(t, 3*time.Second)
-	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("late", "c1", fortyCases, ama("")))
-	if err != nil || first.Status != workflows.StatusPendingApproval {
-		t.Fatalf("%v %+v", err, first)
-	}
-	s.StopWorker()
-	time.Sleep(2 * time.Second) // the card has about a second left
-	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond) // the timer fires while no worker runs
-	s.StartWorker(t)
-	var res workflows.ToolCallResult
-	if err := run.Get(ctx, &res); err != nil || res.Status != "expired" {
-		t.Fatalf("%v %+v", err, res)
-	}
-	var transfers, refused int
-	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
-	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'expired'`, run.GetID()).Scan(&refused)
-	if transfers != 0 || refused != 1 {
-		t.Fatalf("%d transfers, %d refusals as expired", transfers, refused)
+	for _, tc := range []struct {
+		name          string
+		escalateAfter float64
+		escalates     bool
+		ttl           time.Duration
+	}{
+		{"no escalation", 1, false, 3 * time.Second},
+		{"after the escalation", 0.5, true, 6 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: tc.ttl, EscalateAfter: tc.escalateAfter})
+			ctx := context.Background()
+			first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("late", "c1", fortyCases, ama("")))
+			if err != nil || first.Status != workflows.StatusPendingApproval {
+				t.Fatalf("%v %+v", err, first)
+			}
+			up := time.Now()
+			if tc.escalates {
+				// The worker handles the escalation (and starts the expiry timer for what is left).
+				var escalated int
+				for escalated == 0 && time.Since(up) < tc.ttl-2*time.Second {
+					time.Sleep(100 * time.Millisecond)
+					_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'escalated'`, run.GetID()).Scan(&escalated)
+				}
+				if escalated != 1 {
+					t.Fatalf("%d escalations with %s of the card left", escalated, tc.ttl-time.Since(up))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			s.StopWorker()
+			time.Sleep(time.Until(up.Add(tc.ttl - time.Second))) // the card has about a second left
+			if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
+				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2500 * time.Millisecond) // the timer fires while no worker runs
+			s.StartWorker(t)
+			var res workflows.ToolCallResult
+			if err := run.Get(ctx, &res); err != nil || res.Status != "expired" {
+				t.Fatalf("%v %+v", err, res)
+			}
+			var transfers, refused int
+			_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
+			_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'expired'`, run.GetID()).Scan(&refused)
+			if transfers != 0 || refused != 1 {
+				t.Fatalf("%d transfers, %d refusals as expired", transfers, refused)
+			}
+		})
 	}
 }

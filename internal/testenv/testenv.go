@@ -399,6 +399,8 @@ type StackOptions struct {
 	SignInTTL time.Duration
 	// Webhook, when set, hears about cards.
 	Webhook *activities.Webhook
+	// EscalateAfter is the worker's escalation fraction (the default when zero; 1 never escalates).
+	EscalateAfter float64
 }
 
 // NewStackWith starts a stack with options.
@@ -430,7 +432,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	s.Activities.Webhook = o.Webhook
 	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
-		Webhooks: o.Webhook != nil}
+		Webhooks: o.Webhook != nil, EscalateAfter: o.EscalateAfter}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
 	return s
