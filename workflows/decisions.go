@@ -114,7 +114,9 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		if g.timer != nil {
 			sel.AddFuture(g.timer, func(workflow.Future) { expired = true })
 		}
-		if g.escalation != nil && !g.escalated && g.escalateTo != "" {
+		// A chained card waits on its escalation timer even when an edit has
+		// routed it to a role with none above: the expiry follows that timer.
+		if g.escalation != nil && !g.escalated && (g.chained || g.escalateTo != "") {
 			sel.AddFuture(g.escalation, func(workflow.Future) { escalate = true })
 		}
 		sel.Select(c.ctx)
@@ -122,8 +124,11 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 			return policy.Approval{}, StatusExpired, nil
 		}
 		if escalate {
-			if err := c.escalate(g); err != nil {
-				return policy.Approval{}, "", err
+			g.escalation = nil
+			if g.escalateTo != "" {
+				if err := c.escalate(g); err != nil {
+					return policy.Approval{}, "", err
+				}
 			}
 			if g.chained && !g.startExpiry() {
 				return policy.Approval{}, StatusExpired, nil

@@ -115,3 +115,25 @@ func TestEditsAreBounded(t *testing.T) {
 		t.Fatalf("%d refusals of the edit past the bound, want 1", n)
 	}
 }
+
+// TestAnEditedCardStillExpires: a store manager's card waits on its
+// escalation timer alone (the expiry's follows it); an edit that routes it
+// to the area manager, who has no role above to escalate to, must not
+// leave it waiting for ever: it still expires when version 1 said.
+func TestAnEditedCardStillExpires(t *testing.T) {
+	f := newFixture(t)
+	var v1, before workflows.Status
+	res := f.run(t, "edit", "e4", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
+		decide(t, env, time.Minute, &v1, edit(amaID, `{"quantity":60}`))
+		env.RegisterDelayedCallback(func() { before = status(t, env) }, workflows.DefaultApprovalTTL-time.Minute)
+	})
+	if res.Status != workflows.StatusExpired || res.Code != policy.CodeExpired {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+	if before.Status != workflows.StatusPendingApproval || before.Version != 2 || before.ApproverRole != policy.RoleAreaManager || before.ExpiresAt != v1.ExpiresAt {
+		t.Fatalf("a minute before the expiry: %+v (version 1 expired at %s)", before, v1.ExpiresAt)
+	}
+	if got := events(f.audit(t, "toolcall-edit-e4")); got != "needs_approval/ok edited/ok expired/expired" {
+		t.Fatalf("audit %s", got)
+	}
+}

@@ -68,6 +68,8 @@ var goldenPaths = []struct {
 		[]policy.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
 	{"transfer_edited_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
 		[]policy.Approval{edit(storeManager(117), `{"quantity":35}`), approve(kofiID)}},
+	{"transfer_edited_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
+		[]policy.Approval{edit(storeManager(120), `{"quantity":35}`)}},
 	{"transfer_webhook_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
 		[]policy.Approval{{Decision: policy.Reject, Approver: kofiID, Reason: "not this week"}}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
@@ -88,6 +90,7 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_edited_approved":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_expired":                {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{120}, SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_webhook_rejected":              {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
