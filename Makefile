@@ -13,7 +13,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending
+.PHONY: cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending bench-cards
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build
@@ -146,6 +146,11 @@ bench-mcp: tools
 ## how late each expires. About 15 minutes.
 bench-pending: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-9570} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
+
+## bench-cards: cards put up by 32 concurrent callers, and the CPU each takes in toolgate, the Temporal server and
+## PostgreSQL (BENCH_CPUPROFILE=file writes toolgate's CPU profile, BENCH_WINDOW=seconds sets the window).
+bench-cards: tools
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run TestCardThroughput -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|cards' ; exit $${PIPESTATUS[0]}
 
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:

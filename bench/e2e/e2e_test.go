@@ -148,9 +148,7 @@ func TestEndToEnd(t *testing.T) {
 	bareQueue := s.TaskQueue + "-bare"
 	bw := bareWorker(t, s.Client, bareQueue)
 	defer bw.Stop()
-	kofi := func(conv string, store int64) policy.Session {
-		return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
-	}
+	kofi := kofiAt
 	readTG := func(i int) (time.Duration, string) {
 		start := time.Now()
 		in := workflows.ToolCallInput{Tool: "get_stock", ToolCallID: fmt.Sprint("r", i), Args: json.RawMessage(`{"articleId":40211}`), Session: kofi("bench", 112)}
@@ -353,6 +351,7 @@ func bareWorker(t *testing.T, c client.Client, queue string) worker.Worker {
 	bw.RegisterWorkflow(BareRead)
 	bw.RegisterWorkflow(BareApproved)
 	bw.RegisterWorkflow(BareLocalRead)
+	bw.RegisterWorkflow(BareUpdated)
 	bw.RegisterActivity(ba)
 	if err := bw.Start(); err != nil {
 		t.Fatal(err)
