@@ -143,7 +143,7 @@ bench-mcp: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run TestMCPLatency -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|mcp_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
-## how late each expires. About 15 minutes.
+## how late each expires (BENCH_PENDING_RATE=cards per second caps the starts). About 15 minutes.
 bench-pending: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 BENCH_PENDING=$${BENCH_PENDING:-9570} go test -tags bench -count=1 -timeout 45m -run TestPendingApprovals -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|pending_test' ; exit $${PIPESTATUS[0]}
 
