@@ -92,7 +92,7 @@ GUARDS = [
     ("a card's end releases its intent", "activities/card.go", "_, err = db.Exec(ctx, `DELETE FROM pending_intents WHERE workflow_id = $1 AND run_id = $2`, wf, run)", "err = nil", run("OneCardPerIntent", "./workflows")),
     ("a rejection's note reaches the model", "workflows/approval.go", "c.note, _ = json.Marshal(map[string]string{\"note\": note})", "_ = note", run("ReasonsReachBothSides", "./workflows")),
     ("an escalated card takes the next role up", "workflows/decisions.go", "if g.escalated && r.a.Approver.Role == g.escalateTo {", "if false {", run("UnansweredCardsEscalate", "./workflows")),
-    ("an unanswered card escalates", "workflows/decisions.go", "\t\tif g.escalation != nil && !g.escalated && (g.chained || g.escalateTo != \"\") {", "\t\tif false {", run("UnansweredCardsEscalate", "./workflows")),
+    ("an unanswered card escalates", "workflows/decisions.go", "\t\tif g.escalation != nil && (g.chained || g.escalateTo != \"\") {", "\t\tif false {", run("UnansweredCardsEscalate", "./workflows")),
     ("two-person: a card above the quorum's value needs several approvals", "policy/policy.go", "\t\t\tv.Approvals = n\n", "\t\t\t_ = n\n", run("Quorums|TwoPersonRule", "./policy", "./workflows")),
     ("two-person: one approval is not enough", "workflows/decisions.go", "if r.a.Decision == policy.Approve && len(g.approvals)+1 < g.need {", "if false {", run("TwoPersonRule", "./workflows")),
     ("two-person: the requester never counts", "workflows/decisions.go", "\t\tif r.a.Approver.UserID == g.requester {", "\t\tif false {", run("TwoPersonRule", "./workflows")),
@@ -137,7 +137,7 @@ GUARDS = [
     ("the call's activity writes its outcome", "activities/call.go", "\tif in.After != nil {\n", "\tif false && in.After != nil {\n", run("CallTool", "./activities")),
     ("an outcome the call could not write is written by the workflow", "workflows/toolcall.go", "if spec.Tier != policy.TierRead && !res.Recorded {", "if spec.Tier != policy.TierRead && false {", run("CannotRecordIt", "./workflows")),
     ("a chained expiry keeps the card's expiry", "workflows/decisions.go", "left := g.expires.Sub(workflow.Now(g.timerCtx))", "left := g.expires.Sub(g.upAt)", run("UnansweredCardsEscalate", "./workflows")),
-    ("an edited card still expires", "workflows/decisions.go", "!g.escalated && (g.chained || g.escalateTo != \"\")", "!g.escalated && g.escalateTo != \"\"", run("AnEditedCardStillExpires", "./workflows")),
+    ("an edited card still expires", "workflows/decisions.go", "g.escalation != nil && (g.chained || g.escalateTo != \"\")", "g.escalation != nil && g.escalateTo != \"\"", run("AnEditedCardStillExpires", "./workflows")),
     ("a retried task's pending card takes its expiry", "activities/card.go", "THEN EXCLUDED.expires_at ELSE", "THEN pending_action.expires_at ELSE", run("RetriedExpiry", "./activities")),
 ]
 

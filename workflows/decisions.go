@@ -116,7 +116,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		}
 		// A chained card waits on its escalation timer even when an edit has
 		// routed it to a role with none above: the expiry follows that timer.
-		if g.escalation != nil && !g.escalated && (g.chained || g.escalateTo != "") {
+		if g.escalation != nil && (g.chained || g.escalateTo != "") {
 			sel.AddFuture(g.escalation, func(workflow.Future) { escalate = true })
 		}
 		sel.Select(c.ctx)
@@ -124,7 +124,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 			return policy.Approval{}, StatusExpired, nil
 		}
 		if escalate {
-			g.escalation = nil
+			g.escalation = nil // fired: never waited on again
 			if g.escalateTo != "" {
 				if err := c.escalate(g); err != nil {
 					return policy.Approval{}, "", err

@@ -149,12 +149,11 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 func TestApprovalLandingWithTheExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		escalateAfter float64
-		escalates     bool
+		escalateAfter float64 // 1: never
 		ttl           time.Duration
 	}{
-		{"no escalation", 1, false, 3 * time.Second},
-		{"after the escalation", 0.5, true, 6 * time.Second},
+		{"no escalation", 1, 3 * time.Second},
+		{"after the escalation", 0.5, 6 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: tc.ttl, EscalateAfter: tc.escalateAfter})
@@ -164,7 +163,7 @@ func TestApprovalLandingWithTheExpiry(t *testing.T) {
 				t.Fatalf("%v %+v", err, first)
 			}
 			up := time.Now()
-			if tc.escalates {
+			if tc.escalateAfter < 1 {
 				// The worker handles the escalation (and starts the expiry timer for what is left).
 				var escalated int
 				for escalated == 0 && time.Since(up) < tc.ttl-2*time.Second {

@@ -48,17 +48,8 @@ func TestCardThroughput(t *testing.T) {
 	bareQueue := s.TaskQueue + "-bare"
 	bw := bareWorker(t, s.Client, bareQueue)
 	defer bw.Stop()
-	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 	var next, cards atomic.Int64
-	card := func() {
-		k := int(cards.Add(1)) // each its own intent (9,570 of them), so each puts a card up
-		store, args := distinctTransfer(stores, k)
-		first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("card", k),
-			Args: json.RawMessage(args), Session: kofiAt("cards", store)})
-		if err != nil || first.Status != workflows.StatusPendingApproval {
-			t.Errorf("card %d: %v %+v", k, err, first)
-		}
-	}
+	card := func() { putCard(t, s, "card-throughput", int(cards.Add(1))) }
 	eager := func() {
 		id := fmt.Sprint("bare-card-", next.Add(1))
 		if _, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true}, BareApproved, int64(112)); err != nil {
@@ -166,6 +157,18 @@ func measureCPU(t *testing.T, name string, window time.Duration, put func()) (ra
 	}
 	t.Logf("cards: %s: %-36s %6.2f ms CPU per call (%4.0f%% of the machine's 2 cores)", name, "all", float64(total.Microseconds())/1000/calls, 50*total.Seconds()/took.Seconds())
 	return calls / took.Seconds(), serverMS
+}
+
+// putCard puts up the k-th distinct transfer card (each its own intent, of
+// the 9,570 distinctTransfer has) in conversation conv.
+func putCard(t *testing.T, s *testenv.Stack, conv string, k int) {
+	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
+	store, args := distinctTransfer(stores, k)
+	first, _, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer",
+		ToolCallID: fmt.Sprint("card", k), Args: json.RawMessage(args), Session: kofiAt(conv, store)})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Errorf("card %d: %v %+v", k, err, first)
+	}
 }
 
 // kofiAt is kofi, the area manager, signed in for one store.

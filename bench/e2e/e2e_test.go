@@ -262,17 +262,8 @@ func TestEndToEnd(t *testing.T) {
 	// card is up (pending_approval); the bare one once its workflow has
 	// workflow started (it then waits for a signal).
 	liftTransferLimits(t)
-	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 	var cards atomic.Int64
-	tgCards := throughput(func(int) {
-		k := int(cards.Add(1))
-		store, args := distinctTransfer(stores, k) // each its own intent, so each puts a card up
-		first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("card", k),
-			Args: json.RawMessage(args), Session: kofi("cards", store)})
-		if err != nil || first.Status != workflows.StatusPendingApproval {
-			t.Errorf("card %d: %v %+v", k, err, first)
-		}
-	})
+	tgCards := throughput(func(int) { putCard(t, s, "cards", int(cards.Add(1))) })
 	bareCards := throughput(func(i int) {
 		id := fmt.Sprint("bare-card-", i)
 		if _, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true}, BareApproved, int64(112)); err != nil {
