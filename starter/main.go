@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/register"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 )
@@ -39,6 +40,7 @@ const usage = `usage:
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter resume  --conversation C --call-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
+  starter register [--format markdown|json]   (the action register: each tool's checks, where they are enforced, the tests that prove them)
   starter keygen  [--id KEY_ID]
   starter search-attributes
   starter migrate
@@ -92,6 +94,8 @@ func run(args []string, out io.Writer) error {
 			return fmt.Errorf("tools: %w", err)
 		}
 		return printJSON(out, defs)
+	case "register":
+		return registerCmd(args[1:], out)
 	case "search-attributes":
 		// One per line as NAME=TYPE, for --search-attribute and operator search-attribute create.
 		for _, sa := range workflows.SearchAttributes {
@@ -438,4 +442,25 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// registerCmd prints the action register, generated from the policy table,
+// the tool registry and the guard-proof list.
+func registerCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("register", flag.ContinueOnError)
+	format := fs.String("format", "markdown", "markdown or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r, err := register.Default()
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	switch *format {
+	case "markdown":
+		return register.Markdown(out, r)
+	case "json":
+		return printJSON(out, r)
+	}
+	return fmt.Errorf("register: --format %q: want markdown or json", *format)
 }
