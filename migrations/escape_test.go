@@ -76,12 +76,87 @@ func TestServicesRefuseAPowerfulRole(t *testing.T) {
 		}
 	}
 	owner := testenv.OwnerPool(t, url)
-	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole, pg.MCPRole} {
+	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole, pg.MCPRole, pg.AuditorRole} {
 		for _, priv := range []string{"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
 			var has bool
 			if err := owner.QueryRow(ctx, `SELECT has_table_privilege($1, 'audit_log', $2)`, role, priv).Scan(&has); err != nil || has {
 				t.Errorf("%s holds %s on audit_log (%v)", role, priv, err)
 			}
+		}
+	}
+}
+
+// TestTheAuditorReadsTheAuditLogAndNothingElse: over every table, view,
+// sequence and function of toolgate's schemas, the auditor's role holds
+// SELECT on audit_log and no other privilege; from its own connection a
+// write to the audit log, a read of a card, the vault or a session, and
+// the MCP server's credential function are refused.
+func TestTheAuditorReadsTheAuditLogAndNothingElse(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Database(t)
+	owner := testenv.OwnerPool(t, url)
+	rows, err := owner.Query(ctx, `SELECT c.oid::regclass::text, c.relkind::text, p.priv,
+		CASE c.relkind WHEN 'S' THEN has_sequence_privilege($1, c.oid, p.priv) ELSE has_table_privilege($1, c.oid, p.priv) END
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER', 'USAGE']) p(priv)
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND c.relkind IN ('r', 'v', 'm', 'p', 'S')
+		AND ((c.relkind = 'S' AND p.priv IN ('SELECT', 'UPDATE', 'USAGE')) OR (c.relkind <> 'S' AND p.priv <> 'USAGE'))`, pg.AuditorRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, tables := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var rel, kind, priv string
+		var has bool
+		if err := rows.Scan(&rel, &kind, &priv, &has); err != nil {
+			t.Fatal(err)
+		}
+		tables[rel] = true
+		if has {
+			held[rel+" "+priv] = true
+		}
+	}
+	rows.Close()
+	if len(tables) < 10 || !tables["vault.credentials"] || !tables["pending_action"] {
+		t.Fatalf("the privilege scan saw only %v", tables)
+	}
+	if len(held) != 1 || !held["audit_log SELECT"] {
+		t.Fatalf("the auditor holds %v; want SELECT on audit_log alone", held)
+	}
+	var fns []string
+	frows, err := owner.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND has_schema_privilege($1, n.oid, 'USAGE') AND has_function_privilege($1, p.oid, 'EXECUTE')
+		AND p.prorettype <> 'trigger'::regtype`, pg.AuditorRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for frows.Next() {
+		var f string
+		_ = frows.Scan(&f)
+		fns = append(fns, f)
+	}
+	frows.Close()
+	if len(fns) > 0 {
+		t.Fatalf("the auditor may call %v", fns)
+	}
+	auditor := testenv.ServicePool(t, url, "auditor")
+	if _, err := auditor.Exec(ctx, `SELECT count(*) FROM audit_log`); err != nil {
+		t.Fatalf("the auditor cannot read the audit log: %v", err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		 VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'auditor')`,
+		`SELECT * FROM pending_action`,
+		`SELECT * FROM vault.credentials`,
+		`SELECT * FROM approver_sessions`,
+		`SELECT * FROM sign_in_log`,
+		`SELECT * FROM tool_calls`,
+		`SELECT * FROM mangrove.transfers`,
+		`SELECT vault.issue_for_sign_in('ama', 'i', 's', 'store_manager', '{112}', 'pwd', now())`,
+		`CREATE TABLE public.notes (x int)`,
+	} {
+		if _, err := auditor.Exec(ctx, stmt); err == nil {
+			t.Errorf("the auditor may %q", stmt)
 		}
 	}
 }

@@ -18,6 +18,9 @@ const (
 	UpstreamRole  = "toolgate_upstream"
 	// MCPRole (migration 018) may only issue credentials for sign-ins.
 	MCPRole = "toolgate_mcp"
+	// AuditorRole (migration 019) may SELECT the audit log and nothing else:
+	// the insights page, starter explain and starter export-evals.
+	AuditorRole = "toolgate_auditor"
 )
 
 // ServiceURL is the owner's URL with the user replaced by role and the
@@ -75,9 +78,9 @@ func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Poo
 	return pool, nil
 }
 
-// RoleOf is a service's own role ("worker", "approvals", "upstream"), or "".
+// RoleOf is a service's own role ("worker", "approvals", "upstream", "mcp", "auditor"), or "".
 func RoleOf(service string) string {
-	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole, "mcp": MCPRole}[service]
+	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole, "mcp": MCPRole, "auditor": AuditorRole}[service]
 }
 
 func redactURL(s string) string {

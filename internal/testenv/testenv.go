@@ -182,7 +182,7 @@ func Database(t testing.TB) string {
 const migrateLock = 7_431_001
 
 // Services are the processes that log in with their own database role.
-var Services = []string{"worker", "approvals", "upstream", "mcp"}
+var Services = []string{"worker", "approvals", "upstream", "mcp", "auditor"}
 
 // ServicePool opens a pool as the service does: its own role, checked to be
 // neither a superuser nor the audit log's owner.
