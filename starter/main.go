@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -40,6 +41,9 @@ const usage = `usage:
   starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter resume  --conversation C --call-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
+  starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
+  starter explain --store 112 --day YYYY-MM-DD [--tool NAME]   (every call that ran upstream for a store that day, and their stories)
+  starter export-evals --since YYYY-MM-DD|RFC3339|24h [--format jsonl]   (one line per model-facing decision; docs/evals.schema.json)
   starter register [--format markdown|json]   (the action register: each tool's checks, where they are enforced, the tests that prove them)
   starter keygen  [--id KEY_ID]
   starter search-attributes
@@ -49,7 +53,8 @@ const usage = `usage:
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 
-Environment: TEMPORAL_ADDRESS, TOOLGATE_TASK_QUEUE, DATABASE_URL (see README)`
+Environment: TEMPORAL_ADDRESS, TOOLGATE_TASK_QUEUE, DATABASE_URL, AUDITOR_DATABASE_URL (explain and export-evals read the audit log
+as toolgate_auditor, which can read nothing else; see README)`
 
 var errUsage = errors.New(strings.TrimSpace(usage))
 
@@ -96,6 +101,10 @@ func run(args []string, out io.Writer) error {
 		return printJSON(out, defs)
 	case "register":
 		return registerCmd(args[1:], out)
+	case "explain":
+		return explainCmd(cfg, args[1:], out)
+	case "export-evals":
+		return exportEvalsCmd(cfg, args[1:], out)
 	case "search-attributes":
 		// One per line as NAME=TYPE, for --search-attribute and operator search-attribute create.
 		for _, sa := range workflows.SearchAttributes {
@@ -463,4 +472,137 @@ func registerCmd(args []string, out io.Writer) error {
 		return printJSON(out, r)
 	}
 	return fmt.Errorf("register: --format %q: want markdown or json", *format)
+}
+
+// auditor opens the audit log as the auditor's login, which may read it and
+// nothing else.
+func auditor(ctx context.Context, cfg config.Config) (insights.Reader, func(), error) {
+	pool, err := cfg.OpenPool(ctx, "auditor")
+	if err != nil {
+		return insights.Reader{}, nil, fmt.Errorf("the auditor's database login (AUDITOR_DATABASE_URL, default DATABASE_URL as toolgate_auditor): %w", err)
+	}
+	return insights.Reader{Pool: pool}, pool.Close, nil
+}
+
+// explainCmd prints one call's story, or every call that ran upstream for
+// a store on a day with a verdict on what they mean.
+func explainCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	id := fs.String("workflow-id", "", "the call, toolcall-<conversationId>-<toolCallId>")
+	store := fs.Int64("store", 0, "with --day: every call that ran upstream for this store")
+	day := fs.String("day", "", "with --store: the day, YYYY-MM-DD (UTC)")
+	tool := fs.String("tool", "", "with --store: only this tool")
+	format := fs.String("format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *format != "text" && *format != "json" {
+		return fmt.Errorf("explain: --format %q: want text or json", *format)
+	}
+	if (*id == "") == (*store == 0) {
+		return errors.New("explain: give --workflow-id ID, or --store N --day YYYY-MM-DD [--tool NAME]")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, done, err := auditor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer done()
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ids := []string{*id}
+	var verdict string
+	if *store != 0 {
+		d, err := time.Parse(time.DateOnly, *day)
+		if err != nil {
+			return fmt.Errorf("explain: --day %q: want YYYY-MM-DD", *day)
+		}
+		if *tool != "" {
+			if _, ok := policy.Lookup(*tool); !ok {
+				return fmt.Errorf("explain: --tool %q is not a tool; use one of %s", *tool, strings.Join(policy.Default().Names(), ", "))
+			}
+		}
+		if ids, err = r.Executed(ctx, *store, d, *tool); err != nil {
+			return err
+		}
+		verdict = insights.Verdict(ids, *tool, *store, d)
+	}
+	var stories []insights.Story
+	for _, id := range ids {
+		s, err := r.Explain(ctx, c, id)
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		stories = append(stories, s)
+	}
+	if *format == "json" {
+		if *store != 0 {
+			return printJSON(out, map[string]any{"verdict": verdict, "calls": stories})
+		}
+		return printJSON(out, stories[0])
+	}
+	if verdict != "" {
+		fmt.Fprintf(out, "%s\n", verdict)
+	}
+	for _, s := range stories {
+		if verdict != "" {
+			fmt.Fprintln(out)
+		}
+		if err := s.Text(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exportEvalsCmd writes the evals export: one JSON line per model-facing
+// decision since a date, a time or a duration ago.
+func exportEvalsCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("export-evals", flag.ContinueOnError)
+	since := fs.String("since", "", "YYYY-MM-DD, an RFC 3339 time, or a duration ago such as 24h")
+	format := fs.String("format", "jsonl", "jsonl (one toolgate.evals/v1 object per line; docs/evals.schema.json)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *format != "jsonl" {
+		return fmt.Errorf("export-evals: --format %q: only jsonl", *format)
+	}
+	from, err := parseSince(*since, time.Now())
+	if err != nil {
+		return fmt.Errorf("export-evals: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r, done, err := auditor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer done()
+	n, err := r.ExportEvals(ctx, from, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "export-evals: %d decisions since %s\n", n, from.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// parseSince reads --since: a date, an RFC 3339 time, or a duration ago.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, errors.New("--since is required: a date (2026-12-01), an RFC 3339 time, or a duration ago (24h)")
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want a date (2026-12-01), an RFC 3339 time, or a positive duration ago (24h)", v)
 }

@@ -326,6 +326,8 @@ func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.
 	card.Version, card.Status = cardFinal, status.card()
 	if by != nil {
 		in.Approver, in.Evidence, card.DecidedBy, card.Note = &by.Approver, by.Evidence, &by.Approver, by.Reason
+		// The row carries the note as the model got it, for the evals export.
+		in.Result = c.note
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	}
 	if err := c.record(in, card, local); err != nil {

@@ -1,0 +1,439 @@
+// Package insights reads the audit log for the people who answer for
+// toolgate: the insights page's charts (decisions, refusals, approvers and
+// their rubber-stamp signals, expiries, limits, upstream failures and
+// latency), one call's whole story (starter explain), and the evals export
+// (starter export-evals). It reads through the auditor's login, which may
+// SELECT audit_log and nothing else (migration 019), so nothing here can
+// write.
+package insights
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Rubber-stamp thresholds: an approver is flagged when at least half of
+// their decisions (and at least MinFastDecisions) took under FastDecision,
+// when they approve at least HighApproveRate of ManyCards or more, or when
+// they approve a card whose dry run an edit changed within FastDecision of
+// the change.
+const (
+	FastDecision     = 5 * time.Second
+	MinFastDecisions = 2
+	HighApproveRate  = 0.95
+	ManyCards        = 10
+)
+
+// DefaultPeriod is how far back the page looks when no period is given.
+const DefaultPeriod = 30 * 24 * time.Hour
+
+// Filter narrows every query: a period, and optionally a store, a tool and
+// a user (the requester or the approver). Scope, when not nil, is the
+// stores the reader may see (rows without a store are shown too).
+type Filter struct {
+	From, To time.Time
+	Store    int64
+	Tool     string
+	User     string
+	Scope    []int64
+}
+
+// ParseFilter reads a filter from a query string (from, to as
+// YYYY-MM-DD, inclusive; store; tool; user). Its error says what to fix.
+func ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
+	f := Filter{To: now.UTC().Truncate(24*time.Hour).Add(24 * time.Hour), Scope: scope}
+	f.From = f.To.Add(-DefaultPeriod)
+	if v := strings.TrimSpace(q.Get("from")); v != "" {
+		d, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return f, fmt.Errorf("from: %q is not a date; use YYYY-MM-DD, e.g. %s", clip(v), now.UTC().Format(time.DateOnly))
+		}
+		f.From = d
+	}
+	if v := strings.TrimSpace(q.Get("to")); v != "" {
+		d, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return f, fmt.Errorf("to: %q is not a date; use YYYY-MM-DD, e.g. %s", clip(v), now.UTC().Format(time.DateOnly))
+		}
+		f.To = d.Add(24 * time.Hour)
+	}
+	if !f.From.Before(f.To) {
+		return f, fmt.Errorf("the period is empty: from (%s) must not be after to", f.From.Format(time.DateOnly))
+	}
+	if v := strings.TrimSpace(q.Get("store")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < policy.MinStoreID || n > policy.MaxStoreID {
+			return f, fmt.Errorf("store: %q is not a store number (%d to %d)", clip(v), policy.MinStoreID, policy.MaxStoreID)
+		}
+		f.Store = n
+	}
+	if v := strings.TrimSpace(q.Get("tool")); v != "" {
+		if _, ok := policy.Lookup(v); !ok {
+			return f, fmt.Errorf("tool: %q is not a tool; use one of %s", clip(v), strings.Join(policy.Default().Names(), ", "))
+		}
+		f.Tool = v
+	}
+	if v := strings.TrimSpace(q.Get("user")); v != "" {
+		if !policy.ValidID(v) {
+			return f, fmt.Errorf("user: %q is not a user ID (1 to %d letters, digits or . _ @ -)", clip(v), policy.MaxIDLength)
+		}
+		f.User = v
+	}
+	return f, nil
+}
+
+// Query is the filter as a query string, for links that keep it.
+func (f Filter) Query() string {
+	q := url.Values{"from": {f.From.Format(time.DateOnly)}, "to": {f.To.Add(-24 * time.Hour).Format(time.DateOnly)}}
+	if f.Store != 0 {
+		q.Set("store", strconv.FormatInt(f.Store, 10))
+	}
+	if f.Tool != "" {
+		q.Set("tool", f.Tool)
+	}
+	if f.User != "" {
+		q.Set("user", f.User)
+	}
+	return q.Encode()
+}
+
+// where is the filter as SQL on the audit_log alias a, its values
+// appended to args.
+func (f Filter) where(args *[]any) string {
+	add := func(v any) string {
+		*args = append(*args, v)
+		return fmt.Sprintf("$%d", len(*args))
+	}
+	conds := []string{"a.at >= " + add(f.From), "a.at < " + add(f.To)}
+	if f.Scope != nil {
+		conds = append(conds, "(a.store_id IS NULL OR a.store_id = ANY("+add(f.Scope)+"))")
+	}
+	if f.Store != 0 {
+		conds = append(conds, "a.store_id = "+add(f.Store))
+	}
+	if f.Tool != "" {
+		conds = append(conds, "a.tool = "+add(f.Tool))
+	}
+	if f.User != "" {
+		p := add(f.User)
+		conds = append(conds, "(a.user_id = "+p+" OR a.approver_id = "+p+")")
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// Reader reads the audit log through the auditor's login.
+type Reader struct {
+	Pool *pgxpool.Pool
+}
+
+// Chart is one figure: its title, what it shows, the SVG, and the query
+// behind it with its values.
+type Chart struct {
+	ID, Title, About string
+	SVG              template.HTML
+	SQL              string
+	Args             []string
+	Empty            bool
+}
+
+// Approver is one approver's decisions and their rubber-stamp signals.
+type Approver struct {
+	UserID    string
+	Decisions int
+	Approved  int
+	Rejected  int
+	// Seconds are the times from the card (version) going up to each decision.
+	Seconds []float64
+	// Fast counts decisions under FastDecision; ChangedFast counts
+	// approvals of a card an edit re-priced, within FastDecision of the edit.
+	Fast, ChangedFast int
+	Signals           []string
+}
+
+// Flagged says whether any rubber-stamp signal fired.
+func (a Approver) Flagged() bool { return len(a.Signals) > 0 }
+
+// ApproveRate is the share of decisions that approved.
+func (a Approver) ApproveRate() float64 {
+	if a.Decisions == 0 {
+		return 0
+	}
+	return float64(a.Approved) / float64(a.Decisions)
+}
+
+// Median and P90 of the time to decision.
+func (a Approver) Median() time.Duration { return quantile(a.Seconds, 0.5) }
+
+// P90 is the 90th percentile of the time to decision.
+func (a Approver) P90() time.Duration { return quantile(a.Seconds, 0.9) }
+
+func quantile(s []float64, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	i := int(q*float64(len(c)-1) + 0.5)
+	return time.Duration(c[i] * float64(time.Second)).Round(100 * time.Millisecond)
+}
+
+// SlowCall is one upstream call and how long it took, start to outcome.
+type SlowCall struct {
+	WorkflowID, Tool, Outcome string
+	Seconds                   float64
+}
+
+// Page is everything the insights page shows.
+type Page struct {
+	Filter    Filter
+	Charts    []Chart
+	Approvers []Approver
+	Slowest   []SlowCall
+	SlowSQL   string
+}
+
+// Chart returns the page's chart with the ID, or nil.
+func (p Page) Chart(id string) *Chart {
+	for i := range p.Charts {
+		if p.Charts[i].ID == id {
+			return &p.Charts[i]
+		}
+	}
+	return nil
+}
+
+// outcomes are the decision events a day's bar counts, in order.
+var outcomes = []string{"allowed", "needs_approval", "denied", "approved", "rejected", "expired", "executed", "failed"}
+
+// Page reads everything the page shows for f.
+func (r Reader) Page(ctx context.Context, f Filter) (Page, error) {
+	p := Page{Filter: f}
+	type job struct {
+		id, title, about, sql string
+		legend            []string
+		build             func(rows pgx.Rows) ([]Bar, error)
+	}
+	jobs := []job{
+		{"decisions", "Decisions per day, by outcome", "Every decision event of the period, a bar a day.",
+			`SELECT to_char(date_trunc('day', a.at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, a.event, count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = ANY('{` + strings.Join(outcomes, ",") + `}')
+GROUP BY 1, 2 ORDER BY 1, 2`, outcomes, stacked(outcomes)},
+		{"refusals", "Refusals by code and tool", "Where the model misunderstands its tools: each denied call, by the code it got.",
+			`SELECT a.reason || ' · ' || a.tool, 'denied', count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = 'denied'
+GROUP BY a.reason, a.tool ORDER BY 3 DESC, 1 LIMIT 20`, []string{"denied"}, stacked([]string{"denied"})},
+		{"expiries", "Expiries", "Cards nobody decided in time, by day and tool.",
+			`SELECT to_char(date_trunc('day', a.at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') || ' · ' || a.tool, 'expired', count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = 'expired'
+GROUP BY 1 ORDER BY 1`, []string{"expired"}, stacked([]string{"expired"})},
+		{"limits", "Limits hit", "Calls refused by a rate, spend or hard limit, by tool and store.",
+			`SELECT a.tool || ' · store ' || coalesce(a.store_id::text, '?'), a.reason, count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = 'denied' AND a.reason IN ('rate_limit', 'over_limit')
+GROUP BY 1, 2 ORDER BY 1, 2`, []string{"rate_limit", "over_limit"}, stacked([]string{"rate_limit", "over_limit"})},
+		{"failures", "Most-failed upstream calls", "Calls that reached the store system and failed, by tool and code.",
+			`SELECT a.tool, a.reason, count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = 'failed'
+GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 20`, []string{"timeout", "upstream_unavailable", "upstream_error", "credential_unavailable", "step_up_required"},
+			stacked([]string{"timeout", "upstream_unavailable", "upstream_error", "credential_unavailable", "step_up_required"})},
+	}
+	for _, j := range jobs {
+		var args []any
+		sql := strings.Replace(j.sql, "{filter}", f.where(&args), 1)
+		rows, err := r.Pool.Query(ctx, sql, args...)
+		if err != nil {
+			return p, fmt.Errorf("insights %s: %w", j.id, err)
+		}
+		bars, err := j.build(rows)
+		if err != nil {
+			return p, fmt.Errorf("insights %s: %w", j.id, err)
+		}
+		p.Charts = append(p.Charts, Chart{ID: j.id, Title: j.title, About: j.about, SVG: HBars(j.title, bars, j.legend, ""),
+			SQL: sql, Args: showArgs(args), Empty: len(bars) == 0})
+	}
+	approvers, chart, err := r.approvers(ctx, f)
+	if err != nil {
+		return p, err
+	}
+	p.Approvers = approvers
+	p.Charts = slices.Insert(p.Charts, 2, chart)
+	if p.Slowest, p.SlowSQL, err = r.slowest(ctx, f); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// stacked reads rows of (label, series, count) into bars, in row order.
+func stacked(series []string) func(pgx.Rows) ([]Bar, error) {
+	return func(rows pgx.Rows) ([]Bar, error) {
+		defer rows.Close()
+		var bars []Bar
+		for rows.Next() {
+			var label, s string
+			var n int64
+			if err := rows.Scan(&label, &s, &n); err != nil {
+				return nil, err
+			}
+			if len(bars) == 0 || bars[len(bars)-1].Label != label {
+				bars = append(bars, Bar{Label: label, Values: make([]float64, len(series))})
+			}
+			if i := slices.Index(series, s); i >= 0 {
+				bars[len(bars)-1].Values[i] += float64(n)
+			}
+		}
+		return bars, rows.Err()
+	}
+}
+
+// decisionsSQL finds each verified decision with the moment the card
+// version it decided went up (the request, or the edit before it).
+const decisionsSQL = `SELECT a.approver_id, a.event, extract(epoch FROM a.at - up.at)::float8, up.event = 'edited'
+FROM audit_log a
+JOIN LATERAL (SELECT u.at, u.event FROM audit_log u
+              WHERE u.workflow_id = a.workflow_id AND u.run_id = a.run_id AND u.event IN ('needs_approval', 'edited') AND u.id < a.id
+              ORDER BY u.id DESC LIMIT 1) up ON true
+WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL
+ORDER BY a.approver_id, a.id`
+
+// buckets of the time-to-decision distribution.
+var buckets = []struct {
+	name string
+	upTo float64
+}{{"under 5 s", 5}, {"5–30 s", 30}, {"30 s–2 min", 120}, {"2–10 min", 600}, {"10 min or more", 0}}
+
+func (r Reader) approvers(ctx context.Context, f Filter) ([]Approver, Chart, error) {
+	var args []any
+	sql := strings.Replace(decisionsSQL, "{filter}", f.where(&args), 1)
+	rows, err := r.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
+	}
+	defer rows.Close()
+	var out []Approver
+	for rows.Next() {
+		var who, event string
+		var sec float64
+		var changed bool
+		if err := rows.Scan(&who, &event, &sec, &changed); err != nil {
+			return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].UserID != who {
+			out = append(out, Approver{UserID: who})
+		}
+		a := &out[len(out)-1]
+		a.Decisions++
+		a.Seconds = append(a.Seconds, sec)
+		fast := sec < FastDecision.Seconds()
+		if fast {
+			a.Fast++
+		}
+		if event == "rejected" {
+			a.Rejected++
+		} else {
+			a.Approved++
+			if changed && fast {
+				a.ChangedFast++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
+	}
+	var legend []string
+	for _, b := range buckets {
+		legend = append(legend, b.name)
+	}
+	var bars []Bar
+	for i := range out {
+		a := &out[i]
+		if a.Fast >= MinFastDecisions && 2*a.Fast >= a.Decisions {
+			a.Signals = append(a.Signals, fmt.Sprintf("%d of %d decisions in under %s", a.Fast, a.Decisions, FastDecision))
+		}
+		if a.Decisions >= ManyCards && a.ApproveRate() >= HighApproveRate {
+			a.Signals = append(a.Signals, fmt.Sprintf("approves %.0f%% of %d cards", 100*a.ApproveRate(), a.Decisions))
+		}
+		if a.ChangedFast > 0 {
+			a.Signals = append(a.Signals, fmt.Sprintf("approved %d card(s) within %s of an edit changing its dry run", a.ChangedFast, FastDecision))
+		}
+		b := Bar{Label: a.UserID, Values: make([]float64, len(buckets)), Flag: a.Flagged()}
+		for _, s := range a.Seconds {
+			b.Values[bucketOf(s)]++
+		}
+		bars = append(bars, b)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Flagged() && !out[j].Flagged() })
+	return out, Chart{ID: "approvers", Title: "Time to decision, by approver",
+		About: "From the card (or its latest version) going up to each approver's decision. ⚑ marks a rubber-stamp signal: see the table below.",
+		SVG:   HBars("Time to decision, by approver", bars, legend, ""), SQL: sql, Args: showArgs(args), Empty: len(bars) == 0}, nil
+}
+
+func bucketOf(sec float64) int {
+	for i, b := range buckets {
+		if b.upTo == 0 || sec < b.upTo {
+			return i
+		}
+	}
+	return len(buckets) - 1
+}
+
+// slowSQL pairs each upstream outcome with the start it ended: the
+// admission of an allowed call, or the approval of a card. Reads that
+// succeed write no outcome row (their history has it), so they are not here.
+const slowSQL = `SELECT a.workflow_id, a.tool, a.event, extract(epoch FROM a.at - s.at)::float8 AS seconds
+FROM audit_log a
+JOIN LATERAL (SELECT s.at FROM audit_log s
+              WHERE s.workflow_id = a.workflow_id AND s.run_id = a.run_id AND s.event IN ('allowed', 'approved') AND s.id < a.id
+              ORDER BY s.id DESC LIMIT 1) s ON true
+WHERE {filter} AND a.event IN ('executed', 'failed')
+ORDER BY seconds DESC, a.id LIMIT 10`
+
+func (r Reader) slowest(ctx context.Context, f Filter) ([]SlowCall, string, error) {
+	var args []any
+	sql := strings.Replace(slowSQL, "{filter}", f.where(&args), 1)
+	rows, err := r.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, sql, fmt.Errorf("insights slowest: %w", err)
+	}
+	calls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SlowCall, error) {
+		var c SlowCall
+		return c, row.Scan(&c.WorkflowID, &c.Tool, &c.Outcome, &c.Seconds)
+	})
+	if err != nil {
+		return nil, sql, fmt.Errorf("insights slowest: %w", err)
+	}
+	return calls, sql, nil
+}
+
+func showArgs(args []any) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		v := fmt.Sprint(a)
+		if t, ok := a.(time.Time); ok {
+			v = t.UTC().Format(time.RFC3339)
+		}
+		out[i] = fmt.Sprintf("$%d = %s", i+1, v)
+	}
+	return out
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
