@@ -52,7 +52,7 @@ type Filter struct {
 // ParseFilter reads a filter from a query string (from, to as
 // YYYY-MM-DD, inclusive; store; tool; user). Its error says what to fix.
 func ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
-	f := Filter{To: now.UTC().Truncate(24*time.Hour).Add(24 * time.Hour), Scope: scope}
+	f := Filter{To: now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour), Scope: scope}
 	f.From = f.To.Add(-DefaultPeriod)
 	if v := strings.TrimSpace(q.Get("from")); v != "" {
 		d, err := time.Parse(time.DateOnly, v)
@@ -221,8 +221,8 @@ func (r Reader) Page(ctx context.Context, f Filter) (Page, error) {
 	p := Page{Filter: f}
 	type job struct {
 		id, title, about, sql string
-		legend            []string
-		build             func(rows pgx.Rows) ([]Bar, error)
+		legend                []string
+		build                 func(rows pgx.Rows) ([]Bar, error)
 	}
 	jobs := []job{
 		{"decisions", "Decisions per day, by outcome", "Every decision event of the period, a bar a day.",

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/insights"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
