@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -54,7 +55,8 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 		t.Fatal(err)
 	}
 	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
-		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now}).Handler())
+		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now,
+		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor")}}).Handler())
 	u.Stack, u.IdP = s, id
 	return u
 }

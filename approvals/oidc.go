@@ -196,7 +196,7 @@ func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
 
 // roleOf reads a role claim: a string, or a list whose first known role counts.
 func roleOf(raw json.RawMessage) (policy.Role, error) {
-	known := []policy.Role{policy.RoleAreaManager, policy.RoleStoreManager}
+	known := []policy.Role{policy.RoleAreaManager, policy.RoleStoreManager, RoleAuditor}
 	var one string
 	if json.Unmarshal(raw, &one) == nil && slices.Contains(known, policy.Role(one)) {
 		return policy.Role(one), nil
@@ -209,7 +209,7 @@ func roleOf(raw json.RawMessage) (policy.Role, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no approver role (%s or %s) in %s", policy.RoleStoreManager, policy.RoleAreaManager, clip(string(raw)))
+	return "", fmt.Errorf("no card UI role (%s, %s or %s) in %s", policy.RoleStoreManager, policy.RoleAreaManager, RoleAuditor, clip(string(raw)))
 }
 
 // storesOf reads a stores claim: a list of numbers or numeric strings, or

@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
@@ -68,6 +70,10 @@ type Server struct {
 	DecisionWait time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Auditor reads the audit log for the insights page, through the
+	// auditor's login (SELECT on audit_log and nothing else); unset, the
+	// page answers that it is not set up.
+	Auditor insights.Reader
 }
 
 func (s *Server) now() time.Time {
@@ -91,6 +97,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
+	mux.HandleFunc("GET /insights", s.signedIn(s.insightsPage))
+	mux.HandleFunc("GET /insights/calls", s.signedIn(func(w http.ResponseWriter, r *http.Request, _ session) {
+		http.Redirect(w, r, "/insights/calls/"+url.PathEscape(strings.TrimSpace(r.URL.Query().Get("id"))), http.StatusSeeOther)
+	}))
+	mux.HandleFunc("GET /insights/calls/{id}", s.signedIn(s.storyPage))
+	mux.HandleFunc("GET /register", s.signedIn(s.registerPage))
 	return securityHeaders(mux)
 }
 
@@ -134,7 +146,7 @@ type pageData struct {
 	Flash string
 }
 
-func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
+func (s *Server) render(w http.ResponseWriter, status int, name string, d any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := pages.ExecuteTemplate(w, name, d); err != nil {
@@ -230,6 +242,10 @@ func scanCard(row pgx.Row) (Card, error) {
 
 // inbox lists the pending, unexpired cards routed to the approver's role at their stores.
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
+	if sess.User.Role == RoleAuditor {
+		http.Redirect(w, r, "/insights", http.StatusSeeOther) // an auditor decides no card
+		return
+	}
 	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
 		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1) AND store_id = ANY($2)
 		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.StoreIDs)

@@ -37,6 +37,8 @@ var seed = []User{
 	{ID: "yaw", Name: "Yaw Asante", Role: "store_manager", Stores: []int64{131}},
 	// A second area manager: transfers above $1,500.00 need two.
 	{ID: "adwoa", Name: "Adwoa Darko", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
+	// The auditor reads the insights page for the area; she decides nothing.
+	{ID: "abena", Name: "Abena Ofori", Role: "auditor", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

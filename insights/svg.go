@@ -76,8 +76,8 @@ func HBars(title string, bars []Bar, legend []string, unit string) template.HTML
 
 func clipLabel(s string) string {
 	r := []rune(s)
-	if len(r) > 34 {
-		return string(r[:33]) + "…"
+	if len(r) > 30 {
+		return string(r[:29]) + "…"
 	}
 	return s
 }

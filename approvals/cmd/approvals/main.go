@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/httpserver"
 	"github.com/toolgate/toolgate/internal/logging"
@@ -48,6 +50,11 @@ func run(log *zap.Logger, cfg config.Config) error {
 		return err
 	}
 	defer pool.Close()
+	audit, err := cfg.OpenPool(ctx, "auditor")
+	if err != nil {
+		return fmt.Errorf("the insights page's read-only login (AUDITOR_DATABASE_URL, default DATABASE_URL as toolgate_auditor): %w", err)
+	}
+	defer audit.Close()
 	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
 	if err != nil {
 		return err
@@ -55,7 +62,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	defer c.Close()
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
 		Pool: pool, Temporal: c, Auth: auth, Signer: *cfg.SigningKey, SessionKey: sessionKey,
-		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log}).Handler())
+		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log, Auditor: insights.Reader{Pool: audit}}).Handler())
 	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr), zap.String("issuer", oc.Issuer))
 	return httpserver.Run(ctx, srv)
 }
