@@ -81,9 +81,10 @@ browser:
 	@if command -v chromium >/dev/null 2>&1 || [ -n "$$CHROMIUM" ]; then echo "using $$(command -v chromium || echo $$CHROMIUM)"; \
 	else echo "installing Debian's chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
-## screenshot: the card UI as docs/card.png, from the browser test.
+## screenshot: the card UI as docs/card.png and the insights page as docs/insights.png, from the browser tests.
 screenshot: tools browser
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_SCREENSHOT=$(CURDIR)/docs/card.png go test -count=1 -run TestCardUIInABrowser ./approvals
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 TOOLGATE_SCREENSHOT=$(CURDIR)/docs/card.png TOOLGATE_SCREENSHOT_INSIGHTS=$(CURDIR)/docs/insights.png \
+		go test -count=1 -run 'TestCardUIInABrowser|TestInsightsInABrowser' ./approvals
 
 ## tools: the Temporal CLI (unless one is on PATH), staticcheck and workflowcheck, into bin/.
 tools: temporal bin/staticcheck bin/workflowcheck

@@ -108,6 +108,7 @@ toolgate is running (logs in $logs/):
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
+  insights       http://${APPROVALS_ADDR:-127.0.0.1:8080}/insights   (sign in as abena, the auditor; bin/starter register, explain, export-evals)
   identity       $APPROVALS_OIDC_ISSUER   (demo OpenID provider; dev mode only)
   MCP server     http://$MCP_ADDR/mcp   (OAuth: sign in at the demo provider; bin/starter token --user ama prints a token)
   PostgreSQL     $DATABASE_URL
