@@ -26,8 +26,8 @@ import (
 // Rubber-stamp thresholds: an approver is flagged when at least half of
 // their decisions (and at least MinFastDecisions) took under FastDecision,
 // when they approve at least HighApproveRate of ManyCards or more, or when
-// they approve a card whose dry run an edit changed within FastDecision of
-// the change.
+// they approve a card whose dry run someone else's edit changed within
+// FastDecision of the change.
 const (
 	FastDecision     = 5 * time.Second
 	MinFastDecisions = 2
@@ -301,10 +301,13 @@ func stacked(series []string) func(pgx.Rows) ([]Bar, error) {
 }
 
 // decisionsSQL finds each verified decision with the moment the card
-// version it decided went up (the request, or the edit before it).
-const decisionsSQL = `SELECT a.approver_id, a.event, extract(epoch FROM a.at - up.at)::float8, up.event = 'edited'
+// version it decided went up (the request, or the edit before it), and
+// whether that version was someone else's edit (its dry run changed
+// under the approver).
+const decisionsSQL = `SELECT a.approver_id, a.event, extract(epoch FROM a.at - up.at)::float8,
+       up.event = 'edited' AND up.approver_id IS DISTINCT FROM a.approver_id
 FROM audit_log a
-JOIN LATERAL (SELECT u.at, u.event FROM audit_log u
+JOIN LATERAL (SELECT u.at, u.event, u.approver_id FROM audit_log u
               WHERE u.workflow_id = a.workflow_id AND u.run_id = a.run_id AND u.event IN ('needs_approval', 'edited') AND u.id < a.id
               ORDER BY u.id DESC LIMIT 1) up ON true
 WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL
