@@ -184,6 +184,9 @@ func (s Story) Text(w io.Writer) error {
 			fmt.Fprintf(&b, "Run %s\n", run)
 		}
 		fmt.Fprintf(&b, "  %s  %s", e.At.UTC().Format("15:04:05.000"), what(e))
+		if c := chain(e); c != "" {
+			fmt.Fprintf(&b, "\n      chain: %s", c)
+		}
 		if e.Message != "" {
 			fmt.Fprintf(&b, "\n      %s: %s", label(e.Event), e.Message)
 		}
@@ -265,6 +268,33 @@ func what(e Event) string {
 		s += fmt.Sprintf(" claiming to be %s (unverified)", e.Claimed)
 	}
 	return s
+}
+
+// chain says what the chain decided at each step, for a decision row.
+func chain(e Event) string {
+	names := make([]string, len(policy.Steps))
+	for i, st := range policy.Steps {
+		names[i] = fmt.Sprintf("%d %s", i, st)
+	}
+	switch e.Event {
+	case "allowed", "needs_approval":
+		if e.Reason == string(policy.CodeOK) {
+			row := map[string]string{"allowed": "allow: it runs now", "needs_approval": "approve: a person decides"}[e.Event]
+			return fmt.Sprintf("every step passed (%s); the row says %s", strings.Join(names, ", "), row)
+		}
+	case "denied", "awaiting_sign_in":
+		for i, st := range policy.Steps {
+			if string(st.Code()) == e.Reason {
+				passed := "no step passed"
+				if i > 0 {
+					passed = "passed " + strings.Join(names[:i], ", ")
+				}
+				return fmt.Sprintf("%s; step %s refused it", passed, names[i])
+			}
+		}
+		return "refused with " + e.Reason + " (not a step of the chain: see the code's meaning in docs/contract.md)"
+	}
+	return ""
 }
 
 // label says whose words an event's message is.

@@ -74,7 +74,7 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 	for _, want := range []string{
 		"2 request_stock_transfer calls ran upstream for store 112", milk1 + ", " + milk2, "separate calls",
 		milk1 + ": request_stock_transfer for store 112", "Asked by ama (store_manager), session s-fri, conversation friday",
-		"needs_approval (ok) $384.00", `"fromStoreId":118`, "approved (ok) $384.00 by ama (store_manager), signed in with mfa", testenv.Issuer,
+		"needs_approval (ok) $384.00", `"fromStoreId":118`, "chain: every step passed (0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable, 5 store_scope, 6 over_limit, 7 rate_limit); the row says approve: a person decides", "approved (ok) $384.00 by ama (store_manager), signed in with mfa", testenv.Issuer,
 		"Idempotency-Key sent upstream: " + milk1, "it ran once upstream, with Idempotency-Key " + milk1 + ": transfer TR-",
 		"needs_approval (ok) $288.00", "approver's note: flooding again",
 		"signal approval received", "activity CallTool", "completed",
@@ -96,6 +96,14 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 	}
 	if text := out.String(); !strings.Contains(text, "nothing ran upstream: the call ended rejected (rejected)") || !strings.Contains(text, `"note":"enough already, ring me on [phone]`) {
 		t.Fatalf("the rejected card's story:\n%s", text)
+	}
+	out.Reset()
+	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-scope"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if text := out.String(); !strings.Contains(text, "chain: passed 0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable; step 5 store_scope refused it") ||
+		!strings.Contains(text, "nothing ran upstream: the call ended denied (store_scope)") {
+		t.Fatalf("a refused call's story:\n%s", text)
 	}
 	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-nosuch"}, &out); err == nil || !strings.Contains(err.Error(), "no row of this call") {
 		t.Fatalf("an unknown call: %v", err)
