@@ -45,6 +45,7 @@ func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 	milk1 = card("milk1", "40", policy.Approve, "")
 	milk2 = card("milk2", "30", policy.Approve, "flooding again")
 	milk3 = card("milk3", "20", policy.Reject, "enough already, ring me on 0244 123 456")
+	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "read", Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "scope", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "kind", Args: json.RawMessage(`{"kind":"clean","dueBy":"today"}`), Session: sess})
 	return milk1, milk2, milk3
@@ -153,12 +154,15 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 		_ = json.Unmarshal(sc.Bytes(), &r)
 		recs = append(recs, r)
 	}
-	if len(recs) != 5 {
-		t.Fatalf("%d lines, want 5 (three cards, two refusals):\n%s", len(recs), out.String())
+	if len(recs) != 6 {
+		t.Fatalf("%d lines, want 6 (three cards, a read, two refusals):\n%s", len(recs), out.String())
 	}
 	got := map[string]int{}
 	for _, r := range recs {
 		key := r.Tool + " " + r.Decision + " " + r.Code + " " + r.Outcome
+		if r.OutcomeInferred {
+			key += " inferred"
+		}
 		if r.Card != nil {
 			key += " card:" + r.Card.Decision
 			if r.Card.Decision == "rejected" && (r.Card.Note != "enough already, ring me on [phone]" || r.Card.DecisionSeconds == nil) {
@@ -171,6 +175,7 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 		"request_stock_transfer approve ok executed card:approved": 2,
 		"request_stock_transfer approve ok rejected card:rejected": 1,
 		"get_stock deny store_scope denied":                        1,
+		"get_stock allow ok executed inferred":                     1,
 		"create_task deny invalid_arguments denied":                1,
 	}
 	for k, n := range want {
