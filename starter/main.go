@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,11 +26,13 @@ import (
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/devcerts"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/register"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 )
 
 const usage = `usage:
@@ -47,13 +50,16 @@ const usage = `usage:
   starter register [--format markdown|json]   (the action register: each tool's checks, where they are enforced, the tests that prove them)
   starter keygen  [--id KEY_ID]
   starter search-attributes
+  starter temporal-config [--prop address|namespace|tls|api-key]   (the Temporal connection toolgate's processes make, from TEMPORAL_* and profiles)
+  starter dev-certs --dir DIR [--toml FILE --profile NAME --address A --namespace N]   (make cluster's mTLS certificates, and a client profile for them)
   starter migrate
   starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
   starter credential --user U --role R --stores 112[,118] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 
-Environment: TEMPORAL_ADDRESS, TOOLGATE_TASK_QUEUE, DATABASE_URL, AUDITOR_DATABASE_URL (explain and export-evals read the audit log
+Environment: Temporal's client configuration (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
+TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE), TOOLGATE_TASK_QUEUE, DATABASE_URL, AUDITOR_DATABASE_URL (explain and export-evals read the audit log
 as toolgate_auditor, which can read nothing else; see README)`
 
 var errUsage = errors.New(strings.TrimSpace(usage))
@@ -101,6 +107,10 @@ func run(args []string, out io.Writer) error {
 		return printJSON(out, defs)
 	case "register":
 		return registerCmd(args[1:], out)
+	case "temporal-config":
+		return temporalConfigCmd(cfg, args[1:], out)
+	case "dev-certs":
+		return devCertsCmd(args[1:], out)
 	case "explain":
 		return explainCmd(cfg, args[1:], out)
 	case "export-evals":
@@ -605,4 +615,81 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("--since %q: want a date (2026-12-01), an RFC 3339 time, or a positive duration ago (24h)", v)
+}
+
+// temporalConfigCmd prints the Temporal connection every toolgate process
+// makes, as Temporal's client configuration resolves it (no secret: only
+// whether TLS is on and an API key is set).
+func temporalConfigCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("temporal-config", flag.ContinueOnError)
+	prop := fs.String("prop", "", "print one property: address, namespace, tls or api-key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	onOff := func(b bool, on, off string) string {
+		if b {
+			return on
+		}
+		return off
+	}
+	props := []struct{ name, value string }{
+		{"address", cfg.Temporal.HostPort}, {"namespace", cfg.Temporal.Namespace},
+		{"tls", onOff(cfg.Temporal.ConnectionOptions.TLS != nil, "on", "off")},
+		{"api-key", onOff(cfg.Temporal.Credentials != nil, "set", "unset")},
+	}
+	for _, p := range props {
+		switch {
+		case *prop == p.name:
+			fmt.Fprintln(out, p.value)
+			return nil
+		case *prop == "":
+			fmt.Fprintf(out, "%s=%s\n", p.name, p.value)
+		}
+	}
+	if *prop != "" {
+		return fmt.Errorf("temporal-config: --prop %q: want address, namespace, tls or api-key", *prop)
+	}
+	return nil
+}
+
+// devCertsCmd makes make cluster's mTLS certificates with Go's standard
+// library, prints the TEMPORAL_TLS_* settings of a client that uses them,
+// and with --toml writes them as a Temporal client profile.
+func devCertsCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("dev-certs", flag.ContinueOnError)
+	dir := fs.String("dir", "", "where the certificates go (kept if still valid)")
+	file := fs.String("toml", "", "also write a Temporal client configuration file here")
+	profile := fs.String("profile", "default", "with --toml: the profile's name")
+	address := fs.String("address", config.DefaultTemporalAddress, "with --toml: the frontend's address")
+	namespace := fs.String("namespace", config.DefaultNamespace, "with --toml: the namespace")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("dev-certs: --dir is required, e.g. --dir .dev/tls")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return fmt.Errorf("dev-certs: %w", err)
+	}
+	made, err := devcerts.Write(abs, time.Now())
+	if err != nil {
+		return fmt.Errorf("dev-certs: %w", err)
+	}
+	tls := &envconfig.ClientConfigTLS{ClientCertPath: filepath.Join(abs, devcerts.ClientCertFile), ClientKeyPath: filepath.Join(abs, devcerts.ClientKeyFile),
+		ServerCACertPath: filepath.Join(abs, devcerts.CAFile), ServerName: devcerts.ServerName}
+	if *file != "" {
+		c := envconfig.ClientConfig{Profiles: map[string]*envconfig.ClientConfigProfile{*profile: {Address: *address, Namespace: *namespace, TLS: tls}}}
+		b, err := c.ToTOML(envconfig.ClientConfigToTOMLOptions{})
+		if err != nil {
+			return fmt.Errorf("dev-certs: the profile: %w", err)
+		}
+		if err := os.WriteFile(*file, b, 0o600); err != nil {
+			return fmt.Errorf("dev-certs: %w", err)
+		}
+	}
+	fmt.Fprintf(out, "# %s in %s: a client configured by Temporal's own variables\n", map[bool]string{true: "new certificates", false: "certificates kept"}[made], abs)
+	fmt.Fprintf(out, "TEMPORAL_TLS_CLIENT_CERT_PATH=%s\nTEMPORAL_TLS_CLIENT_KEY_PATH=%s\nTEMPORAL_TLS_SERVER_CA_CERT_PATH=%s\nTEMPORAL_TLS_SERVER_NAME=%s\n",
+		tls.ClientCertPath, tls.ClientKeyPath, tls.ServerCACertPath, tls.ServerName)
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,14 @@ var Vars = []string{
 type Config struct {
 	// DevMode (TOOLGATE_DEV=1, set by make dev) allows the card UI's demo
 	// sign-in (the upstream reads it itself for its demo key). Nothing else sets it.
-	DevMode         bool
+	DevMode bool
+	// Temporal are the client options Temporal's own client configuration
+	// gives (go.temporal.io/sdk/contrib/envconfig): a TOML profile
+	// (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE) with TEMPORAL_ADDRESS,
+	// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY and TEMPORAL_TLS_* over it.
+	// ClientOptions adds toolgate's own.
+	Temporal client.Options
+	// TemporalAddress and Namespace are Temporal's, for logs and links.
 	TemporalAddress string
 	Namespace       string
 	TaskQueue       string
@@ -90,14 +98,34 @@ type Config struct {
 	WorkflowCacheSize int
 }
 
-// ClientOptions are the Temporal client options every process uses: the
-// address, the namespace, and the payload codec.
+// ClientOptions are the Temporal client options every process uses:
+// Temporal's client configuration (address, namespace, TLS, API key,
+// headers), then toolgate's payload codec.
 func (c Config) ClientOptions() client.Options {
-	o := client.Options{HostPort: c.TemporalAddress, Namespace: c.Namespace}
+	o := c.Temporal
 	if c.Codec != nil {
 		o.DataConverter = c.Codec.DataConverter()
 	}
 	return o
+}
+
+// TemporalClient loads Temporal's client configuration the way its CLI and
+// SDKs do (go.temporal.io/sdk/contrib/envconfig): the profile TEMPORAL_PROFILE
+// (else "default") of the TOML file TEMPORAL_CONFIG_FILE (else the user's
+// temporal.toml, when there is one), then the TEMPORAL_* variables over
+// it. With neither, the address is 127.0.0.1:7233 and the namespace default.
+func TemporalClient() (client.Options, error) {
+	o, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
+	if err != nil {
+		return o, fmt.Errorf("Temporal client configuration (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*): %w", err)
+	}
+	if o.HostPort == "" {
+		o.HostPort = DefaultTemporalAddress
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	return o, nil
 }
 
 // SessionKey is the card UI's cookie key: APPROVALS_SESSION_KEY when set (at
@@ -135,8 +163,6 @@ func (c Config) ServiceDatabaseURL(service string) (string, error) {
 // FromEnv reads the environment. A malformed value is an error naming the variable.
 func FromEnv() (Config, error) {
 	c := Config{
-		TemporalAddress:   env("TEMPORAL_ADDRESS", DefaultTemporalAddress),
-		Namespace:         env("TEMPORAL_NAMESPACE", DefaultNamespace),
 		TaskQueue:         env("TOOLGATE_TASK_QUEUE", DefaultTaskQueue),
 		DatabaseURL:       env("DATABASE_URL", DefaultDatabaseURL),
 		UpstreamURL:       env("UPSTREAM_URL", DefaultUpstreamURL),
@@ -151,6 +177,11 @@ func FromEnv() (Config, error) {
 		ApprovalTTL:       30 * time.Minute,
 		SignInTTL:         10 * time.Minute,
 	}
+	t, err := TemporalClient()
+	if err != nil {
+		return c, err
+	}
+	c.Temporal, c.TemporalAddress, c.Namespace = t, t.HostPort, t.Namespace
 	if v := os.Getenv("TOOL_MAX_RESULT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 200 {
