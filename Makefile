@@ -52,9 +52,11 @@ node:
 	npm ci --prefix mcpgate/testdata/client --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/temporal-ts --no-audit --no-fund --loglevel=error
 
-# make test always runs its own dev server: a TEMPORAL_ADDRESS in your shell is for make test-cluster.
+# make test always runs its own dev server: the Temporal client configuration of your shell (TEMPORAL_*, a
+# profile in your temporal.toml) is for make test-cluster, so every process the tests start is kept from it.
+NO_TEMPORAL_ENV = env $$(compgen -e | sed -n 's/^\(TEMPORAL_.*\)$$/-u \1/p') -u TOOLGATE_TEST_TEMPORAL TEMPORAL_CONFIG_FILE=/dev/null
 test-all:
-	env -u TEMPORAL_ADDRESS TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
+	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x
 	$(MAKE) chaos CHAOS_CALLS=60
 
@@ -112,7 +114,7 @@ clean:
 ## (make test runs 60 calls). It restarts only a private cluster; with your own DATABASE_URL it leaves PostgreSQL alone.
 CHAOS_CALLS ?= 300
 chaos: tools
-	$(WITH_PG) env -u TEMPORAL_ADDRESS TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
+	$(WITH_PG) $(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 CHAOS_CALLS=$(CHAOS_CALLS) go test -tags chaos -count=1 -timeout 30m -run TestChaos -v ./bench/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos' ; exit $${PIPESTATUS[0]}
 
 ## fuzz: the chain, the plan against the reflective decoder, and the sanitizer under go test -fuzz
 ## (make test runs a short pass).

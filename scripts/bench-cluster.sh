@@ -8,10 +8,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export PATH="$root/bin:$PATH"
 dir="$(mktemp -d)"; chmod 755 "$dir"
-export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
+# Every process reaches the cluster through Temporal's own client configuration, set here; the tests use
+# it instead of a dev server of their own (TOOLGATE_TEST_TEMPORAL=configured).
+export TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/dev/null TOOLGATE_TEST_TEMPORAL=configured
 cleanup() { ./scripts/temporal-cluster.sh stop "$dir/temporal"; rm -rf "$dir"; }
 trap cleanup EXIT
-TEMPORAL_UI=0 ./scripts/temporal-cluster.sh start "$dir/temporal" "${TOOLGATE_TEST_DATABASE_URL:-$DATABASE_URL}"
+TOOLGATE_TEMPORAL_UI=0 ./scripts/temporal-cluster.sh start "$dir/temporal" "${TOOLGATE_TEST_DATABASE_URL:-$DATABASE_URL}"
 export TOOLGATE_REQUIRE_SERVICES=1
 go test -tags bench -count=1 -timeout 20m -run TestEndToEnd -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||end to end'
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1

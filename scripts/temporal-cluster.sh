@@ -12,7 +12,7 @@
 #   scripts/temporal-cluster.sh revive DIR SERVICE start a killed service again and wait until the cluster answers
 # PGURL is a PostgreSQL URL whose user may create databases (temporal, temporal_visibility).
 # Logs and pid files go to DIR. Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE
-# (default), CODEC_URL for the Web UI (http://127.0.0.1:8089), TEMPORAL_UI=0 for none,
+# (default), CODEC_URL for the Web UI (http://127.0.0.1:8089), TOOLGATE_TEMPORAL_UI=0 for none,
 # NUM_HISTORY_SHARDS (8, fixed when the cluster is created).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -96,11 +96,11 @@ ui() {
   cat >"$dir/ui/cluster.yaml" <<YAML
 temporalGrpcAddress: $address
 host: 127.0.0.1
-port: ${TEMPORAL_UI_PORT:-8233}
+port: ${TOOLGATE_TEMPORAL_UI_PORT:-8233}
 enableUi: true
 defaultNamespace: $namespace
 cors:
-  allowOrigins: ["http://127.0.0.1:${TEMPORAL_UI_PORT:-8233}", "http://localhost:${TEMPORAL_UI_PORT:-8233}"]
+  allowOrigins: ["http://127.0.0.1:${TOOLGATE_TEMPORAL_UI_PORT:-8233}", "http://localhost:${TOOLGATE_TEMPORAL_UI_PORT:-8233}"]
 codec:
   endpoint: $codec
 YAML
@@ -128,7 +128,7 @@ case "$cmd" in
       grep -qw "${sa%=*}" <<<"$existing" ||
         temporal_cli operator search-attribute create --namespace "$namespace" --name "${sa%=*}" --type "${sa#*=}" >/dev/null
     done
-    [ "${TEMPORAL_UI:-1}" = 0 ] || ui
+    [ "${TOOLGATE_TEMPORAL_UI:-1}" = 0 ] || ui
     echo "Temporal cluster at $address (history, matching, frontend, worker; logs in $dir)" ;;
   stop)
     for p in "$dir"/*.pid; do

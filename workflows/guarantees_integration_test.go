@@ -46,7 +46,7 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: other.DataConverter()})
+	stranger, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: testenv.Namespace(), DataConverter: other.DataConverter()})
 	if err != nil {
 		t.Fatal(err)
 	}

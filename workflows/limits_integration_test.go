@@ -76,7 +76,7 @@ func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
 	var resp *workflowservice.ListWorkflowExecutionsResponse
 	for range 50 { // visibility trails the runs a little
 		var err error
-		resp, err = s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", id)})
+		resp, err = s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: testenv.Namespace(), Query: fmt.Sprintf("WorkflowId = '%s'", id)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -211,7 +211,7 @@ func cpuByPart(t *testing.T) map[string]time.Duration {
 			out["postgres"] += d
 		}
 	}
-	if out["temporal server"] == 0 && os.Getenv("TEMPORAL_ADDRESS") == "" {
+	if out["temporal server"] == 0 && !testenv.Configured() {
 		t.Log("cards: no Temporal server process found among this process's children")
 	}
 	return out

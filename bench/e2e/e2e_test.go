@@ -351,10 +351,10 @@ func bareWorker(t *testing.T, c client.Client, queue string) worker.Worker {
 }
 
 // server names the Temporal the run measured: an existing one
-// (TEMPORAL_ADDRESS, make bench-cluster) or the dev server the tests start.
+// (testenv.Configured, make bench-cluster) or the dev server the tests start.
 func server() string {
-	if a := os.Getenv("TEMPORAL_ADDRESS"); a != "" {
-		return "cluster at " + a
+	if testenv.Configured() {
+		return "cluster at " + testenv.ExistingAddress()
 	}
 	return "dev server"
 }
@@ -362,7 +362,7 @@ func server() string {
 // resultsName is the file stem a run writes under bench/results: e2e for
 // the dev server, e2e-cluster for make bench-cluster.
 func resultsName() string {
-	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+	if testenv.Configured() {
 		return "e2e-cluster"
 	}
 	return "e2e"

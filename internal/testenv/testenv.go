@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/migrations"
@@ -236,9 +237,9 @@ func UpstreamWith(t testing.TB, url string, wrap func(http.Handler) http.Handler
 	return srv
 }
 
-// TemporalCLI finds the temporal binary: $TEMPORAL_CLI, the repo's bin/, or PATH.
+// TemporalCLI finds the temporal binary: $TOOLGATE_TEMPORAL_CLI, the repo's bin/, or PATH.
 func TemporalCLI() (string, error) {
-	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
+	if p := os.Getenv("TOOLGATE_TEMPORAL_CLI"); p != "" {
 		return p, nil
 	}
 	_, file, _, _ := runtime.Caller(0)
@@ -254,10 +255,30 @@ var (
 	devServer *testsuite.DevServer
 	devErr    error
 	// existing is the server the tests target instead of a dev server of
-	// their own (TEMPORAL_ADDRESS; make test-cluster sets it), and its client.
+	// their own (Configured), and its client.
 	existing       string
 	existingClient client.Client
+	// namespace is the tests' namespace: default on the dev server, the
+	// configured one on an existing server.
+	namespace = config.DefaultNamespace
 )
+
+// Configured reports whether the tests use the Temporal server that
+// Temporal's client configuration names (TEMPORAL_ADDRESS, a profile, TLS)
+// instead of starting a dev server: TOOLGATE_TEST_TEMPORAL=configured, set
+// by make test-cluster and make bench-cluster.
+func Configured() bool { return os.Getenv("TOOLGATE_TEST_TEMPORAL") == "configured" }
+
+// ExistingAddress is the configured server's address once a test has
+// reached it ("" on the dev server).
+func ExistingAddress() string { return existing }
+
+// SecondNamespace is a namespace besides default on the tests' dev server,
+// with toolgate's search attributes, for tests of a configured namespace.
+const SecondNamespace = "toolgate-tls"
+
+// Namespace is the namespace the tests' calls run in.
+func Namespace() string { return namespace }
 
 // DevServerArgs are the dev server flags toolgate runs with everywhere.
 var DevServerArgs = []string{
@@ -278,15 +299,22 @@ var DevServerArgs = []string{
 
 // Temporal returns a client of a dev server shared by the test binary,
 // started on a free port from the CLI found by TemporalCLI; or, when
-// TEMPORAL_ADDRESS is set, of that server (make test-cluster's cluster),
-// whose namespace and search attributes must already be set up, and which
-// must hold no earlier run's calls (tests use fixed workflow IDs).
+// Configured, of the server Temporal's client configuration names (make
+// test-cluster's cluster), whose namespace and search attributes must
+// already be set up, and which must hold no earlier run's calls (tests use
+// fixed workflow IDs).
 func Temporal(t testing.TB) client.Client {
 	t.Helper()
 	devOnce.Do(func() {
-		if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
-			existing = addr
-			existingClient, devErr = client.Dial(client.Options{HostPort: addr, Namespace: "default", Logger: sdkLogger})
+		if Configured() {
+			opts, err := config.TemporalClient()
+			if err != nil {
+				devErr = err
+				return
+			}
+			opts.Logger = sdkLogger
+			existing, namespace = opts.HostPort, opts.Namespace
+			existingClient, devErr = client.Dial(opts)
 			return
 		}
 		path, err := TemporalCLI()
@@ -300,9 +328,10 @@ func Temporal(t testing.TB) client.Client {
 		for _, sa := range workflows.SearchAttributes {
 			args = append(args, "--search-attribute", sa.Name+"="+sa.Type)
 		}
+		args = append(args, "--namespace", SecondNamespace)
 		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 			ExistingPath: path, LogLevel: "error", ExtraArgs: args,
-			ClientOptions: &client.Options{Namespace: "default"},
+			ClientOptions: &client.Options{Namespace: namespace},
 		})
 	})
 	if devErr != nil {
@@ -312,7 +341,7 @@ func Temporal(t testing.TB) client.Client {
 	if base == nil {
 		base = devServer.Client()
 	}
-	c, err := client.NewClientFromExisting(base, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), Logger: sdkLogger})
+	c, err := client.NewClientFromExisting(base, client.Options{Namespace: namespace, DataConverter: Codec.DataConverter(), Logger: sdkLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +445,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s.Upstream = UpstreamWith(t, s.DatabaseURL, o.UpstreamWrap)
 	s.Client = Temporal(t)
 	if o.Metrics != nil {
-		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: "default", DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics, Logger: sdkLogger})
+		c, err := client.NewClientFromExisting(s.Client, client.Options{Namespace: namespace, DataConverter: Codec.DataConverter(), MetricsHandler: o.Metrics, Logger: sdkLogger})
 		if err != nil {
 			t.Fatal(err)
 		}

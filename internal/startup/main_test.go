@@ -1,0 +1,9 @@
+package startup_test
+
+import (
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
