@@ -151,7 +151,8 @@ func TestClusterMirrorsCompose(t *testing.T) {
 		if name == "LOG_LEVEL" || name == "NUM_HISTORY_SHARDS" || name == "BIND_ON_IP" {
 			continue // defaulted in both; compose sets BIND_ON_IP from the container's address in its entrypoint
 		}
-		if _, ok := svcs["temporal"].Environment[name]; !ok {
+		// make cluster's mTLS mode is make cluster's: unset, there is no TLS section (compose runs without).
+		if _, ok := svcs["temporal"].Environment[name]; !ok && name != "TOOLGATE_CLUSTER_TLS_DIR" {
 			t.Errorf("cluster.yaml reads %s, which compose's Temporal services do not set", name)
 		}
 		if !strings.Contains(string(script), name) {
@@ -178,5 +179,25 @@ func TestClusterMirrorsCompose(t *testing.T) {
 		if !strings.Contains(schema, step) || !strings.Contains(string(script), step) {
 			t.Errorf("the schema step %q is not in both compose's temporal-schema and make cluster", step)
 		}
+	}
+}
+
+// TestClusterMutualTLSMode: with TOOLGATE_CLUSTER_TLS_DIR the frontend
+// demands client certificates from the CA there and the system worker
+// presents one; without it the cluster has no TLS section.
+func TestClusterMutualTLSMode(t *testing.T) {
+	if tls := dig(renderCluster(t, map[string]string{}), "global", "tls"); tls != nil {
+		t.Fatalf("TLS without the mode: %v", tls)
+	}
+	cfg := renderCluster(t, map[string]string{"TOOLGATE_CLUSTER_TLS_DIR": "/certs"})
+	server := dig(cfg, "global", "tls", "frontend", "server")
+	if dig(server, "requireClientAuth") != true || dig(server, "certFile") != "/certs/server.pem" || dig(server, "keyFile") != "/certs/server.key" {
+		t.Fatalf("frontend server TLS: %v", server)
+	}
+	if cas, _ := dig(server, "clientCaFiles").([]any); len(cas) != 1 || cas[0] != "/certs/ca.pem" {
+		t.Fatalf("client CAs: %v", dig(server, "clientCaFiles"))
+	}
+	if dig(cfg, "global", "tls", "systemWorker", "certFile") != "/certs/system-worker.pem" || dig(cfg, "global", "membership", "maxJoinDuration") != "30s" {
+		t.Fatalf("system worker TLS: %v", dig(cfg, "global", "tls", "systemWorker"))
 	}
 }

@@ -4,10 +4,15 @@
 # With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
 # (scripts/temporal-cluster.sh: PostgreSQL, four service processes, the Web UI) and two workers;
 # its PostgreSQL and logs live in .dev/cluster (the keys and demo users are shared with make dev).
+# TOOLGATE_CLUSTER_TLS=1 as well: the cluster's frontend demands client certificates (made into
+# .dev/cluster/tls), and every process reaches it through the client profile made beside them.
+# Where Temporal is, and the namespace, are Temporal's client configuration's (TEMPORAL_ADDRESS,
+# TEMPORAL_NAMESPACE, TEMPORAL_PROFILE...; 127.0.0.1:7233 and default), read by bin/starter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
-export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
+address="$(bin/starter temporal-config --prop address)"
+namespace="$(bin/starter temporal-config --prop namespace)"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
@@ -34,12 +39,18 @@ else
   export DATABASE_URL="${server%/postgres?*}/toolgate?sslmode=disable"
 fi
 
-host="${TEMPORAL_ADDRESS%:*}"; port="${TEMPORAL_ADDRESS##*:}"
+host="${address%:*}"; port="${address##*:}"
 sa_flags=(); for sa in $(bin/starter search-attributes); do sa_flags+=(--search-attribute "$sa"); done
+[ "$namespace" = default ] || sa_flags+=(--namespace "$namespace")
 if [ -n "$cluster" ]; then
+  [ -z "${TOOLGATE_CLUSTER_TLS:-}" ] || export TOOLGATE_CLUSTER_TLS_DIR="$PWD/$logs/tls"
   CODEC_URL="http://${CODEC_ADDR:-127.0.0.1:8089}" ./scripts/temporal-cluster.sh start "$logs/temporal" "$DATABASE_URL"
+  if [ -n "${TOOLGATE_CLUSTER_TLS:-}" ]; then
+    # Every process (and the temporal CLI) now reaches the cluster through the profile made beside the certificates.
+    export TEMPORAL_CONFIG_FILE="$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml" TEMPORAL_PROFILE=toolgate
+  fi
 elif (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
-  echo "A Temporal server already answers at $TEMPORAL_ADDRESS; using it."
+  echo "A Temporal server already answers at $address; using it."
 else
   temporal server start-dev --ip "$host" --port "$port" --ui-port 8233 \
     --db-filename .dev/temporal.db --log-level warn \
@@ -53,13 +64,15 @@ else
     >.dev/temporal.log 2>&1 &
   pids+=($!)
   for _ in $(seq 60); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break; sleep 1; done
-  temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null
+  temporal operator cluster health --address "$address" >/dev/null
 fi
-# A kept .dev/temporal.db or a server of your own may predate an attribute: register any missing one.
-existing=$(temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" 2>/dev/null || true)
+# A kept .dev/temporal.db or a server of your own may predate an attribute: register any missing one
+# (the temporal CLI reads the same client configuration: TLS, API key, profile).
+existing=$(temporal operator search-attribute list --address "$address" --namespace "$namespace" 2>/dev/null || true)
 for sa in $(bin/starter search-attributes); do
   name="${sa%=*}"
-  grep -qw "$name" <<<"$existing" || temporal operator search-attribute create --address "$TEMPORAL_ADDRESS" --name "$name" --type "${sa#*=}" >/dev/null
+  grep -qw "$name" <<<"$existing" ||
+    temporal operator search-attribute create --address "$address" --namespace "$namespace" --name "$name" --type "${sa#*=}" >/dev/null
 done
 
 if [ ! -s .dev/keys.env ]; then
@@ -103,7 +116,7 @@ pids+=($!)
 cat <<TXT
 
 toolgate is running (logs in $logs/):
-  Temporal       $TEMPORAL_ADDRESS   Web UI http://127.0.0.1:8233   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL)}
+  Temporal       $address, namespace $namespace   Web UI http://127.0.0.1:8233/namespaces/$namespace/workflows   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL${TOOLGATE_CLUSTER_TLS_DIR:+; mTLS, client profile: TEMPORAL_CONFIG_FILE=$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml TEMPORAL_PROFILE=toolgate})}
   upstream       $UPSTREAM_URL
   worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)

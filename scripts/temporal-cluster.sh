@@ -11,18 +11,29 @@
 #   scripts/temporal-cluster.sh kill DIR SERVICE  SIGKILL one service (history, matching, frontend, worker)
 #   scripts/temporal-cluster.sh revive DIR SERVICE start a killed service again and wait until the cluster answers
 # PGURL is a PostgreSQL URL whose user may create databases (temporal, temporal_visibility).
-# Logs and pid files go to DIR. Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE
-# (default), CODEC_URL for the Web UI (http://127.0.0.1:8089), TOOLGATE_TEMPORAL_UI=0 for none,
-# NUM_HISTORY_SHARDS (8, fixed when the cluster is created).
+# Logs and pid files go to DIR. The frontend's address and the namespace to create are what Temporal's
+# client configuration gives (bin/starter temporal-config: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, a
+# profile; 127.0.0.1:7233 and default). Environment: TOOLGATE_CLUSTER_TLS_DIR=DIR for mTLS (the
+# frontend demands client certificates: starter dev-certs makes them there, with DIR/temporal.toml, a
+# client profile named toolgate), CODEC_URL for the Web UI (http://127.0.0.1:8089),
+# TOOLGATE_TEMPORAL_UI=0 for none, NUM_HISTORY_SHARDS (8, fixed when the cluster is created).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cmd="${1:?usage: scripts/temporal-cluster.sh start|stop|kill|revive DIR ...}"
 dir="${2:?usage: scripts/temporal-cluster.sh $cmd DIR}"
 mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
 bin="$root/bin"
-address="${TEMPORAL_ADDRESS:-127.0.0.1:7233}"
-namespace="${TEMPORAL_NAMESPACE:-default}"
+address="$("$bin/starter" temporal-config --prop address)"
+namespace="$("$bin/starter" temporal-config --prop namespace)"
 services=(history matching frontend worker)
+tls_flags=()
+if [ -n "${TOOLGATE_CLUSTER_TLS_DIR:-}" ]; then
+  mkdir -p "$TOOLGATE_CLUSTER_TLS_DIR"
+  TOOLGATE_CLUSTER_TLS_DIR="$(cd "$TOOLGATE_CLUSTER_TLS_DIR" && pwd)"; export TOOLGATE_CLUSTER_TLS_DIR
+  tls="$TOOLGATE_CLUSTER_TLS_DIR"
+  "$bin/starter" dev-certs --dir "$tls" --toml "$tls/temporal.toml" --profile toolgate --address "$address" --namespace "$namespace" >/dev/null
+  tls_flags=(--tls-cert-path "$tls/client.pem" --tls-key-path "$tls/client.key" --tls-ca-path "$tls/ca.pem" --tls-server-name localhost)
+fi
 
 answers() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
@@ -72,7 +83,7 @@ wait_port() {
   echo "Temporal $1 did not listen; see $dir/$1.log" >&2; exit 1
 }
 
-temporal_cli() { "$bin/temporal" --address "$address" "$@"; }
+temporal_cli() { "$bin/temporal" --address "$address" "${tls_flags[@]}" "$@"; }
 
 wait_ready() {
   for _ in $(seq 120); do
@@ -104,6 +115,16 @@ cors:
 codec:
   endpoint: $codec
 YAML
+  if [ -n "${TOOLGATE_CLUSTER_TLS_DIR:-}" ]; then
+    cat >>"$dir/ui/cluster.yaml" <<YAML
+tls:
+  caFile: $TOOLGATE_CLUSTER_TLS_DIR/ca.pem
+  certFile: $TOOLGATE_CLUSTER_TLS_DIR/client.pem
+  keyFile: $TOOLGATE_CLUSTER_TLS_DIR/client.key
+  serverName: localhost
+  enableHostVerification: true
+YAML
+  fi
   "$bin/temporal-ui-server" --root / --config "$dir/ui" --env cluster start >>"$dir/ui.log" 2>&1 &
   echo $! >"$dir/ui.pid"
 }
@@ -129,7 +150,7 @@ case "$cmd" in
         temporal_cli operator search-attribute create --namespace "$namespace" --name "${sa%=*}" --type "${sa#*=}" >/dev/null
     done
     [ "${TOOLGATE_TEMPORAL_UI:-1}" = 0 ] || ui
-    echo "Temporal cluster at $address (history, matching, frontend, worker; logs in $dir)" ;;
+    echo "Temporal cluster at $address, namespace $namespace${TOOLGATE_CLUSTER_TLS_DIR:+, mTLS (client profile toolgate in $TOOLGATE_CLUSTER_TLS_DIR/temporal.toml)} (history, matching, frontend, worker; logs in $dir)" ;;
   stop)
     for p in "$dir"/*.pid; do
       [ -e "$p" ] || continue

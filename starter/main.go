@@ -301,7 +301,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 func dial(cfg config.Config) (client.Client, error) {
 	c, err := client.Dial(cfg.ClientOptions())
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return nil, cfg.DialError(err)
 	}
 	return c, nil
 }

@@ -44,7 +44,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	opts.MetricsHandler = m.SDK
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return cfg.DialError(err)
 	}
 	defer c.Close()
 	if cfg.Codec == nil {
@@ -71,7 +71,8 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
 		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}, acts)
-	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
+	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
+		zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
 	return w.Run(worker.InterruptCh())
 }
 

@@ -4,12 +4,18 @@
 // or the card waiting for a person), then the workflow's result (the final
 // outcome). toolgate encrypts every payload, so this client encodes and
 // decodes through the worker's codec endpoint (Temporal's remote codec
-// protocol), with the endpoint's bearer token.
+// protocol), with the endpoint's bearer token. It connects the way every
+// Temporal client does, from Temporal's client configuration
+// (@temporalio/envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*,
+// TEMPORAL_API_KEY, or TEMPORAL_PROFILE in TEMPORAL_CONFIG_FILE).
 //
 //   TEMPORAL_ADDRESS=127.0.0.1:7233 CODEC_URL=http://127.0.0.1:8089 [CODEC_AUTH_TOKEN=…] node index.mjs
 import { Client, Connection, WithStartWorkflowOperation } from "@temporalio/client";
+import { loadClientConnectConfig } from "@temporalio/envconfig";
 
 const env = (k, d) => process.env[k] || d;
+const temporal = loadClientConnectConfig();
+const namespace = temporal.namespace || "default";
 const codecURL = env("CODEC_URL", "http://127.0.0.1:8089");
 const b64 = (u8) => Buffer.from(u8).toString("base64");
 const bytes = (s) => new Uint8Array(Buffer.from(s, "base64"));
@@ -22,7 +28,7 @@ async function remote(path, payloads) {
       data: b64(p.data ?? new Uint8Array()),
     })),
   });
-  const headers = { "content-type": "application/json", "x-namespace": env("TEMPORAL_NAMESPACE", "default") };
+  const headers = { "content-type": "application/json", "x-namespace": namespace };
   if (process.env.CODEC_AUTH_TOKEN) headers.authorization = `Bearer ${process.env.CODEC_AUTH_TOKEN}`;
   const res = await fetch(codecURL + path, { method: "POST", headers, body });
   if (!res.ok) throw new Error(`codec endpoint ${path}: ${res.status} ${await res.text()}`);
@@ -33,8 +39,8 @@ async function remote(path, payloads) {
 }
 const codec = { encode: (p) => remote("/encode", p), decode: (p) => remote("/decode", p) };
 
-const connection = await Connection.connect({ address: env("TEMPORAL_ADDRESS", "127.0.0.1:7233") });
-const client = new Client({ connection, namespace: env("TEMPORAL_NAMESPACE", "default"), dataConverter: { payloadCodecs: [codec] } });
+const connection = await Connection.connect({ address: "127.0.0.1:7233", ...temporal.connectionOptions });
+const client = new Client({ connection, namespace, dataConverter: { payloadCodecs: [codec] } });
 
 const conversation = env("CONVERSATION", "ts1"), callId = env("CALL_ID", "call1");
 const input = {

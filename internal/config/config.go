@@ -32,9 +32,11 @@ const (
 	MinSecretLength = 32
 )
 
-// Vars lists every environment variable toolgate's processes read.
+// Vars lists every environment variable toolgate's processes read: the
+// TEMPORAL_* ones through Temporal's client configuration library alone.
 var Vars = []string{
-	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
+	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH",
+	"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
 	"UPSTREAM_TOKEN_KEY", "WORKER_DATABASE_URL", "APPROVALS_DATABASE_URL", "UPSTREAM_DATABASE_URL", "AUDITOR_DATABASE_URL", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE", "TOOLGATE_DEV",
@@ -107,6 +109,17 @@ func (c Config) ClientOptions() client.Options {
 		o.DataConverter = c.Codec.DataConverter()
 	}
 	return o
+}
+
+// DialError says which Temporal a process failed to reach and where that
+// came from, so the fix is clear.
+func (c Config) DialError(err error) error {
+	tls := "without TLS"
+	if c.Temporal.ConnectionOptions.TLS != nil {
+		tls = "over TLS"
+	}
+	return fmt.Errorf("connect to Temporal at %s, namespace %s, %s (Temporal's client configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*, TEMPORAL_API_KEY, or TEMPORAL_PROFILE in TEMPORAL_CONFIG_FILE): %w",
+		c.TemporalAddress, c.Namespace, tls, err)
 }
 
 // TemporalClient loads Temporal's client configuration the way its CLI and

@@ -1,6 +1,11 @@
 package config
 
 import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,5 +31,46 @@ func TestWebhookSettings(t *testing.T) {
 		case c.want == "" && (cfg.Webhook != nil) != (c.url != ""):
 			t.Errorf("%q: webhook %+v", c.url, cfg.Webhook)
 		}
+	}
+}
+
+// TestNoDirectTemporalVariables: nothing in the repository reads a
+// TEMPORAL_* variable itself: Temporal's client configuration library does
+// (Go: go.temporal.io/sdk/contrib/envconfig; the TypeScript example:
+// @temporalio/envconfig). Scripts and tests may set them for the processes
+// they start, and name them in prose.
+func TestNoDirectTemporalVariables(t *testing.T) {
+	reads := regexp.MustCompile(`(Getenv|LookupEnv)\("TEMPORAL_|process\.env\.TEMPORAL_|process\.env\["TEMPORAL_|(^|[^A-Za-z])env\("TEMPORAL_|\$\{?TEMPORAL_[A-Z_]+`)
+	var found []string
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == ".dev" || d.Name() == "bin" || path == "../../bench/engines") {
+			return filepath.SkipDir
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".sh", ".mjs", ".js", ".ts", ".yml", ".yaml":
+		default:
+			if d.Name() != "Makefile" {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := reads.FindString(line); m != "" {
+				found = append(found, fmt.Sprintf("%s:%d: %s", strings.TrimPrefix(path, "../../"), i+1, strings.TrimSpace(line)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Fatalf("TEMPORAL_* read directly (use config.TemporalClient, or let the temporal CLI read its own configuration):\n%s", strings.Join(found, "\n"))
 	}
 }

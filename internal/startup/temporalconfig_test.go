@@ -176,8 +176,14 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 			if _, err := tc.DescribeWorkflowExecution(context.Background(), id, ""); err != nil {
 				t.Fatalf("%s is not in namespace %s: %v", id, opts.Namespace, err)
 			}
-			if _, err := testenv.Temporal(t).DescribeWorkflowExecution(context.Background(), id, ""); err == nil && opts.Namespace != testenv.Namespace() {
-				t.Fatalf("%s is in the tests' own namespace %s too", id, testenv.Namespace())
+			opts.Namespace = "default"
+			dc, err := client.Dial(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dc.Close()
+			if _, err := dc.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
+				t.Fatalf("%s is in namespace default too", id)
 			}
 			// Without its client certificate the starter is turned away.
 			var bare []string

@@ -57,7 +57,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	defer audit.Close()
 	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
 	if err != nil {
-		return err
+		return cfg.DialError(err)
 	}
 	defer c.Close()
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{

@@ -38,7 +38,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	o.Logger = logging.Temporal(log)
 	c, err := client.DialContext(ctx, o)
 	if err != nil {
-		return err
+		return cfg.DialError(err)
 	}
 	defer c.Close()
 	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, Verify: verify, Credential: mcpgate.VaultCredentials(pool),
