@@ -56,7 +56,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	}
 	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now,
-		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor")}}).Handler())
+		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor")}, TemporalWeb: "http://temporal-web.test/", Namespace: testenv.Namespace()}).Handler())
 	u.Stack, u.IdP = s, id
 	return u
 }

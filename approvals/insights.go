@@ -3,6 +3,7 @@ package approvals
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/insights"
@@ -25,6 +26,8 @@ type insightsData struct {
 	Text     string
 	Register *register.Register
 	Fast     string
+	// History links the call to Temporal Web, in its namespace ("" without a Web URL).
+	History string
 }
 
 // auditorOnly answers 403 to anyone but an auditor, and reports whether
@@ -83,7 +86,11 @@ func (s *Server) storyPage(w http.ResponseWriter, r *http.Request, sess session)
 	if err := st.Text(&text); err != nil {
 		s.Logger.Warn("story", zap.Error(err))
 	}
-	s.render(w, http.StatusOK, "story.html", insightsData{pageData: pageData{Title: "Story of " + st.WorkflowID, User: &sess.User, CSRF: s.csrf(sess)}, Story: &st, Text: text.String()})
+	d := insightsData{pageData: pageData{Title: "Story of " + st.WorkflowID, User: &sess.User, CSRF: s.csrf(sess)}, Story: &st, Text: text.String()}
+	if s.TemporalWeb != "" {
+		d.History = strings.TrimRight(s.TemporalWeb, "/") + "/namespaces/" + url.PathEscape(s.Namespace) + "/workflows/" + url.PathEscape(st.WorkflowID)
+	}
+	s.render(w, http.StatusOK, "story.html", d)
 }
 
 // registerPage shows the action register to anyone signed in: the rules

@@ -125,6 +125,9 @@ func TestInsightsInABrowser(t *testing.T) {
 	if story := get(t, abena, chromedp.Text(chromedp.CSS("#story"))); !strings.Contains(story, "Idempotency-Key sent upstream: toolcall-ins-") || !strings.Contains(story, "Asked by ama") {
 		t.Errorf("the story page:\n%s", story)
 	}
+	if link := html("#history"); !strings.Contains(link, `href="http://temporal-web.test/namespaces/`+testenv.Namespace()+`/workflows/toolcall-ins-`) {
+		t.Errorf("the link to the call's history: %s", link)
+	}
 	// The action register, from the header.
 	do(t, abena, chromedp.Click(chromedp.CSS(`header a[href="/register"]`)), chromedp.WaitVisible(chromedp.CSS("#tool-request_stock_transfer")))
 	if reg := get(t, abena, chromedp.Text(chromedp.CSS("#tool-request_stock_transfer"))); !strings.Contains(reg, "store_manager up to $500.00") || !strings.Contains(reg, "checks, where they are enforced") {

@@ -70,6 +70,10 @@ type Server struct {
 	DecisionWait time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// TemporalWeb is Temporal Web's base URL (TOOLGATE_TEMPORAL_WEB_URL) and
+	// Namespace the calls' namespace, for links to a call's history; no
+	// link when the URL is unset.
+	TemporalWeb, Namespace string
 	// Auditor reads the audit log for the insights page, through the
 	// auditor's login (SELECT on audit_log and nothing else); unset, the
 	// page answers that it is not set up.

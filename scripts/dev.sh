@@ -14,6 +14,8 @@ export PATH="$PWD/bin:$PATH"
 address="$(bin/starter temporal-config --prop address)"
 namespace="$(bin/starter temporal-config --prop namespace)"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
+# The card UI links a call's story to its history in the Web UI (a server of your own: set yours).
+export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:8233}"
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
 cluster="${TOOLGATE_CLUSTER:-}"

@@ -46,7 +46,7 @@ var Vars = []string{
 	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER", "TOOLGATE_SIGN_IN_TTL",
 	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
 	"MCP_ADDR", "MCP_RESOURCE", "MCP_AUDIENCE", "MCP_OIDC_ISSUER", "MCP_MAX_WAIT", "MCP_DATABASE_URL", "IDP_MCP_CLIENT_ID", "IDP_MCP_AUDIENCE",
-	"CODEC_AUTH_TOKEN",
+	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL",
 }
 
 // Config is the environment a process runs with.
@@ -95,6 +95,9 @@ type Config struct {
 	// CodecAuthToken (CODEC_AUTH_TOKEN) is the bearer token every encode and
 	// decode must carry; required outside dev mode.
 	CodecAuthToken string
+	// TemporalWebURL (TOOLGATE_TEMPORAL_WEB_URL; make dev: its Web UI) is
+	// Temporal Web's base URL, for the card UI's links to a call's history.
+	TemporalWebURL string
 	// WorkflowCacheSize caps the calls a worker keeps in memory between
 	// tasks; an evicted call is replayed from its history when it wakes.
 	WorkflowCacheSize int
@@ -184,6 +187,7 @@ func FromEnv() (Config, error) {
 		CodecOrigins:      strings.Split(env("CODEC_CORS_ORIGINS", "http://127.0.0.1:8233,http://localhost:8233"), ","),
 		CodecAuthToken:    os.Getenv("CODEC_AUTH_TOKEN"),
 		ApprovalsAddr:     env("APPROVALS_ADDR", "127.0.0.1:8080"),
+		TemporalWebURL:    os.Getenv("TOOLGATE_TEMPORAL_WEB_URL"),
 		DevMode:           os.Getenv("TOOLGATE_DEV") == "1",
 		MaxResultChars:    4000,
 		WorkflowCacheSize: 1000,

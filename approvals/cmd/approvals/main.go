@@ -62,7 +62,8 @@ func run(log *zap.Logger, cfg config.Config) error {
 	defer c.Close()
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
 		Pool: pool, Temporal: c, Auth: auth, Signer: *cfg.SigningKey, SessionKey: sessionKey,
-		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log, Auditor: insights.Reader{Pool: audit}}).Handler())
+		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log, Auditor: insights.Reader{Pool: audit},
+		TemporalWeb: cfg.TemporalWebURL, Namespace: cfg.Namespace}).Handler())
 	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr), zap.String("issuer", oc.Issuer))
 	return httpserver.Run(ctx, srv)
 }
