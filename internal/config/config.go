@@ -133,7 +133,7 @@ func (c Config) DialError(err error) error {
 func TemporalClient() (client.Options, error) {
 	o, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
 	if err != nil {
-		return o, fmt.Errorf("Temporal client configuration (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*): %w", err)
+		return o, fmt.Errorf("the Temporal client configuration (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*): %w", err)
 	}
 	if o.HostPort == "" {
 		o.HostPort = DefaultTemporalAddress

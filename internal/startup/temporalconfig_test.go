@@ -173,7 +173,7 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 			}
 			defer tc.Close()
 			id := "toolcall-" + c.conv + "-c1"
-			if _, err := tc.DescribeWorkflowExecution(context.Background(), id, ""); err != nil {
+			if _, err := tc.DescribeWorkflow(context.Background(), id, ""); err != nil {
 				t.Fatalf("%s is not in namespace %s: %v", id, opts.Namespace, err)
 			}
 			opts.Namespace = "default"
@@ -182,7 +182,7 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dc.Close()
-			if _, err := dc.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
+			if _, err := dc.DescribeWorkflow(context.Background(), id, ""); err == nil {
 				t.Fatalf("%s is in namespace default too", id)
 			}
 			// Without its client certificate the starter is turned away.
