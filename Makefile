@@ -54,7 +54,7 @@ node:
 
 # make test always runs its own dev server: the Temporal client configuration of your shell (TEMPORAL_*, a
 # profile in your temporal.toml) is for make test-cluster, so every process the tests start is kept from it.
-NO_TEMPORAL_ENV = env $$(compgen -e | sed -n 's/^\(TEMPORAL_.*\)$$/-u \1/p') -u TOOLGATE_TEST_TEMPORAL TEMPORAL_CONFIG_FILE=/dev/null
+NO_TEMPORAL_ENV = env $$(compgen -e | sed -n 's/^\(TEMPORAL_.*\)$$/-u \1/p') -u TOOLGATE_TEST_TEMPORAL TEMPORAL_CONFIG_FILE=$(CURDIR)/internal/testenv/no-temporal-config.toml
 test-all:
 	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x

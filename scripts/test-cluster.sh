@@ -12,7 +12,7 @@ export PATH="$root/bin:$PATH"
 dir="$(mktemp -d)"; chmod 755 "$dir"
 # Every process reaches the cluster through Temporal's own client configuration, set here; the tests use
 # it instead of a dev server of their own (TOOLGATE_TEST_TEMPORAL=configured).
-export TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE=/dev/null TOOLGATE_TEST_TEMPORAL=configured
+export TEMPORAL_ADDRESS=127.0.0.1:7233 TEMPORAL_NAMESPACE=default TEMPORAL_CONFIG_FILE="$root/internal/testenv/no-temporal-config.toml" TOOLGATE_TEST_TEMPORAL=configured
 pg="${TOOLGATE_TEST_DATABASE_URL:-$DATABASE_URL}"
 cleanup() { ./scripts/temporal-cluster.sh stop "$dir/temporal"; ./scripts/temporal-cluster.sh stop "$dir/temporal-tls"; rm -rf "$dir"; }
 trap cleanup EXIT
