@@ -89,7 +89,13 @@ func mutualTLSTarget(t *testing.T) tlsTarget {
 			}()
 		}
 	}()
-	p := envconfig.ClientConfigProfile{Address: ln.Addr().String(), Namespace: testenv.SecondNamespace, TLS: &envconfig.ClientConfigTLS{
+	// The dev server has a second namespace; a configured server (make test-cluster's first cluster) has
+	// the tests' own, and the mTLS cluster after it a namespace of its own (TOOLGATE_TEST_TLS_PROFILE).
+	ns := testenv.SecondNamespace
+	if testenv.Configured() {
+		ns = testenv.Namespace()
+	}
+	p := envconfig.ClientConfigProfile{Address: ln.Addr().String(), Namespace: ns, TLS: &envconfig.ClientConfigTLS{
 		ClientCertPath: filepath.Join(dir, devcerts.ClientCertFile), ClientKeyPath: filepath.Join(dir, devcerts.ClientKeyFile),
 		ServerCACertPath: filepath.Join(dir, devcerts.CAFile), ServerName: devcerts.ServerName}}
 	conf := envconfig.ClientConfig{Profiles: map[string]*envconfig.ClientConfigProfile{"toolgate": &p}}
@@ -139,8 +145,14 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			w := exec.CommandContext(ctx, filepath.Join(bin, "worker"))
 			w.Env = append(append([]string{}, base...), "UPSTREAM_URL="+up.URL, "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0")
-			var logs strings.Builder
-			w.Stdout, w.Stderr = &logs, &logs
+			// A file, not a buffer: the process writes it while the test may read it.
+			logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logFile.Close()
+			w.Stdout, w.Stderr = logFile, logFile
+			logs := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
 			if err := w.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +169,7 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 			out, err := call(base, "c1")
 			var res struct{ Status, Code string }
 			if err != nil || json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res) != nil || res.Status != "executed" {
-				t.Fatalf("starter call: %v\n%s\nworker:\n%s", err, out, logs.String())
+				t.Fatalf("starter call: %v\n%s\nworker:\n%s", err, out, logs())
 			}
 			if !strings.Contains(out, `"cases": 6`) && !strings.Contains(out, `"cases":6`) {
 				t.Fatalf("the read's result:\n%s", out)
@@ -176,14 +188,16 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 			if _, err := tc.DescribeWorkflow(context.Background(), id, ""); err != nil {
 				t.Fatalf("%s is not in namespace %s: %v", id, opts.Namespace, err)
 			}
-			opts.Namespace = "default"
-			dc, err := client.Dial(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dc.Close()
-			if _, err := dc.DescribeWorkflow(context.Background(), id, ""); err == nil {
-				t.Fatalf("%s is in namespace default too", id)
+			if opts.Namespace != "default" {
+				opts.Namespace = "default"
+				dc, err := client.Dial(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dc.Close()
+				if _, err := dc.DescribeWorkflow(context.Background(), id, ""); err == nil {
+					t.Fatalf("%s is in namespace default too", id)
+				}
 			}
 			// Without its client certificate the starter is turned away.
 			var bare []string
