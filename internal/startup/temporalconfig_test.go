@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,7 +134,9 @@ func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 	target := mutualTLSTarget(t)
 	db := testenv.Database(t)
 	up := testenv.Upstream(t, db)
-	for _, c := range []struct{ name, conv string }{{"environment", "tlsenv"}, {"profile", "tlsprofile"}} {
+	// Conversations of this run alone: make test-cluster runs this test on one database twice.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, c := range []struct{ name, conv string }{{"environment", "tlsenv" + run}, {"profile", "tlsprofile" + run}} {
 		t.Run(c.name, func(t *testing.T) {
 			temporalEnv := target.env()
 			if c.name == "profile" {
