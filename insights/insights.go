@@ -185,7 +185,7 @@ func quantile(s []float64, q float64) time.Duration {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	i := int(q*float64(len(c)-1) + 0.5)
-	return time.Duration(c[i] * float64(time.Second)).Round(100 * time.Millisecond)
+	return time.Duration(c[i] * float64(time.Second)).Round(time.Millisecond)
 }
 
 // SlowCall is one upstream call and how long it took, start to outcome.
