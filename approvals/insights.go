@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/insights"
@@ -78,7 +79,7 @@ func (s *Server) storyPage(w http.ResponseWriter, r *http.Request, sess session)
 		s.fail(w, err)
 		return
 	}
-	if st.Events[0].StoreID != nil && !storeIn(*st.Events[0].StoreID, sess.User.StoreIDs) {
+	if st.Events[0].StoreID != nil && !slices.Contains(sess.User.StoreIDs, *st.Events[0].StoreID) {
 		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
 		return
 	}
@@ -102,13 +103,4 @@ func (s *Server) registerPage(w http.ResponseWriter, _ *http.Request, sess sessi
 		return
 	}
 	s.render(w, http.StatusOK, "register.html", insightsData{pageData: pageData{Title: "Action register", User: &sess.User, CSRF: s.csrf(sess)}, Register: &reg})
-}
-
-func storeIn(store int64, stores []int64) bool {
-	for _, s := range stores {
-		if s == store {
-			return true
-		}
-	}
-	return false
 }

@@ -164,9 +164,9 @@ func (r Reader) ExportEvals(ctx context.Context, since time.Time, w io.Writer) (
 			}
 		case "allowed", "denied":
 			if cur.Decision == "sign_in" { // the chain ran again after the sign-in
-				cur.Outcome, cur.OutcomeCode = map[string]string{"allowed": "pending", "denied": "denied"}[event], reason
+				cur.Outcome, cur.OutcomeCode = "pending", ""
 				if event == "denied" {
-					cur.OutcomeCode = reason
+					cur.Outcome, cur.OutcomeCode = "denied", reason
 				}
 			}
 		}
