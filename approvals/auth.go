@@ -47,12 +47,22 @@ const (
 	eventSessionRevoked = "session_revoked"
 )
 
-// localPath keeps a return path on this site.
+// localPath is where a sign-in may return: one of this card UI's own pages,
+// matched whole against its routes (a card or a call's story by a valid
+// workflow ID), else "/". Nothing is cleaned up and kept: a browser reads a
+// URL differently than a parser does (it drops tabs and newlines, turns
+// '\' into '/'), so only a path from the list can reach the continue page.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") || len(p) > 200 {
-		return "/"
+	switch p {
+	case "/", "/insights", "/register":
+		return p
 	}
-	return p
+	for _, page := range []string{"/cards/", "/insights/calls/"} {
+		if id, ok := strings.CutPrefix(p, page); ok && policy.ValidWorkflowID(id) {
+			return p
+		}
+	}
+	return "/"
 }
 
 // signIn sends the person to the provider. With ?card=ID (a card their

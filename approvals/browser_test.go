@@ -289,3 +289,48 @@ func TestEditThenApproveInABrowser(t *testing.T) {
 		t.Fatalf("%d transfers of 60 cases", n)
 	}
 }
+
+// TestSignInNeverLeavesTheCardUI: a sign-in started with a hostile next
+// (a tab, a newline or a backslash that the browser drops or turns into a
+// '/', another scheme, a path to a route that is not the card UI's) ends
+// in Chromium on the card UI, signed in; a card's own path returns to the
+// card.
+func TestSignInNeverLeavesTheCardUI(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "next", "c40", 40)
+	card := "/cards/" + workflows.WorkflowID("next", "c40")
+	ama := browser(t)
+	signInAs(t, ama, u, "ama")
+	for _, next := range []string{
+		"/%09/evil.example/x", "/%0A/evil.example/x", "/%0D%0A/evil.example/x", "/%5C/evil.example/x",
+		"/%20/evil.example/x", "/%0B/evil.example/x", "%09//evil.example/x", "//evil.example/x",
+		"https://evil.example/x", "/cards/%09/evil.example", "/cards/..%2F%09/evil.example", "/%E3%80%80/evil.example/x",
+		"/signout", "/static/../%09/evil.example",
+	} {
+		do(t, ama, chromedp.Navigate(u.URL+"/signin?next="+next))
+		loc := settled(t, ama)
+		if !strings.HasPrefix(loc, u.URL+"/") {
+			t.Fatalf("next=%s: the browser left the card UI for %s", next, loc)
+		}
+		do(t, ama, chromedp.WaitVisible(chromedp.CSS(".who")))
+	}
+	do(t, ama, chromedp.Navigate(u.URL+"/signin?next="+card))
+	if loc := settled(t, ama); loc != u.URL+card {
+		t.Fatalf("a card's own path returned to %s, not %s", loc, u.URL+card)
+	}
+}
+
+// settled waits for the browser to leave the sign-in's continue page and
+// returns where it ended.
+func settled(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	for range 100 {
+		loc := get(t, ctx, chromedp.Location())
+		if !strings.Contains(loc, "/auth/callback") && !strings.Contains(loc, "/signin") && !strings.Contains(loc, "/authorize") {
+			return loc
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the sign-in did not finish")
+	return ""
+}

@@ -60,6 +60,14 @@ func (s *Session) problem() string {
 // and a workflow ID splits back into one pair at its last '-'.
 func ValidToolCallID(id string) bool { return idOf(id, &callIDBytes) }
 
+// ValidWorkflowID reports whether id is the workflow ID of one call:
+// "toolcall-", a conversation ID, '-', a tool-call ID (split at the last '-').
+func ValidWorkflowID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "toolcall-")
+	i := strings.LastIndexByte(rest, '-')
+	return ok && i > 0 && ValidID(rest[:i]) && ValidToolCallID(rest[i+1:])
+}
+
 // CallIDProblem says what is wrong with a call's IDs, or "".
 func CallIDProblem(conversationID, toolCallID string) string {
 	switch {

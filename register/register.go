@@ -142,7 +142,7 @@ var Catalogue = []Check{
 	}},
 	{"approval.escalation", "an unanswered card is also offered one role up", func(t tool) bool { return t.approves() && t.escalates() }},
 	{"deployment.defaults", "no demo secret, open endpoint or public listener outside dev mode; servers time out slow clients", nil},
-	{"deployment.sessions", "card UI sessions end at sign-out and lockout; failed sign-ins are throttled", nil},
+	{"deployment.sessions", "card UI sessions end at sign-out and lockout; a sign-in returns only to the card UI's own pages; failed sign-ins are throttled", nil},
 	{"deployment.codec", "the codec endpoint demands its token", nil},
 	{"deployment.mcp", "the MCP server refuses batches, cross-site requests and another person's session", nil},
 	{"deployment.worker", "a stopping worker lets running activities finish", nil},
