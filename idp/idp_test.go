@@ -2,6 +2,7 @@ package idp_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -323,5 +324,42 @@ func TestFailedSignInsAreThrottled(t *testing.T) {
 	other.password(t, "kofi", f.users["kofi"].Password)
 	if c := other.token(t); c.Sub != "kofi" {
 		t.Fatalf("another user: %+v", c)
+	}
+}
+
+// TestFailedSignInsCannotBeCrowdedOut: 12,000 wrong passwords for made-up
+// names (more than the table of names with no account holds) do not switch the
+// throttle off: a full table refuses the next made-up name rather than
+// forget one, five wrong passwords for ama still hold her right one, and
+// kofi, who failed nothing, still signs in.
+func TestFailedSignInsCannotBeCrowdedOut(t *testing.T) {
+	f := newFixture(t)
+	flood := f.browser().authorize(t)
+	refused := 0
+	for i := range 12_000 {
+		flood.password(t, fmt.Sprintf("nobody-%d", i), "guess")
+		if strings.Contains(flood.page, "Too many") {
+			refused++
+		}
+	}
+	flood.password(t, "nobody-new", "guess")
+	if !strings.Contains(flood.page, "Too many") {
+		t.Fatalf("a made-up name after the flood was not refused: %d of 12,000 refused", refused)
+	}
+	fl := f.browser().authorize(t)
+	for i := range idp.MaxFailedSignIns {
+		fl.password(t, "ama", "guess")
+		if !strings.Contains(fl.page, "do not match") {
+			t.Fatalf("wrong password %d after the flood: %s", i+1, fl.page)
+		}
+	}
+	fl.password(t, "ama", f.users["ama"].Password)
+	if fl.final != nil || !strings.Contains(fl.page, "Too many wrong passwords") {
+		t.Fatalf("after the flood, ama's right password after five wrong ones signed in")
+	}
+	other := f.browser().authorize(t)
+	other.password(t, "kofi", f.users["kofi"].Password)
+	if c := other.token(t); c.Sub != "kofi" {
+		t.Fatalf("kofi after the flood: %+v", c)
 	}
 }

@@ -153,23 +153,36 @@ func (p *Provider) password(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := clip(strings.TrimSpace(r.PostFormValue("username")))
-	if p.throttle.blocked(r, user, p.opts.Now()) {
-		p.opts.Logger.Warn("sign-in throttled", zap.String("user", user))
-		p.render(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Step: "password", ID: a.id, MFA: a.wantsMFA(), User: user,
-			Error: "Too many wrong passwords for this user. Wait 15 minutes, then try again."})
-		return
-	}
+	ip, now := addressOf(r), p.opts.Now()
 	p.mu.Lock()
 	acc := p.accounts[user]
-	good := acc != nil && acc.passwordOK(r.PostFormValue("password"))
+	var held bool
+	if acc != nil {
+		held = acc.passwords.held(ip, now)
+	} else {
+		held = p.throttle.blocked(user, ip, now)
+	}
+	good := !held && acc != nil && acc.passwordOK(r.PostFormValue("password"))
+	switch {
+	case held:
+	case !good && acc != nil:
+		acc.passwords.failed(ip, now)
+	case !good:
+		p.throttle.failed(user, ip, now)
+	}
 	locked := acc != nil && acc.locked
 	if good && !locked && a.wantsMFA() {
 		a.pwdUser = user
 	}
 	p.mu.Unlock()
+	if held {
+		p.opts.Logger.Warn("sign-in throttled", zap.String("user", user))
+		p.render(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Step: "password", ID: a.id, MFA: a.wantsMFA(), User: user,
+			Error: "Too many wrong passwords for this user. Wait 15 minutes, then try again."})
+		return
+	}
 	switch {
 	case !good:
-		p.throttle.failed(r, user, p.opts.Now())
 		p.opts.Logger.Info("sign-in refused: wrong user or password", zap.String("user", clip(user)))
 		p.render(w, http.StatusUnauthorized, pageData{Title: "Sign in", Step: "password", ID: a.id, MFA: a.wantsMFA(), User: user,
 			Error: "That user and password do not match."})

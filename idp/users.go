@@ -100,6 +100,9 @@ type account struct {
 	User
 	failures int
 	locked   bool
+	// passwords counts wrong passwords for the throttle, on the account so
+	// that no flood of other names crowds it out.
+	passwords passwordFailures
 	// lastStep is the TOTP time step of the last code accepted: a code is
 	// good once.
 	lastStep uint64
