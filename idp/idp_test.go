@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,5 +362,39 @@ func TestFailedSignInsCannotBeCrowdedOut(t *testing.T) {
 	other.password(t, "kofi", f.users["kofi"].Password)
 	if c := other.token(t); c.Sub != "kofi" {
 		t.Fatalf("kofi after the flood: %+v", c)
+	}
+}
+
+// TestAnAuthorizationCodeIsUsedOnce (RFC 6749 §4.1.2): 64 exchanges of one
+// code at once, five times over, give exactly one token set each time; a
+// later exchange of the same code is refused.
+func TestAnAuthorizationCodeIsUsedOnce(t *testing.T) {
+	f := newFixture(t)
+	for round := range 5 {
+		fl := f.browser().authorize(t)
+		fl.password(t, "ama", f.users["ama"].Password)
+		if fl.final == nil {
+			t.Fatalf("round %d: no code: %s", round, fl.page)
+		}
+		code := fl.final.Query().Get("code")
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		start := make(chan struct{})
+		for range 64 {
+			wg.Go(func() {
+				<-start
+				if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
+					won.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: 64 exchanges of one code gave %d token sets", round, n)
+		}
+		if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
+			t.Fatalf("round %d: the code exchanged again afterwards", round)
+		}
 	}
 }

@@ -53,14 +53,19 @@ func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest,
 	return nil, errNotFound
 }
 
-func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+// AuthRequestByCode takes the code: looked up and deleted under one lock, so
+// of any number of exchanges at once exactly one gets the request (RFC 6749
+// §4.1.2: a code is used once), whatever the exchange does with it next.
+func (s *storage) AuthRequestByCode(_ context.Context, code string) (op.AuthRequest, error) {
 	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
 	id, ok := s.p.codes[code]
-	s.p.mu.Unlock()
-	if !ok {
+	delete(s.p.codes, code)
+	a, found := s.p.requests[id]
+	if !ok || !found {
 		return nil, errors.New("code invalid or used")
 	}
-	return s.AuthRequestByID(ctx, id)
+	return a, nil
 }
 
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
