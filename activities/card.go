@@ -91,7 +91,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		  decision_note = coalesce(EXCLUDED.decision_note, pending_action.decision_note),
 		  result = coalesce(EXCLUDED.result, pending_action.result), updated_at = now(),
 		  escalated_role = coalesce(EXCLUDED.escalated_role, pending_action.escalated_role),
-		  approvals = coalesce(EXCLUDED.approvals, pending_action.approvals)
+		  approvals = EXCLUDED.approvals
 		WHERE pending_action.version <= EXCLUDED.version`,
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
@@ -116,7 +116,8 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 }
 
 // approvalMarks is the approvals column: the marks with their IDs
-// cleaned, or NULL (keep what is stored) when there are none.
+// cleaned, or NULL when there are none. Every write carries the whole list
+// of its version, so an edit's new version clears the old one's marks.
 func approvalMarks(marks []ApprovalMark) any {
 	if len(marks) == 0 {
 		return nil

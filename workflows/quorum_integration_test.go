@@ -83,3 +83,61 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 		t.Fatalf("%d approvals counted, want 2", n)
 	}
 }
+
+// TestAnEditClearsWhatWasApproved, on the dev server: adwoa's approval is
+// the first of two on kofi's 200-case card; yoofi's edit to 190 cases
+// (still two people) puts up a new version, and the card row, the card's
+// status and the count all start again from none: adwoa may approve the
+// new version and counts once.
+func TestAnEditClearsWhatWasApproved(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+		Args: json.RawMessage(twoHundredCases), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	status := func() workflows.Status {
+		t.Helper()
+		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+		var st workflows.Status
+		if err != nil || v.Get(&st) != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	send := func(a policy.Approval) {
+		t.Helper()
+		st := status()
+		a.ArgsHash, a.Evidence = st.ArgsHash, testenv.Evidence(a.Approver.UserID, time.Now())
+		if err := s.Client.SignalWorkflow(ctx, run.GetID(), st.RunID, workflows.ApprovalSignal, testenv.Sign(a, st.CardRef(run.GetID()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func() (marks string, version int) {
+		_ = s.Owner.QueryRow(ctx, `SELECT coalesce(approvals::text, ''), card_version FROM pending_action WHERE workflow_id = $1`, run.GetID()).Scan(&marks, &version)
+		return
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				marks, version := row()
+				t.Fatalf("%s: card row version %d approvals %q, status %+v", what, version, marks, status())
+			}
+		}
+	}
+	send(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
+	waitFor("adwoa's approval on the card row", func() bool { m, _ := row(); return strings.Contains(m, "adwoa") })
+	send(policy.Approval{Decision: policy.Edit, Approver: yoofiID, Edit: json.RawMessage(`{"quantity":190}`)})
+	waitFor("the edit", func() bool { _, v := row(); return v == 2 })
+	if marks, _ := row(); marks != "" || len(status().ApprovedBy) != 0 {
+		t.Fatalf("after the edit the card row keeps approvals %q, the workflow %v", marks, status().ApprovedBy)
+	}
+	send(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
+	waitFor("adwoa's approval of the new version", func() bool { m, _ := row(); return strings.Contains(m, "adwoa") })
+	if st := status(); st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 1 {
+		t.Fatalf("after adwoa approved the new version: %+v", st)
+	}
+}
