@@ -8,6 +8,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +51,15 @@ type Identity struct {
 	ACR      string
 	AuthTime time.Time
 	Expiry   time.Time
+}
+
+// Conversation is a person's keyed conversation: "mcp." and 32 hex digits
+// of SHA-256 over the issuer and subject of their sign-in, so two people
+// never share one (whatever their user IDs, and however long) and one
+// person has one under any display name.
+func Conversation(issuer, subject string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
+	return "mcp." + hex.EncodeToString(sum[:16])
 }
 
 // Server is the MCP server's dependencies.
@@ -206,7 +217,7 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 			return workflows.ToolCallInput{}, fmt.Errorf("_meta %q must be 1 to 64 letters, digits, '_', '.' or ':'", IdempotencyKeyMeta)
 		}
 		// One key is one call for this person, whichever session retries it.
-		conv, callID = "mcp."+id.UserID, key
+		conv, callID = Conversation(id.Issuer, id.Subject), key
 	}
 	if len(conv) > policy.MaxIDLength {
 		conv = conv[:policy.MaxIDLength]

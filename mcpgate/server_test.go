@@ -232,7 +232,7 @@ func TestMCPServer(t *testing.T) {
 	a, b := structured(t, first), structured(t, again)
 	var tasks int
 	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.tasks`).Scan(&tasks)
-	if a["status"] != "executed" || a["callId"] != b["callId"] || a["callId"] != workflows.WorkflowID("mcp.ama", "task.1") || tasks != 1 {
+	if a["status"] != "executed" || a["callId"] != b["callId"] || a["callId"] != workflows.WorkflowID(mcpgate.Conversation(g.idp.URL, "ama"), "task.1") || tasks != 1 {
 		t.Fatalf("a retry with the same key: %v then %v, %d tasks", a, b, tasks)
 	}
 
@@ -404,5 +404,49 @@ func TestMCPHostileInput(t *testing.T) {
 	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM tool_calls`).Scan(&calls)
 	if calls != 0 {
 		t.Fatalf("%d calls ran from hostile input", calls)
+	}
+}
+
+// TestMCPConversationsNeverCollide: two people whose user IDs agree in
+// their first 60 characters (64 with "mcp.") send the same idempotency key;
+// each gets a call of their own, and neither is told of the other's.
+func TestMCPConversationsNeverCollide(t *testing.T) {
+	g := newGate(t, 0)
+	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", 60)
+	vault := mcpgate.VaultCredentials(testenv.ServicePool(t, g.s.DatabaseURL, "mcp"))
+	srv := httptest.NewServer((&mcpgate.Server{Temporal: g.s.Client, TaskQueue: g.s.TaskQueue,
+		Verify: func(ctx context.Context, token string) (mcpgate.Identity, error) {
+			id, err := verify(ctx, token)
+			id.UserID = long + id.Subject[:min(4, len(id.Subject))] // two people, one 60-character prefix
+			return id, err
+		},
+		Credential: func(ctx context.Context, id mcpgate.Identity) (string, error) {
+			id.UserID = id.Subject // the credential is the person's own sign-in's
+			return vault(ctx, id)
+		},
+		Resource: "http://127.0.0.1" + mcpgate.Path, AuthorizationServer: g.idp.URL, Logger: zaptest.NewLogger(t)}).Handler())
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	task := &mcp.CallToolParams{Name: "create_task", Arguments: map[string]any{"kind": "shelf_check", "dueBy": "today"},
+		Meta: mcp.Meta{mcpgate.IdempotencyKeyMeta: "task.1"}}
+	var ids []string
+	for _, who := range []string{"ama", "kofi"} {
+		res, err := g.connect(t, g.token(t, who, "")).CallTool(context.Background(), task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := structured(t, res)
+		if st["code"] == "idempotency_conflict" {
+			t.Fatalf("%s's keyed call collided with another person's: %v", who, st)
+		}
+		id, _ := st["callId"].(string)
+		ids = append(ids, id)
+	}
+	if ids[0] == "" || ids[0] == ids[1] {
+		t.Fatalf("two people's keyed calls: %q and %q", ids[0], ids[1])
 	}
 }
