@@ -36,10 +36,14 @@ type AdmitInput struct {
 	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
 }
 
-// PendingCard names the card already waiting for an equivalent call.
+// PendingCard is the card already waiting for an equivalent call: when it
+// expires, and its workflow ID only for the requester whose card it is
+// (another person's call, and so their conversation, is never named).
 type PendingCard struct {
-	WorkflowID string `json:"pendingWorkflowId"`
+	WorkflowID string `json:"pendingWorkflowId,omitempty"`
 	ExpiresAt  string `json:"expiresAt"`
+	// requester is who asked for the card (tool_calls.user_id).
+	requester string
 }
 
 // AdmitResult is step 7's answer: the decision that stands (the recorded
@@ -175,7 +179,8 @@ func claimIntent(ctx context.Context, tx pgx.Tx, wf, run, intent string, ttl int
 	var p PendingCard
 	var holderRun string
 	var at time.Time
-	if err := tx.QueryRow(ctx, `SELECT workflow_id, run_id, expires_at FROM pending_intents WHERE intent = $1 FOR UPDATE`, intent).Scan(&p.WorkflowID, &holderRun, &at); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT i.workflow_id, i.run_id, i.expires_at, coalesce(c.user_id, '') FROM pending_intents i
+		LEFT JOIN tool_calls c USING (workflow_id) WHERE i.intent = $1 FOR UPDATE OF i`, intent).Scan(&p.WorkflowID, &holderRun, &at, &p.requester); err != nil {
 		return nil, fmt.Errorf("admit: read the intent's card: %w", err)
 	}
 	if running != nil && !running(ctx, p.WorkflowID, holderRun) {
@@ -209,11 +214,16 @@ func (a *Activities) running(ctx context.Context, wf, run string) bool {
 	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
-// alreadyPending denies an equivalent call: its decision row names the
-// card that is waiting, and nothing is counted against the limits.
+// alreadyPending denies an equivalent call, and nothing is counted against
+// the limits. The message says a card is waiting and until when; the
+// result names the card's workflow ID only to the requester who asked for
+// it, never another person.
 func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, held PendingCard) (AdmitResult, error) {
-	msg := fmt.Sprintf("An equivalent request is already waiting for a person to approve it (%s, until %s). Do not call again: tell the person it is waiting, and wait for that decision.",
-		held.WorkflowID, held.ExpiresAt)
+	if held.requester == "" || held.requester != clean(in.Session.UserID) {
+		held.WorkflowID = ""
+	}
+	msg := fmt.Sprintf("An equivalent request is already waiting for a person to approve it, until %s. Do not call again: tell the person it is waiting, and wait for that decision.",
+		held.ExpiresAt)
 	result, _ := json.Marshal(held)
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeAlreadyPending, Tool: in.Tool, Session: in.Session,
 		Args: in.Verdict.Args, StoreID: in.Verdict.StoreID, Value: in.ValueCents, Message: msg, Result: result}

@@ -76,7 +76,7 @@ func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, 
 			return ReviseResult{}, err
 		}
 		if held != nil {
-			return ReviseResult{Code: policy.CodeAlreadyPending, Message: fmt.Sprintf("an equivalent card (%s) is already waiting, until %s", held.WorkflowID, held.ExpiresAt)}, nil
+			return ReviseResult{Code: policy.CodeAlreadyPending, Message: fmt.Sprintf("an equivalent card is already waiting, until %s", held.ExpiresAt)}, nil
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM pending_intents WHERE workflow_id = $1 AND run_id = $2 AND intent <> $3`, wf, run, in.Intent); err != nil {
 			return ReviseResult{}, fmt.Errorf("revise: release the old intent: %w", err)

@@ -93,3 +93,37 @@ func TestOneCardPerIntent(t *testing.T) {
 		t.Fatalf("after the holder was terminated: %v %+v", err, f.ToolCallResult)
 	}
 }
+
+// TestAlreadyPendingNamesNoOnesCall: kofi asks for the transfer ama's card
+// already waits for. He is told a card is pending and until when, and
+// nothing names ama's call: not the message the model reads (which the
+// evals export keeps) nor the result. Ama, asking again herself, is told
+// the same, and her result keeps her own card's workflow ID.
+func TestAlreadyPendingNamesNoOnesCall(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	card, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ama.conv", "c1", fortyCases, ama("")))
+	if err != nil || card.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, card.ToolCallResult)
+	}
+	kofi := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{112, 113}, SessionID: "k1", CredentialRef: "cred-kofi"}
+	other, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("kofi.conv", "c1", fortyCases, kofi))
+	if err != nil || other.Code != policy.CodeAlreadyPending {
+		t.Fatalf("kofi's equivalent call: %v %+v", err, other.ToolCallResult)
+	}
+	if strings.Contains(other.Message, "toolcall-") || strings.Contains(other.Message, "ama") || strings.Contains(string(other.Result), "toolcall-") ||
+		!strings.Contains(other.Message, "until "+card.ExpiresAt) {
+		t.Fatalf("kofi is told of ama's call: %q %s", other.Message, other.Result)
+	}
+	var row string
+	_ = s.Owner.QueryRow(ctx, `SELECT message || coalesce(result::text, '') FROM audit_log WHERE workflow_id = $1 AND reason = 'already_pending'`,
+		workflows.WorkflowID("kofi.conv", "c1")).Scan(&row)
+	if row == "" || strings.Contains(row, "toolcall-") {
+		t.Fatalf("kofi's audit row names ama's call: %q", row)
+	}
+	again, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ama.conv", "c2", fortyCases, ama("")))
+	if err != nil || again.Code != policy.CodeAlreadyPending || strings.Contains(again.Message, "toolcall-") ||
+		!strings.Contains(string(again.Result), `"pendingWorkflowId":"`+card.IdempotencyKey+`"`) {
+		t.Fatalf("ama asking again: %v %q %s", err, again.Message, again.Result)
+	}
+}
