@@ -95,7 +95,7 @@ func (a *Activities) Notify(ctx context.Context, ev CardEvent) error {
 	req.Header.Set("webhook-id", ev.ID())
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", "v1,"+SignWebhook(h.Secret, ev.ID(), ts, body))
-	resp, err := a.HTTP.Do(req)
+	resp, err := noRedirects(a.HTTP).Do(req)
 	if err != nil {
 		return fmt.Errorf("deliver %s: %w", ev.ID(), err)
 	}
@@ -104,10 +104,21 @@ func (a *Activities) Notify(ctx context.Context, ev CardEvent) error {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		a.Logger.Info("webhook delivered", zap.String("id", ev.ID()), zap.Int("status", resp.StatusCode))
 		return nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the webhook answered %s with %s: redirects are not followed (set the final URL)", ev.ID(), resp.Status), ErrWebhookRefused, nil)
 	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the webhook refused %s with %s", ev.ID(), resp.Status), ErrWebhookRefused, nil)
 	}
 	return fmt.Errorf("deliver %s: the webhook answered %s", ev.ID(), resp.Status)
+}
+
+// noRedirects is c answering a redirect with the redirect itself: a signed
+// card event goes only to the URL the configuration names, never to
+// wherever that server points.
+func noRedirects(c *http.Client) *http.Client {
+	out := *c
+	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &out
 }
 
 // SignWebhook is the base64 HMAC-SHA256, under secret, of

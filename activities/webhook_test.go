@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,27 @@ func TestWebhookDeliveries(t *testing.T) {
 	status = http.StatusServiceUnavailable
 	if err := a.Notify(context.Background(), ev); err == nil || (errors.As(err, &app) && app.NonRetryable()) {
 		t.Fatalf("a 503 must be retried: %v", err)
+	}
+}
+
+// TestWebhookFollowsNoRedirect: a webhook URL that answers with a redirect
+// (to a host the configuration never named) is not followed: nothing
+// reaches the other host, and the delivery is refused, not retried, with
+// the status in its error.
+func TestWebhookFollowsNoRedirect(t *testing.T) {
+	var elsewhere int
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere++; w.WriteHeader(http.StatusNoContent) }))
+	defer other.Close()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL+"/steal", code) }))
+		a := activities.New(nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
+		a.Webhook = &activities.Webhook{URL: hook.URL, Secret: hookSecret, CardsURL: "https://cards.example.com/"}
+		err := a.Notify(context.Background(), activities.CardEvent{Type: activities.CardEventPending, WorkflowID: "toolcall-c1-call9", RunID: "r", CardVersion: 1,
+			Status: activities.CardPending, Tool: "request_stock_transfer", StoreID: 112, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1})
+		hook.Close()
+		var app *temporal.ApplicationError
+		if elsewhere != 0 || !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), strconv.Itoa(code)) {
+			t.Fatalf("a %d redirect: %d deliveries elsewhere, error %v", code, elsewhere, err)
+		}
 	}
 }
