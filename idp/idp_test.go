@@ -398,3 +398,42 @@ func TestAnAuthorizationCodeIsUsedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestACallbackGivesOneCode: the provider's callback for a finished sign-in,
+// visited again (its URL is in the browser's history), mints no second
+// code for the same request: the two, exchanged at once, never give two
+// token sets (five rounds).
+func TestACallbackGivesOneCode(t *testing.T) {
+	f := newFixture(t)
+	for round := range 5 {
+		fl := f.browser().authorize(t)
+		fl.password(t, "ama", f.users["ama"].Password)
+		if fl.final == nil {
+			t.Fatalf("no code: %s", fl.page)
+		}
+		codes := []string{fl.final.Query().Get("code")}
+		fl.final = nil
+		fl.do(t, http.MethodGet, f.srv.URL+"/authorize/callback?id="+url.QueryEscape(fl.id), nil)
+		if fl.final != nil && fl.final.Query().Get("code") != "" {
+			codes = append(codes, fl.final.Query().Get("code"))
+		}
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		start := make(chan struct{})
+		for _, code := range codes {
+			for range 8 {
+				wg.Go(func() {
+					<-start
+					if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
+						won.Add(1)
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d codes for one sign-in gave %d token sets", round, len(codes), n)
+		}
+	}
+}

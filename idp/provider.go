@@ -276,6 +276,7 @@ type authRequest struct {
 	req      oidc.AuthRequest
 	user     string
 	pwdUser  string // passed the password step, awaiting the code
+	coded    bool   // given its authorization code (one per request)
 	done     bool
 	acr      string
 	amr      []string

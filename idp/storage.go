@@ -68,9 +68,17 @@ func (s *storage) AuthRequestByCode(_ context.Context, code string) (op.AuthRequ
 	return a, nil
 }
 
+// SaveAuthCode keeps a sign-in's one code. A second code for the same
+// request (its callback visited again) is refused: two codes would be two
+// token sets for one sign-in.
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
+	a := s.p.requests[id]
+	if a == nil || a.coded {
+		return errors.New("this sign-in has already been given its code")
+	}
+	a.coded = true
 	s.p.codes[code] = id
 	return nil
 }
