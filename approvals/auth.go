@@ -91,7 +91,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	b64 := base64.RawURLEncoding.EncodeToString(body)
 	// Lax, not Strict: the provider's redirect back is a cross-site navigation.
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: b64 + "." + base64.RawURLEncoding.EncodeToString(s.mac("flow", b64)),
-		Path: "/auth/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.SecureCookies, MaxAge: 600})
+		Path: "/auth/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(), MaxAge: 600})
 	http.Redirect(w, r, s.Auth.oauth.AuthCodeURL(f.State, opts...), http.StatusSeeOther)
 }
 
@@ -119,7 +119,7 @@ func (s *Server) flowOf(r *http.Request) (flow, bool) {
 // stored server-side.
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	f, ok := s.flowOf(r)
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: "/auth/", MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: "/auth/", Secure: s.secureCookies(), MaxAge: -1})
 	q := r.URL.Query()
 	if !ok || q.Get("state") == "" || !hmac.Equal([]byte(q.Get("state")), []byte(f.State)) {
 		s.signInFailed(w, r, nil, f.Card, "This sign-in link is not the one this browser started, or it has expired.")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.uber.org/zap/zaptest"
 )
 
 // copyCookie is a second client holding a copy of b's session cookie.
@@ -384,5 +386,35 @@ func TestEscalatedCardReachesTheAreaManager(t *testing.T) {
 	}
 	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('escalated', 'approved', 'executed')`, id); n != 3 {
 		t.Fatalf("%d escalated/approved/executed rows, want 3", n)
+	}
+}
+
+// TestCookiesAreSecureBehindHTTPS: a card UI whose public URL (its
+// registered callback) is https marks its cookies Secure without being
+// told to; one on plain http (make dev) does not.
+func TestCookiesAreSecureBehindHTTPS(t *testing.T) {
+	id := testenv.NewIdP(t, "https://cards.example.com")
+	for _, tc := range []struct {
+		callback string
+		secure   bool
+	}{{"https://cards.example.com/auth/callback", true}, {"http://127.0.0.1:8080/auth/callback", false}} {
+		auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+			RedirectURL: tc.callback, Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
+			RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		(&approvals.Server{Auth: auth, SessionKey: []byte(strings.Repeat("k", 32)), Logger: zaptest.NewLogger(t)}).Handler().
+			ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/signin?next=/", nil))
+		cookies := rec.Result().Cookies()
+		if len(cookies) == 0 {
+			t.Fatalf("%s: /signin set no cookie", tc.callback)
+		}
+		for _, c := range cookies {
+			if c.Secure != tc.secure {
+				t.Fatalf("%s: cookie %s Secure=%v, want %v", tc.callback, c.Name, c.Secure, tc.secure)
+			}
+		}
 	}
 }

@@ -63,7 +63,8 @@ type Server struct {
 	Signer policy.Signer
 	// SessionKey signs session cookies and CSRF tokens.
 	SessionKey []byte
-	// SecureCookies marks cookies Secure (set it behind HTTPS).
+	// SecureCookies marks cookies Secure even when the card UI's public URL
+	// (its registered callback) is not https; an https one always does.
 	SecureCookies bool
 	Logger        *zap.Logger
 	// DecisionWait bounds how long a decision waits to show its outcome.
@@ -78,6 +79,12 @@ type Server struct {
 	// auditor's login (SELECT on audit_log and nothing else); unset, the
 	// page answers that it is not set up.
 	Auditor insights.Reader
+}
+
+// secureCookies says whether cookies are Secure: asked for, or the card
+// UI is reached over https (a browser there never sends them in the clear).
+func (s *Server) secureCookies() bool {
+	return s.SecureCookies || s.Auth != nil && strings.HasPrefix(strings.ToLower(s.Auth.cfg.RedirectURL), "https://")
 }
 
 func (s *Server) now() time.Time {

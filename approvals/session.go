@@ -62,7 +62,7 @@ func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, c sign
 		return fmt.Errorf("store the session: %w", err)
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.SecureCookies, MaxAge: int(SessionTTL.Seconds())})
+		SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(), MaxAge: int(SessionTTL.Seconds())})
 	return nil
 }
 
@@ -74,7 +74,7 @@ func nonNil(s []string) []string {
 }
 
 func (s *Server) clearSession(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(), MaxAge: -1})
 }
 
 // sessionOf returns the request's session if its row still exists and has
