@@ -377,20 +377,7 @@ func TestAnAuthorizationCodeIsUsedOnce(t *testing.T) {
 			t.Fatalf("round %d: no code: %s", round, fl.page)
 		}
 		code := fl.final.Query().Get("code")
-		var wg sync.WaitGroup
-		var won atomic.Int32
-		start := make(chan struct{})
-		for range 64 {
-			wg.Go(func() {
-				<-start
-				if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
-					won.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if n := won.Load(); n != 1 {
+		if n := exchangeAtOnce(f, fl.verifier, []string{code}, 64); n != 1 {
 			t.Fatalf("round %d: 64 exchanges of one code gave %d token sets", round, n)
 		}
 		if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
@@ -417,23 +404,29 @@ func TestACallbackGivesOneCode(t *testing.T) {
 		if fl.final != nil && fl.final.Query().Get("code") != "" {
 			codes = append(codes, fl.final.Query().Get("code"))
 		}
-		var wg sync.WaitGroup
-		var won atomic.Int32
-		start := make(chan struct{})
-		for _, code := range codes {
-			for range 8 {
-				wg.Go(func() {
-					<-start
-					if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
-						won.Add(1)
-					}
-				})
-			}
-		}
-		close(start)
-		wg.Wait()
-		if n := won.Load(); n != 1 {
+		if n := exchangeAtOnce(f, fl.verifier, codes, 8); n != 1 {
 			t.Fatalf("round %d: %d codes for one sign-in gave %d token sets", round, len(codes), n)
 		}
 	}
+}
+
+// exchangeAtOnce exchanges each code each times, all at once, and counts
+// the token sets the provider gave.
+func exchangeAtOnce(f *fixture, verifier string, codes []string, each int) int32 {
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	start := make(chan struct{})
+	for _, code := range codes {
+		for range each {
+			wg.Go(func() {
+				<-start
+				if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(verifier)); err == nil {
+					won.Add(1)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	return won.Load()
 }
