@@ -2,12 +2,14 @@ package idp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -429,4 +431,29 @@ func exchangeAtOnce(f *fixture, verifier string, codes []string, each int) int32
 	close(start)
 	wg.Wait()
 	return won.Load()
+}
+
+// TestDiscoveryAdvertisesWhatItHonours: the discovery document offers the
+// code flow only (no implicit grant or id_token response, RFC 9700) and
+// names the acr values its sign-in gives.
+func TestDiscoveryAdvertisesWhatItHonours(t *testing.T) {
+	f := newFixture(t)
+	res, err := http.Get(f.srv.URL + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var d struct {
+		ResponseTypes []string `json:"response_types_supported"`
+		GrantTypes    []string `json:"grant_types_supported"`
+		ACRValues     []string `json:"acr_values_supported"`
+		Issuer        string   `json:"issuer"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.ResponseTypes, []string{"code"}) || !slices.Equal(d.GrantTypes, []string{"authorization_code"}) ||
+		!slices.Equal(d.ACRValues, []string{idp.ACRPassword, idp.ACRMFA}) || d.Issuer != f.srv.URL {
+		t.Fatalf("discovery: %+v", d)
+	}
 }

@@ -137,6 +137,16 @@ func New(o Options) (*Provider, error) {
 	mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, r *http.Request) {
 		p.render(w, http.StatusOK, pageData{Title: "Signed out", Step: "done"})
 	})
+	// Discovery says what this provider honours: the code flow alone (no
+	// implicit grant, RFC 9700; the library's document lists every flow it
+	// knows) and the acr values its sign-in pages give.
+	mux.HandleFunc("GET /.well-known/openid-configuration", op.NewIssuerInterceptor(p.op.IssuerFromRequest).HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := op.CreateDiscoveryConfig(r.Context(), p.op, &storage{p})
+		d.ResponseTypesSupported = []string{string(oidc.ResponseTypeCode)}
+		d.GrantTypesSupported = []oidc.GrantType{oidc.GrantTypeCode}
+		d.ACRValuesSupported = []string{ACRPassword, ACRMFA}
+		op.Discover(w, d)
+	}))
 	mux.Handle("/", p.op)
 	p.handler = mux
 	return p, nil
