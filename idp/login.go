@@ -163,11 +163,9 @@ func (p *Provider) password(w http.ResponseWriter, r *http.Request) {
 		held = p.throttle.blocked(user, ip, now)
 	}
 	good := !held && acc != nil && acc.passwordOK(r.PostFormValue("password"))
-	switch {
-	case held:
-	case !good && acc != nil:
+	if !held && !good && acc != nil {
 		acc.passwords.failed(ip, now)
-	case !good:
+	} else if !held && !good {
 		p.throttle.failed(user, ip, now)
 	}
 	locked := acc != nil && acc.locked

@@ -13,10 +13,10 @@ import (
 // passed since the first of them, even with the right password.
 //
 // An account's counts live on the account, where no flood of other names can
-// crowd them out. Names with no account are counted the same way (so the
-// answers do not tell which names exist) in a table of at most maxTracked
-// live entries; when it is full, a name it holds no entry for is refused
-// rather than an entry forgotten.
+// crowd them out. Names with no account are counted the same way (so, until
+// a flood fills it, the answers do not tell which names exist) in a table of
+// at most maxTracked live entries; when it is full, a name it holds no entry
+// for is refused rather than an entry forgotten.
 const (
 	MaxFailedSignIns        = 5
 	MaxFailedSignInsPerUser = 20
