@@ -256,11 +256,11 @@ func recorded(event, reason, message string, result []byte) AdmitResult {
 	return r
 }
 
-// freed leaves out cards that were rejected or expired: nothing ran, so
-// they give their budget back.
+// freed leaves out calls that ran nothing upstream: cards rejected or
+// expired, and calls that released their reservation when they ended.
 const freed = `
 			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
-			                  AND d.event IN ('rejected', 'expired'))`
+			                  AND d.event IN ('rejected', 'expired', 'released'))`
 
 // currentValue is a decision row's value as it stands: an edited card
 // counts at its latest version's value (only cards can be edited, so other

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/activity"
@@ -43,7 +44,7 @@ type AuditInput struct {
 // so no caller can forget; a retry or replay of the same key writes nothing.
 func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
 	wf, run := workflowIDs(ctx)
-	if in.Claim == nil {
+	if in.Claim == nil && !ranNothing(in) {
 		_, err := a.insertAudit(ctx, a.Pool, wf, run, in)
 		return err
 	}
@@ -52,15 +53,17 @@ func (a *Activities) Audit(ctx context.Context, in AuditInput) error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
-	sr, err := claim(ctx, tx, wf, run, in.Claim, in.Tool, in.Session.UserID)
-	if err != nil {
-		return err
+	if in.Claim != nil {
+		sr, err := claim(ctx, tx, wf, run, in.Claim, in.Tool, in.Session.UserID)
+		if err != nil {
+			return err
+		}
+		if sr != nil {
+			_ = tx.Rollback(ctx)
+			return a.secondRun(ctx, wf, sr)
+		}
 	}
-	if sr != nil {
-		_ = tx.Rollback(ctx)
-		return a.secondRun(ctx, wf, sr)
-	}
-	if _, err := a.insertAudit(ctx, tx, wf, run, in); err != nil {
+	if _, err := a.insertEnd(ctx, tx, wf, run, in); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -87,6 +90,35 @@ func (a *Activities) AuditAll(ctx context.Context, in []AuditInput) error {
 		return fmt.Errorf("audit: commit: %w", err)
 	}
 	return nil
+}
+
+// ranNothing reports whether a call that ends with this row sent nothing
+// upstream: its credential was refused at the exchange, which comes before
+// any request to the tool.
+func ranNothing(in AuditInput) bool {
+	return in.Event == EventFailed && (in.Reason == policy.CodeCredentialUnavailable || in.Reason == policy.CodeStepUpRequired)
+}
+
+// insertEnd writes a row, and, when it ends a call that ran nothing after
+// admission counted it against a limit, the released row that gives the
+// reservation back, in the same transaction (docs/contract.md, Limits).
+func (a *Activities) insertEnd(ctx context.Context, tx pgx.Tx, wf, run string, in AuditInput) (bool, error) {
+	inserted, err := a.insertAudit(ctx, tx, wf, run, in)
+	if err != nil || !inserted || !ranNothing(in) {
+		return inserted, err
+	}
+	var admitted bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event IN ('allowed', 'needs_approval'))`,
+		wf, run).Scan(&admitted); err != nil {
+		return false, fmt.Errorf("audit %s: admitted: %w", EventReleased, err)
+	}
+	if !admitted {
+		return true, nil
+	}
+	rel := AuditInput{Key: "released", Event: EventReleased, Reason: in.Reason, Tool: in.Tool, Session: in.Session, StoreID: in.StoreID, Value: in.Value,
+		Message: "Nothing was sent upstream, so what the call reserved against its limits is given back."}
+	_, err = a.insertAudit(ctx, tx, wf, run, rel)
+	return true, err
 }
 
 func workflowIDs(ctx context.Context) (string, string) {

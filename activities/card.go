@@ -156,7 +156,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		return fmt.Errorf("record: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
-	inserted, err := a.insertAudit(ctx, tx, wf, run, in.Audit)
+	inserted, err := a.insertEnd(ctx, tx, wf, run, in.Audit)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ const (
 	EventEdited Event = "edited"
 	// EventAwaitingSignIn: the call waits for the person to sign in.
 	EventAwaitingSignIn Event = "awaiting_sign_in"
+	// EventReleased: a call admitted against its limits ended with nothing
+	// sent upstream, and gave its reservation back.
+	EventReleased Event = "released"
 )
 
 // CardStatus is a card's state in pending_action.

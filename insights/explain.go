@@ -228,6 +228,8 @@ func (s Story) Answer() string {
 		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the store system must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
 	case last.Event == "failed":
 		return fmt.Sprintf("it failed (%s); nothing is recorded as run.", last.Reason)
+	case last.Event == "released":
+		return fmt.Sprintf("it failed (%s) before anything was sent upstream, and gave back what it had reserved against its limits.", last.Reason)
 	case last.Event == "allowed":
 		done := "its history shows whether it has ended"
 		if len(s.History) > 0 && s.History[len(s.History)-1].What == "completed" {

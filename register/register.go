@@ -111,7 +111,7 @@ var Catalogue = []Check{
 	{"chain.hard_limit", "step 6: the dry run's value within the hard limit (over_limit)", func(t tool) bool { return t.runs() && t.row.HardLimitCents > 0 }},
 	{"limits.calls", "step 7: calls per window, counted from the audit log (rate_limit)", func(t tool) bool { return t.runs() && t.limited(true) }},
 	{"limits.spend", "step 7: value per window, counted from the audit log (rate_limit)", func(t tool) bool { return t.runs() && t.limited(false) }},
-	{"limits.admission", "admission counts and reserves the limits under a lock per bucket; only rejected and expired cards free budget", func(t tool) bool {
+	{"limits.admission", "admission counts and reserves the limits under a lock per bucket; only calls that ran nothing upstream free budget", func(t tool) bool {
 		return t.runs() && (len(t.row.Limits) > 0 || t.approves())
 	}},
 	{"chain.recorded", "the verdict and spec facts are recorded in history: a policy change never changes a call in flight", func(tool) bool { return true }},

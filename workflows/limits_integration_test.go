@@ -162,3 +162,51 @@ func TestConcurrentCallsCannotPassALimit(t *testing.T) {
 		t.Fatalf("%d tasks upstream, want 30", n)
 	}
 }
+
+// TestACallThatRanNothingGivesItsBudgetBack, on the dev server: five
+// approved transfers at store 112 (the day's limit) are refused at
+// execution because their credential was revoked after the cards went up.
+// Nothing ran upstream, so each returns its reservation in the transaction
+// that records its end (a released row), and the sixth, correct call goes
+// up as a card instead of being refused rate_limit.
+func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time, demo)
+		SELECT 'cred-ama-gone', user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time, demo FROM vault.credentials WHERE ref = 'cred-ama'`); err != nil {
+		t.Fatal(err)
+	}
+	gone := ama("")
+	gone.CredentialRef = "cred-ama-gone"
+	var ids []string
+	for q := 1; q <= 5; q++ {
+		first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("budget", fmt.Sprint("c", q),
+			fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, q), gone))
+		if err != nil || first.Status != workflows.StatusPendingApproval {
+			t.Fatalf("card %d: %v %+v", q, err, first)
+		}
+		ids = append(ids, run.GetID())
+	}
+	if _, err := s.Owner.Exec(ctx, `UPDATE vault.credentials SET revoked = true WHERE ref = 'cred-ama-gone'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := workflows.Decide(ctx, s.Client, id, policy.Approval{Decision: policy.Approve, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())},
+			testenv.ApprovalSigner); err != nil {
+			t.Fatal(err)
+		}
+		res := awaitResult(t, s.Client.GetWorkflow(ctx, id, ""), 30*time.Second, id)
+		if res.Status != workflows.StatusFailed || res.Code != policy.CodeCredentialUnavailable {
+			t.Fatalf("%s with a revoked credential: %+v", id, res)
+		}
+	}
+	first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("budget", "retry", `{"articleId":40211,"quantity":3,"reason":"stockout_risk"}`, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("the retry with a good credential, after five calls that ran nothing: %v %+v", err, first)
+	}
+	var released int
+	if err := s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE conversation_id = 'budget' AND event = 'released' AND reason = 'credential_unavailable'
+		AND store_id = 112 AND value_cents > 0`).Scan(&released); err != nil || released != 5 {
+		t.Fatalf("released rows: %d (%v), want one per call that ran nothing", released, err)
+	}
+}
