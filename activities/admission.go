@@ -34,6 +34,10 @@ type AdmitInput struct {
 	// this run's card, for TTLSeconds until the card says its own expiry.
 	Intent     string `json:"intent,omitempty"`
 	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
+	// CredentialRef is the credential the call acts with (the session's,
+	// or one a sign-in sent since); on an approve verdict, admission names
+	// the person behind it.
+	CredentialRef string `json:"credentialRef,omitempty"`
 }
 
 // PendingCard is the card already waiting for an equivalent call: when it
@@ -56,6 +60,11 @@ type AdmitResult struct {
 	Step     policy.Step     `json:"step"`
 	// Pending names the equivalent card when Code is already_pending.
 	Pending *PendingCard `json:"pending,omitempty"`
+	// Requester, on a card, is the person whose sign-in stands behind the
+	// call's credential (its issuer and subject in the vault), so the
+	// two-person rule knows them under any user ID; nil when the vault
+	// names nobody.
+	Requester *policy.Person `json:"requester,omitempty"`
 }
 
 // Allowed reports whether the call was admitted.
@@ -102,7 +111,13 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, ''), result FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
 		Scan(&event, &reason, &message, &result)
 	if err == nil {
-		return recorded(event, reason, message, result), nil
+		r := recorded(event, reason, message, result)
+		if r.Decision == policy.DecisionApprove {
+			if r.Requester, err = requesterOf(ctx, tx, in); err != nil {
+				return AdmitResult{}, err
+			}
+		}
+		return r, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
@@ -148,10 +163,35 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 			return AdmitResult{}, fmt.Errorf("admit: release intent: %w", err)
 		}
 	}
+	res := AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}
+	if v.Decision == policy.DecisionApprove {
+		if res.Requester, err = requesterOf(ctx, tx, in); err != nil {
+			return AdmitResult{}, err
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
 	}
-	return AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}, nil
+	return res, nil
+}
+
+// requesterOf is the person whose sign-in issued the call's credential (a
+// revoked one names them still), or nil when the vault names nobody.
+func requesterOf(ctx context.Context, tx pgx.Tx, in AdmitInput) (*policy.Person, error) {
+	ref := in.CredentialRef
+	if ref == "" {
+		ref = in.Session.CredentialRef
+	}
+	var p policy.Person
+	err := tx.QueryRow(ctx, `SELECT coalesce(issuer, ''), coalesce(subject, '') FROM vault.credentials WHERE ref = $1 AND user_id = $2`,
+		ref, in.Session.UserID).Scan(&p.Issuer, &p.Subject)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !p.Known() {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admit: the requester's sign-in: %w", err)
+	}
+	return &p, nil
 }
 
 // claimIntent claims an intent for this run, or returns the card that

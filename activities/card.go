@@ -41,13 +41,19 @@ type ProjectInput struct {
 	CardVersion int `json:"cardVersion,omitempty"`
 	// Editable are the args an approver may change.
 	Editable []string `json:"editable,omitempty"`
+	// Requester is the person behind the requester's credential, when the
+	// vault names one.
+	Requester *policy.Person `json:"requester,omitempty"`
 }
 
-// ApprovalMark is one approval counted on a card that needs several.
+// ApprovalMark is one approval counted on a card that needs several, with
+// the issuer and subject of the approver's sign-in.
 type ApprovalMark struct {
-	UserID string      `json:"userId"`
-	Role   policy.Role `json:"role"`
-	At     string      `json:"at"`
+	UserID  string      `json:"userId"`
+	Role    policy.Role `json:"role"`
+	At      string      `json:"at"`
+	Issuer  string      `json:"iss,omitempty"`
+	Subject string      `json:"sub,omitempty"`
 }
 
 // Project writes the card's state to pending_action. A write older than the
@@ -72,11 +78,17 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	if in.Evidence != nil {
 		acr, maxAge = in.Evidence.ACR, in.Evidence.MaxAgeSeconds
 	}
+	var reqIssuer, reqSubject any
+	if p := in.Requester; p != nil && p.Known() {
+		reqIssuer, reqSubject = clean(p.Issuer), clean(p.Subject)
+	}
 	_, err := db.Exec(ctx, `
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
-		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals, card_version, editable)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28)
+		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals, card_version, editable,
+		                            requester_issuer, requester_subject)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28,
+		        $29, $30)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  args = EXCLUDED.args, args_hash = EXCLUDED.args_hash, card = EXCLUDED.card, value_cents = EXCLUDED.value_cents,
@@ -96,7 +108,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
 		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)),
-		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable)
+		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable, reqIssuer, reqSubject)
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}
@@ -124,7 +136,7 @@ func approvalMarks(marks []ApprovalMark) any {
 	}
 	out := make([]ApprovalMark, len(marks))
 	for i, m := range marks {
-		out[i] = ApprovalMark{UserID: clean(m.UserID), Role: policy.Role(clean(string(m.Role))), At: m.At}
+		out[i] = ApprovalMark{UserID: clean(m.UserID), Role: policy.Role(clean(string(m.Role))), At: m.At, Issuer: clean(m.Issuer), Subject: clean(m.Subject)}
 	}
 	b, _ := json.Marshal(out)
 	return string(b)

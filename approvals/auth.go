@@ -77,7 +77,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/signin?next="+urlQuery("/cards/"+id), http.StatusSeeOther)
 			return
 		}
-		c, err := s.load(r.Context(), id, sess.User)
+		c, err := s.load(r.Context(), id, sess)
 		if err != nil || c.Evidence == nil {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return

@@ -131,6 +131,8 @@ func TestCardUIInABrowser(t *testing.T) {
 	}
 	do(t, kofi,
 		chromedp.Click(chromedp.CSS(`a[href="/cards/`+c100+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#reject")), // rejecting needs no step-up
+		chromedp.Click(chromedp.CSS("#step-up")),
 		chromedp.WaitVisible(chromedp.CSS("#code")), // the provider's second factor
 		chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, "kofi")),
 		chromedp.Submit(chromedp.CSS("#code")),
@@ -203,6 +205,8 @@ func TestTwoPersonRuleInABrowser(t *testing.T) {
 	approveWithCode := func(ctx context.Context, user string) {
 		do(t, ctx,
 			chromedp.Click(chromedp.CSS(`a[href="/cards/`+id+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#reject")), // rejecting needs no step-up
+			chromedp.Click(chromedp.CSS("#step-up")),
 			chromedp.WaitVisible(chromedp.CSS("#code")),
 			chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, user)),
 			chromedp.Submit(chromedp.CSS("#code")),
@@ -272,6 +276,8 @@ func TestEditThenApproveInABrowser(t *testing.T) {
 	}
 	do(t, kofi,
 		chromedp.Click(chromedp.CSS(`a[href="/cards/`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#reject")), // rejecting needs no step-up
+		chromedp.Click(chromedp.CSS("#step-up")),
 		chromedp.WaitVisible(chromedp.CSS("#code")),
 		chromedp.SendKeys(chromedp.CSS("#code"), u.IdP.Code(t, "kofi")),
 		chromedp.Submit(chromedp.CSS("#code")),

@@ -51,9 +51,13 @@ func TestStepUpForTheBigCard(t *testing.T) {
 	u.request(t, "big", "c1", 100)
 	id := workflows.WorkflowID("big", "c1")
 	kofi := u.signIn(t, "kofi")
-	kofi.step(kofi.c.Get(u.URL + "/cards/" + id))
+	if _, page := kofi.get("/cards/" + id); strings.Contains(page, `id="approve"`) || !strings.Contains(page, `id="reject"`) ||
+		!strings.Contains(page, `href="/signin?card=`+id+`" id="step-up"`) {
+		t.Fatalf("the $960.00 card for a password sign-in offers approve, or hides reject or the step-up:\n%s", page)
+	}
+	kofi.step(kofi.c.Get(u.URL + "/signin?card=" + id))
 	if !strings.Contains(kofi.page, "second factor") {
-		t.Fatalf("opening the $960.00 card did not ask for the code:\n%s", kofi.page)
+		t.Fatalf("the step-up did not ask for the code:\n%s", kofi.page)
 	}
 	kofi.code(kofi.u.IdP.Code(t, "kofi"))
 	if !strings.Contains(kofi.page, "Continue") {
@@ -80,6 +84,34 @@ func TestStepUpForTheBigCard(t *testing.T) {
 	}
 }
 
+// TestRejectNeedsNoStepUp: kofi, signed in by password, rejects the
+// $960.00 card (mfa within 5 minutes to approve) from the card as he is,
+// with a note: the card ends rejected by him and nothing runs.
+func TestRejectNeedsNoStepUp(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "no", "c1", 100)
+	id := workflows.WorkflowID("no", "c1")
+	kofi := u.signIn(t, "kofi")
+	_, page := kofi.get("/cards/" + id)
+	form := url.Values{"decision": {policy.Reject}, "reason": {"no festival this week"}}
+	if m := csrfRe.FindStringSubmatch(page); m != nil {
+		form.Set("csrf", m[1])
+	}
+	if m := hashRe.FindStringSubmatch(page); m != nil {
+		form.Set("argsHash", m[1])
+	}
+	kofi.step(kofi.c.PostForm(u.URL+"/cards/"+id+"/decision", form))
+	if !strings.Contains(kofi.page, "Rejected by kofi") {
+		t.Fatalf("a rejection by a password sign-in:\n%s", kofi.page)
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'rejected' AND approver_id = 'kofi' AND approver_acr = 'pwd'`, id); n != 1 {
+		t.Fatal("the rejection is not audited with kofi's password sign-in")
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 0 {
+		t.Fatalf("%d transfers after a rejection", n)
+	}
+}
+
 // TestStepUpNearTheEdgeOfMaxAge: a step-up 4m45s old is too old for the
 // card UI to sign on a 5-minute card (it keeps a margin for the decision's
 // trip), so it asks the provider for a max_age within that margin and the
@@ -89,13 +121,13 @@ func TestStepUpNearTheEdgeOfMaxAge(t *testing.T) {
 	u.request(t, "edge", "c1", 100)
 	u.request(t, "edge", "c2", 99)
 	kofi := u.signIn(t, "kofi")
-	kofi.step(kofi.c.Get(u.URL + "/cards/" + workflows.WorkflowID("edge", "c1")))
+	kofi.step(kofi.c.Get(u.URL + "/signin?card=" + workflows.WorkflowID("edge", "c1")))
 	kofi.code(u.IdP.Code(t, "kofi"))
 	if _, page := kofi.get("/cards/" + workflows.WorkflowID("edge", "c1")); !strings.Contains(page, `id="approve"`) {
 		t.Fatalf("after the step-up:\n%s", page)
 	}
 	u.ahead.Store(int64(4*time.Minute + 45*time.Second))
-	kofi.step(kofi.c.Get(u.URL + "/cards/" + workflows.WorkflowID("edge", "c2")))
+	kofi.step(kofi.c.Get(u.URL + "/signin?card=" + workflows.WorkflowID("edge", "c2")))
 	if strings.Contains(kofi.page, "Sign-in failed") || !strings.Contains(kofi.page, `name="password"`) {
 		t.Fatalf("a step-up near the edge of max_age did not ask again:\n%s", kofi.page)
 	}
@@ -140,7 +172,7 @@ func TestLockoutEndsAuthority(t *testing.T) {
 	id := workflows.WorkflowID("lock", "c1")
 	kofi := u.signIn(t, "kofi")
 	copied := kofi.copyCookie(t)
-	kofi.step(kofi.c.Get(u.URL + "/cards/" + id))
+	kofi.step(kofi.c.Get(u.URL + "/signin?card=" + id))
 	for i := 0; i < idp.MaxFactorFailures-1; i++ {
 		kofi.code("000000")
 		if !strings.Contains(kofi.page, "not right") {

@@ -204,6 +204,9 @@ type Card struct {
 	// count on a card that needs several: they approved it already, or it
 	// is their own request.
 	YouApproved, YouAsked bool
+	// Requester is the person behind the requester's credential, when the
+	// card names one.
+	Requester policy.Person
 	// Version counts the card's versions (edits); Edits are the fields an
 	// approver may change, with their values now; Versions is its history.
 	Version  int
@@ -228,7 +231,7 @@ type CardVersion struct {
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
 	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
-	card_version, coalesce(editable, '{}'), args`
+	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, '')`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
@@ -238,7 +241,7 @@ func scanCard(row pgx.Row) (Card, error) {
 	var args map[string]json.RawMessage
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
 		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
-		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args)
+		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args, &c.Requester.Issuer, &c.Requester.Subject)
 	for _, f := range editable {
 		var v any
 		if raw, ok := args[f]; ok && json.Unmarshal(raw, &v) == nil {
@@ -285,7 +288,8 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 
 // load returns a card the approver may see: routed to their role, at one
 // of their stores. Anything else is reported as not found.
-func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
+func (s *Server) load(ctx context.Context, id string, sess session) (Card, error) {
+	u := sess.User
 	c, err := scanCard(s.Pool.QueryRow(ctx, `SELECT `+cardColumns+` FROM pending_action WHERE workflow_id = $1`, id))
 	if err != nil {
 		return c, err
@@ -295,8 +299,14 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
 	if c.ApprovalsNeeded > 1 {
-		c.YouAsked = c.RequestedBy == u.UserID
-		c.YouApproved = slices.ContainsFunc(c.Approvals, func(m activities.ApprovalMark) bool { return m.UserID == u.UserID })
+		// One person is one person: the same sign-in under another user ID
+		// is the requester, or an approver already counted (as the workflow
+		// judges it).
+		me := policy.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
+		c.YouAsked = policy.SamePerson(me, u.UserID, c.Requester, c.RequestedBy)
+		c.YouApproved = slices.ContainsFunc(c.Approvals, func(m activities.ApprovalMark) bool {
+			return policy.SamePerson(me, u.UserID, policy.Person{Issuer: m.Issuer, Subject: m.Subject}, m.UserID)
+		})
 	}
 	approvers := c.DecidedBy
 	if len(c.Approvals) > 0 && c.DecidedBy != "" {
@@ -327,7 +337,7 @@ func (s *Server) load(ctx context.Context, id string, u User) (Card, error) {
 // loadOrAnswer loads the card of the request's path for the approver, or
 // answers "Not found" (or the failure) and reports false.
 func (s *Server) loadOrAnswer(w http.ResponseWriter, r *http.Request, sess session) (Card, bool) {
-	c, err := s.load(r.Context(), r.PathValue("id"), sess.User)
+	c, err := s.load(r.Context(), r.PathValue("id"), sess)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
 		return c, false
@@ -344,15 +354,10 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
 	if !ok {
 		return
 	}
-	if c.Pending && !s.satisfies(sess, c.Evidence) {
-		// The card needs a stronger or fresher sign-in: back to the
-		// provider with its acr_values and max_age, then back here.
-		if r.URL.Query().Get("stepup") != "no" {
-			http.Redirect(w, r, "/signin?card="+urlQuery(c.WorkflowID), http.StatusSeeOther)
-			return
-		}
-		c.StepUp = true
-	}
+	// Approving may need a stronger or fresher sign-in (the step-up link
+	// goes back to the provider with the card's acr_values and max_age);
+	// rejecting never does, so the card is shown either way.
+	c.StepUp = c.Pending && !s.satisfies(sess, c.Evidence)
 	if id, err := strconv.ParseInt(r.URL.Query().Get("refused"), 10, 64); err == nil {
 		_ = s.Pool.QueryRow(r.Context(), `SELECT coalesce(message, reason) FROM audit_log WHERE id = $1 AND workflow_id = $2 AND approver_id = $3 AND event = 'approval_refused'`,
 			id, c.WorkflowID, sess.User.UserID).Scan(&c.Refusal)
@@ -407,7 +412,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
 		return
 	}
-	if !s.satisfies(sess, c.Evidence) {
+	if decision != policy.Reject && !s.satisfies(sess, c.Evidence) {
 		http.Redirect(w, r, "/signin?card="+urlQuery(id), http.StatusSeeOther) // sign in again first
 		return
 	}
@@ -435,7 +440,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	s.Logger.Info("decision sent", zap.String("workflowId", id), zap.String("approver", sess.User.UserID), zap.String("decision", decision))
 	if refused := s.awaitOutcome(r.Context(), id, sess.User.UserID, start); refused != 0 {
 		back += "?refused=" + strconv.FormatInt(refused, 10)
-	} else if _, err := s.load(r.Context(), id, sess.User); errors.Is(err, pgx.ErrNoRows) {
+	} else if _, err := s.load(r.Context(), id, sess); errors.Is(err, pgx.ErrNoRows) {
 		back = "/?moved=" + urlQuery(id) // the edit routed the card to another role
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)

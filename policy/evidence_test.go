@@ -208,3 +208,64 @@ func TestEditsAreSignedAndShaped(t *testing.T) {
 		}
 	}
 }
+
+// TestOnePersonUnderTwoNames: the same issuer and subject is one person
+// whatever user ID each carries, as is the same user ID; another subject,
+// or the same subject at another issuer, is someone else; an unknown
+// person matches nobody by sign-in.
+func TestOnePersonUnderTwoNames(t *testing.T) {
+	kofi := Person{Issuer: "https://id.example", Subject: "k-7"}
+	cases := []struct {
+		p    Person
+		id   string
+		q    Person
+		qid  string
+		same bool
+	}{
+		{kofi, "kofi.boateng", kofi, "kofi@mangrove.example", true},
+		{Person{}, "kofi", kofi, "kofi", true},
+		{kofi, "kofi", Person{Issuer: "https://id.example", Subject: "a-3"}, "adwoa", false},
+		{kofi, "kofi", Person{Issuer: "https://other.example", Subject: "k-7"}, "k", false},
+		{Person{}, "a", Person{}, "b", false},
+		{Person{Issuer: "https://id.example"}, "a", Person{Issuer: "https://id.example"}, "b", false},
+		{kofi, "", kofi, "", true},
+		{Person{}, "", Person{}, "", false},
+	}
+	for _, c := range cases {
+		if got := SamePerson(c.p, c.id, c.q, c.qid); got != c.same {
+			t.Errorf("SamePerson(%+v %q, %+v %q) = %v, want %v", c.p, c.id, c.q, c.qid, got, c.same)
+		}
+	}
+}
+
+// TestARejectionNeedsASignInOnly: a sign-in at a trusted issuer at any
+// known level and any age counts for a rejection; none, an untrusted
+// issuer, an unknown level, or a time in the future does not.
+func TestARejectionNeedsASignInOnly(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	issuers := []string{"https://id.example"}
+	ev := func(iss, acr string, at time.Time) *AuthEvidence {
+		return &AuthEvidence{Issuer: iss, Subject: "kofi", ACR: acr, AuthTime: at.Format(time.RFC3339)}
+	}
+	cases := []struct {
+		e    *AuthEvidence
+		want Code
+	}{
+		{ev("https://id.example", ACRPassword, now.Add(-7*time.Hour)), CodeOK},
+		{ev("https://id.example", ACRMFA, now), CodeOK},
+		{nil, CodeStepUpRequired},
+		{ev("https://evil.example", ACRMFA, now), CodeCredentialUnavailable},
+		{ev("https://id.example", "sms", now), CodeStepUpRequired},
+		{ev("https://id.example", ACRPassword, now.Add(time.Hour)), CodeStepUpRequired},
+		{&AuthEvidence{Issuer: "https://id.example", ACR: ACRMFA, AuthTime: now.Format(time.RFC3339)}, CodeStepUpRequired},
+	}
+	for i, c := range cases {
+		if got, why := CheckSignIn(Approval{Decision: Reject, Evidence: c.e}, issuers, now); got != c.want {
+			t.Errorf("case %d: %s (%s), want %s", i, got, why, c.want)
+		}
+	}
+	strict := &Requirement{ACR: ACRMFA, MaxAgeSeconds: 300}
+	if got, _ := CheckEvidence(Approval{Decision: Approve, Evidence: cases[0].e}, strict, issuers, now); got != CodeStepUpRequired {
+		t.Errorf("the password sign-in approves a card that needs mfa: %s", got)
+	}
+}

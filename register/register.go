@@ -128,7 +128,7 @@ var Catalogue = []Check{
 	{"approval.stores", "a decision counts only from an approver covering the action's store", tool.approves},
 	{"approval.signed", "a decision counts only signed by a trusted key, for this card and run, within its life", tool.approves},
 	{"approval.hash", "a decision counts only with the card's args hash", tool.approves},
-	{"approval.evidence", "a decision counts only with the approver's sign-in as strong and fresh as the card needs", tool.approves},
+	{"approval.evidence", "an approval counts only with the approver's sign-in as strong and fresh as the card needs; a rejection needs a trusted sign-in, never the step-up", tool.approves},
 	{"approval.unexpired", "a decision counts only while the card is unexpired", tool.approves},
 	{"approval.once", "a decision after the end changes nothing", tool.approves},
 	{"approval.exact_args", "the approved call runs exactly the stored args (hash-checked in the activity)", tool.approves},
@@ -136,7 +136,7 @@ var Catalogue = []Check{
 	{"approval.one_per_intent", "one card per intent (already_pending)", tool.approves},
 	{"approval.note", "a rejection's note reaches the model", tool.approves},
 	{"approval.webhook", "approvers are told of each card by a signed webhook", tool.approves},
-	{"approval.quorum", "above the quorum's value, several distinct approvers; the requester never counts", func(t tool) bool { return t.approves() && len(t.row.Quorum) > 0 }},
+	{"approval.quorum", "above the quorum's value, several distinct people (issuer and subject, or user ID); the requester never counts", func(t tool) bool { return t.approves() && len(t.row.Quorum) > 0 }},
 	{"approval.edit", "an edit runs the chain again and puts the card up as a new version; the old hash is refused", func(t tool) bool {
 		return t.approves() && len(t.row.Editable) > 0
 	}},

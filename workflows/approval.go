@@ -64,6 +64,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
 		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: 1, Editable: v.Editable}
+	if c.requester.Known() {
+		card.Requester = &c.requester
+	}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
 	}
@@ -85,6 +88,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}
 	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
 		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
+		requesterPerson: c.requester, judging: held.Judging,
 		action: action, version: 1, editable: v.Editable,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
 	wctx, cancel := workflow.WithCancel(ctx)
@@ -165,7 +169,24 @@ type heldSettings struct {
 	// EscalateAfter is when the card is also offered to the next role up;
 	// 0 when never.
 	EscalateAfter time.Duration `json:"escalateAfter,omitempty"`
+	// Judging is the rules its decisions are judged by: 0 (by user ID, a
+	// rejection held to the approval's step-up) on cards recorded before
+	// the field, judgeBySignIn since.
+	Judging judging `json:"judging,omitempty"`
 }
+
+// judging names the rules a card's decisions are judged by.
+type judging int
+
+const (
+	// The zero value tells people apart by user ID, and a rejection needs
+	// the approval's sign-in level and age (cards recorded before).
+	_ judging = iota
+	// judgeBySignIn tells people apart by the issuer and subject of their
+	// sign-in as well (policy.SamePerson), and a rejection needs a
+	// sign-in, never the approval's step-up (policy.CheckSignIn).
+	judgeBySignIn
+)
 
 // approvalSettings records the settings a card is held to: in one side
 // effect from shape 7, before that one by one (the TTL, then the trust;
@@ -177,7 +198,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 	}
 	var held heldSettings
 	if c.version >= 7 {
-		now := heldSettings{TTL: set, Trust: c.settings.trust()}
+		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeBySignIn}
 		if v.EscalateTo != "" {
 			now.EscalateAfter = escalateAfter(frac, set)
 		}

@@ -236,3 +236,37 @@ func TestDemoStory(t *testing.T) {
 		t.Fatal("README must show the story's audit query")
 	}
 }
+
+// TestSayingNoNeedsNoStepUp, on the dev server: kofi's area manager
+// signed in by password two hours ago. Her approval of the $960.00 card
+// (mfa within 5 minutes) is refused step_up_required, and her rejection
+// of it counts: the card ends rejected with her note, and nothing runs.
+func TestSayingNoNeedsNoStepUp(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("no", "c1", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ApproverRole != policy.RoleAreaManager {
+		t.Fatalf("%v %+v", err, first)
+	}
+	signedIn := time.Now().Add(-2 * time.Hour)
+	pwd := &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword, AMR: []string{"pwd"}, AuthTime: signedIn.UTC().Format(time.RFC3339)}
+	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: kofiID, Evidence: pwd}, testenv.ApprovalSigner); err != nil {
+		t.Fatal(err)
+	}
+	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: kofiID, Evidence: pwd, Reason: "no festival this week"},
+		testenv.ApprovalSigner); err != nil {
+		t.Fatal(err)
+	}
+	res := awaitResult(t, run, 30*time.Second, "the rejected card")
+	if res.Status != workflows.StatusRejected || res.Code != policy.CodeRejected || !strings.Contains(string(res.Result), "no festival this week") {
+		t.Fatalf("a rejection by a password sign-in: %s/%s %s %s", res.Status, res.Code, res.Message, res.Result)
+	}
+	got := strings.Join((&stackAudit{s}).rows(t, `SELECT event || '/' || reason || '/' || coalesce(approver_acr, '') FROM audit_log WHERE workflow_id = $1 AND event <> 'needs_approval' ORDER BY id`, run.GetID()), " ")
+	if got != "approval_refused/step_up_required/pwd rejected/rejected/pwd" {
+		t.Fatalf("audit: %s", got)
+	}
+	var transfers int
+	if err := s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers); err != nil || transfers != 0 {
+		t.Fatalf("%d transfers (%v)", transfers, err)
+	}
+}

@@ -42,10 +42,14 @@ type guard struct {
 	card          policy.Card
 	upAt, expires time.Time
 	// need is how many distinct approvers the card needs (the two-person
-	// rule when 2); requester never counts; approvals are those counted.
-	need      int
-	requester string
-	approvals []policy.Approval
+	// rule when 2); the requester (user ID, and the person behind the
+	// credential) never counts; approvals are those counted. judging is
+	// the rules the card was put up under.
+	need            int
+	requester       string
+	requesterPerson policy.Person
+	approvals       []policy.Approval
+	judging         judging
 	// action is what runs if approved; version counts the card's edits
 	// (1 until the first); editable are the args an edit may change.
 	action   json.RawMessage
@@ -199,7 +203,7 @@ func (g guard) judge(r received, now time.Time) refusal {
 	if f.code, f.why = policy.CheckApproval(r.a, role, g.store, g.hash); f.code != policy.CodeOK {
 		return f
 	}
-	if f.code, f.why = policy.CheckEvidence(r.a, g.evidence, g.issuers, now); f.code != policy.CodeOK {
+	if f.code, f.why = g.checkEvidence(r.a, now); f.code != policy.CodeOK {
 		return f
 	}
 	if r.a.Decision == policy.Edit {
@@ -209,18 +213,38 @@ func (g guard) judge(r received, now time.Time) refusal {
 		}
 	}
 	if g.need > 1 {
-		if r.a.Approver.UserID == g.requester {
+		if g.same(r.a, g.requesterPerson, g.requester) {
 			f.code, f.why = policy.CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", g.requester, g.need)
 			return f
 		}
 		for _, a := range g.approvals {
-			if a.Approver.UserID == r.a.Approver.UserID {
-				f.code, f.why = policy.CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", r.a.Approver.UserID, g.need)
+			if g.same(r.a, policy.PersonOf(a), a.Approver.UserID) {
+				f.code, f.why = policy.CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", a.Approver.UserID, g.need)
 				return f
 			}
 		}
 	}
 	return f
+}
+
+// checkEvidence holds a decision to the sign-in it needs: an approval or an
+// edit to the card's level and age, a rejection (from judgeBySignIn) to a
+// sign-in alone.
+func (g guard) checkEvidence(a policy.Approval, now time.Time) (policy.Code, string) {
+	if g.judging >= judgeBySignIn && a.Decision == policy.Reject && g.evidence != nil {
+		return policy.CheckSignIn(a, g.issuers, now)
+	}
+	return policy.CheckEvidence(a, g.evidence, g.issuers, now)
+}
+
+// same reports whether a decision comes from the person named by p and
+// userID: by user ID on cards put up before judgeBySignIn, and since by
+// the issuer and subject of the sign-in too.
+func (g guard) same(a policy.Approval, p policy.Person, userID string) bool {
+	if g.judging < judgeBySignIn {
+		return a.Approver.UserID == userID
+	}
+	return policy.SamePerson(policy.PersonOf(a), a.Approver.UserID, p, userID)
 }
 
 // countApprovals records the approvals counted towards a card's quorum,
@@ -229,8 +253,9 @@ func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time
 	for i, a := range counted {
 		n := len(g.approvals) - len(counted) + i + 1
 		who := a.Approver
+		p := policy.PersonOf(a)
 		g.pendingCard.Approvals = append(g.pendingCard.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
-			At: now.UTC().Format(time.RFC3339)})
+			At: now.UTC().Format(time.RFC3339), Issuer: p.Issuer, Subject: p.Subject})
 		c.status.ApprovedBy = append(c.status.ApprovedBy, who.UserID)
 		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, g.need, who.UserID, g.need-n)
 		if a.Reason != "" {

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,7 +30,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g9"
+const goldenGeneration = "g10"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -72,6 +73,12 @@ var goldenPaths = []struct {
 		[]policy.Approval{edit(storeManager(120), `{"quantity":35}`)}},
 	{"transfer_webhook_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
 		[]policy.Approval{{Decision: policy.Reject, Approver: kofiID, Reason: "not this week"}}},
+	{"transfer_rejected_by_password", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":100,"reason":"festival_peak"}`)},
+		[]policy.Approval{{Decision: policy.Reject, Approver: adwoaID, Reason: "not this week", Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa",
+			ACR: policy.ACRPassword, AuthTime: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}}},
+	{"transfer_two_person_one_person", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
+		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs},
+			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 }
@@ -93,6 +100,8 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_edited_expired":                {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{120}, SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_webhook_rejected":              {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_rejected_by_password":          {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{114}, SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_one_person":         {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card
@@ -185,6 +194,12 @@ func TestRecordGoldenHistories(t *testing.T) {
 			hash, version := first.ArgsHash, 1
 			for _, a := range p.decisions {
 				a.ArgsHash = hash
+				if a.Evidence != nil && a.Evidence.AuthTime == "" {
+					// Evidence without a time is a sign-in as the decision goes.
+					ev := *a.Evidence
+					ev.AuthTime = time.Now().UTC().Format(time.RFC3339)
+					a.Evidence = &ev
+				}
 				if a.Signature == "unsigned" {
 					a.Signature = ""
 				} else {
@@ -341,10 +356,11 @@ var goldenBudgets = map[string]cost.Cost{
 	"transfer_expired":           {Events: 30, Actions: 9},
 }
 
-// TestGoldenCostsWithinBudget counts today's recorded histories.
+// TestGoldenCostsWithinBudget counts the newest recorded history of each
+// path (the same shape costs the same).
 func TestGoldenCostsWithinBudget(t *testing.T) {
 	for name, budget := range goldenBudgets {
-		f, err := os.Open(filepath.Join(goldenDir, name+"."+goldenGeneration+".json"))
+		f, err := os.Open(newestGolden(name))
 		if err != nil {
 			t.Fatalf("%s: %v (record it with make golden)", name, err)
 		}
@@ -357,4 +373,19 @@ func TestGoldenCostsWithinBudget(t *testing.T) {
 			t.Errorf("%s costs %d events and %d actions, over its budget of %d and %d", name, got.Events, got.Actions, budget.Events, budget.Actions)
 		}
 	}
+}
+
+// newestGolden is the file of a path's newest recorded history: today's
+// generation, or the latest before it when today's code records the same
+// shape (make golden keeps one history per shape).
+func newestGolden(name string) string {
+	best, gen := filepath.Join(goldenDir, name+"."+goldenGeneration+".json"), -1
+	files, _ := filepath.Glob(filepath.Join(goldenDir, name+".g*.json"))
+	for _, f := range files {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(filepath.Base(f), name+"."), "g%d.json", &n); err == nil && n > gen {
+			best, gen = f, n
+		}
+	}
+	return best
 }

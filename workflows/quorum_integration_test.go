@@ -141,3 +141,58 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 		t.Fatalf("after adwoa approved the new version: %+v", st)
 	}
 }
+
+// TestOnePersonIsOnePerson, on the dev server: kofi's credential was issued
+// to his sign-in (subject kofi-7 at the provider). Signed approvals of his
+// 200-case card under another user ID with that issuer and subject are his
+// own and do not count, and adwoa under a second user ID is still adwoa:
+// the card needs two people, and only yoofi makes the second.
+func TestOnePersonIsOnePerson(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+		SELECT 'cred-kofi-7', user_id, client_secret, $1, 'kofi-7', role, store_ids, 'mfa', now() FROM vault.credentials WHERE ref = 'cred-kofi'`, testenv.Issuer); err != nil {
+		t.Fatal(err)
+	}
+	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "one-person", CredentialRef: "cred-kofi-7"}
+	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+		Args: json.RawMessage(twoHundredCases), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	as := func(userID, subject string) {
+		t.Helper()
+		who := policy.Identity{UserID: userID, Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+		ev := testenv.Evidence(subject, time.Now())
+		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusedAs := func(userID string) {
+		t.Helper()
+		var n int
+		for deadline := time.Now().Add(20 * time.Second); n == 0; time.Sleep(50 * time.Millisecond) {
+			_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'role' AND approver_id = $2`,
+				run.GetID(), userID).Scan(&n)
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's approval was not refused as the same person", userID)
+			}
+		}
+	}
+	as("kofi.boateng", "kofi-7")
+	refusedAs("kofi.boateng")
+	as("kofi@mangrove.example", "kofi-7")
+	refusedAs("kofi@mangrove.example")
+	as("adwoa", "adwoa-3")
+	as("adwoa@mangrove.example", "adwoa-3")
+	refusedAs("adwoa@mangrove.example")
+	v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+	var st workflows.Status
+	if err != nil || v.Get(&st) != nil || st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 1 {
+		t.Fatalf("after kofi twice and adwoa twice under other names: %v %+v", err, st)
+	}
+	as("yoofi", "yoofi-5")
+	if res := awaitResult(t, run, 30*time.Second, "the approved transfer"); res.Status != workflows.StatusExecuted {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+}

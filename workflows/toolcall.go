@@ -220,6 +220,9 @@ type call struct {
 	sent  []workflow.Future
 	// pending names the equivalent card an already_pending call waits for.
 	pending json.RawMessage
+	// requester is the person behind the call's credential, as admission
+	// read it (unknown on calls admitted before it did).
+	requester policy.Person
 	// note is a rejection's note for the model.
 	note json.RawMessage
 	// late are decisions taken with the one that counted, refused at the end.
@@ -356,7 +359,7 @@ func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable,
 // Admission retries until PostgreSQL answers, so an error here is a bug.
 func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	var res activities.AdmitResult
-	in := activities.AdmitInput{Verdict: v, Tool: c.in.Tool, Session: c.in.Session, Claim: c.claim()}
+	in := activities.AdmitInput{Verdict: v, Tool: c.in.Tool, Session: c.in.Session, Claim: c.claim(), CredentialRef: c.credential()}
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
 	}
@@ -377,6 +380,7 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	if err := f.Get(c.ctx, &res); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
+	c.requester = deref(res.Requester)
 	if !res.Allowed() {
 		if res.Pending != nil {
 			c.pending, _ = json.Marshal(res.Pending)
