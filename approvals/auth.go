@@ -254,7 +254,8 @@ func deref(s *string) string {
 }
 
 // backChannelLogout takes a logout token from the provider (OpenID Connect
-// Back-Channel Logout 1.0) and ends every session of its subject at once.
+// Back-Channel Logout 1.0) and ends every session of its subject at once,
+// with every credential issued to the subject's sign-ins.
 func (s *Server) backChannelLogout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	raw := r.PostFormValue("logout_token")
@@ -290,13 +291,22 @@ func (s *Server) backChannelLogout(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = "logged out at the provider"
 	}
+	// Authority ends everywhere with the sessions: the credentials issued
+	// to this person's sign-ins, and their MCP tokens (migration 022).
+	var revoked int
+	if err := s.Pool.QueryRow(r.Context(), `SELECT vault.revoke_sign_in($1, $2, $3)`, tok.Issuer, tok.Subject, reason).Scan(&revoked); err != nil {
+		s.Logger.Error("revoke the sign-in's credentials", zap.String("subject", tok.Subject), zap.Error(err))
+		http.Error(w, "could not revoke the credentials", http.StatusInternalServerError)
+		return
+	}
 	slices.Sort(users)
 	c := &signInClaims{Evidence: policy.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject}}
 	if len(users) > 0 {
 		c.User.UserID = users[0]
 	}
 	s.logSignIn(r.Context(), eventSessionRevoked, c, "", fmt.Sprintf("the provider ended %d session(s): %s", len(users), reason))
-	s.Logger.Info("sessions revoked by the provider", zap.String("subject", tok.Subject), zap.Int("sessions", len(users)), zap.String("reason", reason))
+	s.Logger.Info("sessions revoked by the provider", zap.String("subject", tok.Subject), zap.Int("sessions", len(users)), zap.Int("credentials", revoked),
+		zap.String("reason", reason))
 	w.WriteHeader(http.StatusOK)
 }
 

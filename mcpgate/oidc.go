@@ -80,3 +80,19 @@ func VaultCredentials(pool *pgxpool.Pool) func(context.Context, Identity) (strin
 		return ref, nil
 	}
 }
+
+// VaultRevocations asks the vault whether a sign-in was revoked after it
+// was made (migration 022): a lock or a role change at the provider.
+func VaultRevocations(pool *pgxpool.Pool) func(context.Context, Identity) (bool, error) {
+	return func(ctx context.Context, id Identity) (bool, error) {
+		var at any
+		if !id.AuthTime.IsZero() {
+			at = id.AuthTime
+		}
+		var revoked bool
+		if err := pool.QueryRow(ctx, `SELECT vault.sign_in_revoked($1, $2, $3)`, id.Issuer, id.Subject, at).Scan(&revoked); err != nil {
+			return true, fmt.Errorf("check the sign-in of %s: %w", id.UserID, err)
+		}
+		return revoked, nil
+	}
+}

@@ -72,6 +72,10 @@ type Server struct {
 	// Credential returns the credential handle for a sign-in, issued once
 	// per sign-in: the model and the client never name one.
 	Credential func(ctx context.Context, id Identity) (string, error)
+	// Revoked reports whether the provider has ended a sign-in's authority
+	// since it was made (a lock, a role change); a token for it is
+	// refused, and so is every token while it cannot answer.
+	Revoked func(ctx context.Context, id Identity) (bool, error)
 	// Resource is this server's URL as clients reach it (…/mcp);
 	// AuthorizationServer is the OpenID provider that issues its tokens.
 	Resource            string
@@ -140,6 +144,13 @@ func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*au
 	id, err := s.Verify(ctx, token)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+	}
+	if s.Revoked == nil {
+		return nil, fmt.Errorf("%w: no revocation check is configured", auth.ErrInvalidToken)
+	}
+	if revoked, err := s.Revoked(ctx, id); err != nil || revoked {
+		s.Logger.Warn("a token for a revoked sign-in, or the check failed", zap.String("subject", id.Subject), zap.Bool("revoked", revoked), zap.Error(err))
+		return nil, fmt.Errorf("%w: the sign-in behind this token has been revoked (sign in again)", auth.ErrInvalidToken)
 	}
 	return &auth.TokenInfo{UserID: id.Issuer + "|" + id.Subject, Expiration: id.Expiry, Extra: map[string]any{"identity": id}}, nil
 }

@@ -109,6 +109,7 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	g.logs = logs
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
 		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
+		Revoked:    mcpgate.VaultRevocations(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
 		Resource:   srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
 	return g
 }
@@ -428,6 +429,7 @@ func TestMCPConversationsNeverCollide(t *testing.T) {
 			id.UserID = id.Subject // the credential is the person's own sign-in's
 			return vault(ctx, id)
 		},
+		Revoked:  mcpgate.VaultRevocations(testenv.ServicePool(t, g.s.DatabaseURL, "mcp")),
 		Resource: "http://127.0.0.1" + mcpgate.Path, AuthorizationServer: g.idp.URL, Logger: zaptest.NewLogger(t)}).Handler())
 	t.Cleanup(srv.Close)
 	g.url = srv.URL
@@ -448,5 +450,74 @@ func TestMCPConversationsNeverCollide(t *testing.T) {
 	}
 	if ids[0] == "" || ids[0] == ids[1] {
 		t.Fatalf("two people's keyed calls: %q and %q", ids[0], ids[1])
+	}
+}
+
+// TestMCPLockoutEndsAuthority, through the real stack: ama, signed in at
+// the provider as the MCP client, has a transfer card waiting and reads
+// stock. Five wrong codes lock her account; the provider's back-channel
+// logout revokes every credential issued to her sign-ins, the MCP server
+// refuses her token from then on (an open session and a new one alike),
+// the vault issues no credential for that sign-in, and the card approved
+// afterwards runs nothing.
+func TestMCPLockoutEndsAuthority(t *testing.T) {
+	g := newGate(t, 0)
+	ctx := context.Background()
+	tok := g.token(t, "ama", idp.ACRPassword)
+	cs := g.connect(t, tok)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_stock_transfer", Arguments: map[string]any{"articleId": 40211, "quantity": 40, "reason": "stockout_risk"}})
+	if err != nil || structured(t, res)["status"] != "pending_approval" {
+		t.Fatalf("the card before the lock: %v %s", err, text(res))
+	}
+	card := structured(t, res)["callId"].(string)
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err != nil || structured(t, res)["status"] != "executed" {
+		t.Fatalf("a read before the lock: %v %s", err, text(res))
+	}
+	wrong := g.idp.Users["ama"]
+	wrong.TOTPSecret = g.idp.Users["kofi"].TOTPSecret
+	for i := 0; i < idp.MaxFactorFailures && !g.idp.Locked("ama"); i++ {
+		if _, err := idp.SignIn(ctx, g.idp.URL, testenv.MCPClientID, wrong, idp.ACRMFA); err == nil {
+			t.Fatal("a wrong code signed ama in")
+		}
+	}
+	if !g.idp.Locked("ama") {
+		t.Fatal("five wrong codes did not lock ama")
+	}
+	live := func() (n int) {
+		_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM vault.credentials WHERE issuer = $1 AND subject = 'ama' AND NOT revoked`, g.idp.URL).Scan(&n)
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); live() > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of ama's credentials outlived the lock", live())
+		}
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err == nil {
+		t.Fatalf("the open session ran a tool after the lock: %s", text(res))
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, nil)
+	if again, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path, HTTPClient: testenv.Bearer(tok)}, nil); err == nil {
+		_ = again.Close()
+		t.Fatal("a new session with the token from before the lock connected")
+	}
+	var ref string
+	err = testenv.ServicePool(t, g.s.DatabaseURL, "mcp").QueryRow(ctx, `SELECT vault.issue_for_sign_in('ama', $1, 'ama', 'store_manager', ARRAY[112]::bigint[], 'pwd', now() - interval '1 minute')`,
+		g.idp.URL).Scan(&ref)
+	if err == nil {
+		t.Fatalf("the vault issued %s for a sign-in from before the lock", ref)
+	}
+	sm := policy.Identity{UserID: "sm112", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
+	if err := workflows.Decide(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
+		testenv.ApprovalSigner); err != nil {
+		t.Fatal(err)
+	}
+	var out workflows.ToolCallResult
+	if err := g.s.Client.GetWorkflow(ctx, card, "").Get(ctx, &out); err != nil || out.Status != workflows.StatusFailed || out.Code != policy.CodeCredentialUnavailable {
+		t.Fatalf("the card approved after the lock: %v %+v", err, out)
+	}
+	var transfers int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
+	if transfers != 0 {
+		t.Fatalf("%d transfers after the lock", transfers)
 	}
 }
