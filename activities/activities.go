@@ -31,6 +31,9 @@ const (
 type StepUp struct {
 	RequiredTier string `json:"requiredTier"`
 	HeldTier     string `json:"heldTier"`
+	// MaxAgeSeconds, when set, is how old the sign-in may be to count as
+	// the tier: the one held is older.
+	MaxAgeSeconds int64 `json:"maxAgeSeconds,omitempty"`
 }
 
 // Activities holds the dependencies of toolgate's activities.

@@ -38,6 +38,11 @@ type CallInput struct {
 	StoreIDs       []int64     `json:"storeIds,omitempty"`
 	RequiredTier   string      `json:"requiredTier,omitempty"`
 	IdempotencyKey string      `json:"idempotencyKey"`
+	// RequiredMaxAgeSeconds bounds how old the sign-in behind the
+	// credential may be, at AskedAt (RFC 3339, when the call was asked;
+	// now when unset), to count as RequiredTier.
+	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
+	AskedAt               string `json:"askedAt,omitempty"`
 	// ArgsHash, when set, must match the args: what runs is what was approved.
 	ArgsHash string `json:"argsHash,omitempty"`
 	// Before, when set, is written (audit row and card) before anything is
@@ -239,8 +244,9 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	var revoked, demo bool
 	var role, acr *string
 	var stores []int64
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked, demo, role, store_ids, acr FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &stores, &acr)
+	var authTime *time.Time
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked, demo, role, store_ids, acr, auth_time FROM vault.credentials WHERE ref = $1`,
+		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &stores, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
@@ -260,6 +266,16 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 		}
 		return "", temporal.NewNonRetryableApplicationError("the credential's sign-in is below the tool's requester tier", ErrStepUp, nil,
 			StepUp{RequiredTier: in.RequiredTier, HeldTier: held})
+	}
+	if in.RequiredTier != "" && in.RequiredMaxAgeSeconds > 0 {
+		asked, err := time.Parse(time.RFC3339, in.AskedAt)
+		if err != nil {
+			asked = time.Now()
+		}
+		if maxAge := time.Duration(in.RequiredMaxAgeSeconds) * time.Second; authTime == nil || authTime.Before(asked.Add(-maxAge)) {
+			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the credential's sign-in is older than the tool's requester tier allows (%s)", maxAge),
+				ErrStepUp, nil, StepUp{RequiredTier: in.RequiredTier, HeldTier: *acr, MaxAgeSeconds: in.RequiredMaxAgeSeconds})
+		}
 	}
 	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": secret})
 	body, err := a.do(ctx, http.MethodPost, "/oauth/token", "", "", req)

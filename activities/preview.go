@@ -24,6 +24,9 @@ type PreviewInput struct {
 	Role         policy.Role `json:"role,omitempty"`
 	StoreIDs     []int64     `json:"storeIds,omitempty"`
 	RequiredTier string      `json:"requiredTier,omitempty"`
+	// RequiredMaxAgeSeconds and AskedAt are as in CallInput.
+	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
+	AskedAt               string `json:"askedAt,omitempty"`
 }
 
 // PreviewResult is what the dry run decided: the exact args that will run
@@ -45,7 +48,8 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if err := json.Unmarshal(in.Args, &args); err != nil {
 		return PreviewResult{}, badArgs(err)
 	}
-	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, StoreIDs: in.StoreIDs, RequiredTier: in.RequiredTier})
+	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, StoreIDs: in.StoreIDs, RequiredTier: in.RequiredTier,
+		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt})
 	if err != nil {
 		return PreviewResult{}, err
 	}

@@ -44,6 +44,11 @@ var Evidence = []EvidenceRule{
 	{Tool: ToolRequestStockTransfer, ACR: ACRMFA, MaxAge: 5 * time.Minute},
 }
 
+// RequesterTierMaxAge is how old a requester's sign-in may be, when the
+// call is asked, to count as a row's requester tier (Row.RequesterMaxAge
+// when set): a strong sign-in from a day before is not strong now.
+const RequesterTierMaxAge = 15 * time.Minute
+
 // StrictestEvidence is what an approve row with no rule of its own needs:
 // no table gap can make an approval cheaper than the strongest proof.
 var StrictestEvidence = Requirement{ACR: ACRMFA, MaxAgeSeconds: int64((5 * time.Minute).Seconds())}

@@ -230,8 +230,11 @@ type Verdict struct {
 	// approve verdicts and recorded with them.
 	Evidence *Requirement `json:"evidence,omitempty"`
 	// RequesterTier is the row's requester tier, checked against the
-	// credential when it is exchanged.
-	RequesterTier string `json:"requesterTier,omitempty"`
+	// credential when it is exchanged; the sign-in behind it may be at most
+	// RequesterMaxAgeSeconds old when the call was asked (0 on verdicts
+	// recorded before the age was checked).
+	RequesterTier          string `json:"requesterTier,omitempty"`
+	RequesterMaxAgeSeconds int64  `json:"requesterMaxAgeSeconds,omitempty"`
 	// EscalateTo is the role an unanswered card is also offered to.
 	EscalateTo Role `json:"escalateTo,omitempty"`
 	// Approvals is how many distinct approvers the card needs, when more
@@ -412,6 +415,13 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 	// v is still zero here: set fields one by one, not a whole Verdict
 	// through the pointer (a fifth of Decide's time).
 	v.Decision, v.Code, v.StoreID, v.Message, v.RequesterTier = decision, CodeOK, store, "Allowed.", row.RequesterTier
+	if row.RequesterTier != "" {
+		age := row.RequesterMaxAge
+		if age <= 0 {
+			age = RequesterTierMaxAge
+		}
+		v.RequesterMaxAgeSeconds = int64(age.Seconds())
+	}
 	if decision == DecisionApprove {
 		v.Message = "Waiting for a person to approve."
 	}

@@ -1,5 +1,7 @@
 package policy
 
+import "time"
+
 // Decision is what the policy row says happens to a call that passes every check.
 type Decision string
 
@@ -95,6 +97,9 @@ type Row struct {
 	// RequesterTier is the acr (ACRLevels) the requester's sign-in, the one
 	// that issued their credential, must reach; "" means any.
 	RequesterTier string
+	// RequesterMaxAge is how old that sign-in may be when the call is
+	// asked, for a row with a tier; 0 means RequesterTierMaxAge.
+	RequesterMaxAge time.Duration
 	// Quorum makes a card of a high value need several distinct approvers.
 	Quorum []Quorum
 	// Editable are the args an approver may change on the card (an edit

@@ -119,7 +119,7 @@ var Catalogue = []Check{
 	{"run.as_person", "runs as the signed-in person: the credential is bound to its sign-in, the token never leaves the activity", func(t tool) bool {
 		return t.runs() && t.spec.RequiresCredential
 	}},
-	{"run.requester_tier", "the requester's sign-in reaches the row's tier (step_up_required)", func(t tool) bool { return t.runs() && t.row.RequesterTier != "" }},
+	{"run.requester_tier", "the requester's sign-in reaches the row's tier, and is no older than its maximum age when the call is asked (step_up_required)", func(t tool) bool { return t.runs() && t.row.RequesterTier != "" }},
 	{"run.once", "not idempotent: one attempt, never retried", func(t tool) bool { return t.runs() && !t.spec.Idempotent }},
 	{"run.sanitized", "args and results pass the sanitizer before the model, history, audit row or a log", tool.runs},
 	{"audit.every_decision", "every decision is one audit row, written once", func(tool) bool { return true }},

@@ -91,3 +91,41 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		t.Fatalf("%d awaiting_sign_in/step_up_required rows audited, want 1", audited)
 	}
 }
+
+// TestARequesterTierHasAMaximumAge: with get_stock needing an mfa
+// requester, an mfa sign-in from a day before the call no longer counts as
+// the tier (step_up_required, with the tier's maximum age), and a fresh
+// one does.
+func TestARequesterTierHasAMaximumAge(t *testing.T) {
+	s := testenv.NewStack(t)
+	for i := range policy.Table {
+		if policy.Table[i].Tool == "get_stock" {
+			saved := policy.Table[i]
+			policy.Table[i].RequesterTier = policy.ACRMFA
+			t.Cleanup(func() { policy.Table[i] = saved })
+		}
+	}
+	read := func(id string, ref string) workflows.ToolCallResult {
+		sess := ama("aged")
+		sess.CredentialRef = ref
+		return s.First(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess}).ToolCallResult
+	}
+	old := issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	if _, err := s.Owner.Exec(context.Background(), `UPDATE vault.credentials SET auth_time = now() - interval '1 day' WHERE ref = $1`, old); err != nil {
+		t.Fatal(err)
+	}
+	res := read("day_old", old)
+	var tiers struct {
+		RequiredTier, HeldTier string
+		MaxAgeSeconds          int64
+	}
+	_ = json.Unmarshal(res.Result, &tiers)
+	if res.Code != policy.CodeStepUpRequired || res.Status != workflows.StatusAwaitingSignIn || !res.AuthRequired || tiers.RequiredTier != "mfa" ||
+		tiers.MaxAgeSeconds != int64(policy.RequesterTierMaxAge.Seconds()) {
+		t.Fatalf("an mfa sign-in a day old for an mfa tool: %+v %s", res, res.Result)
+	}
+	fresh := issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	if res := read("fresh", fresh); res.Status != workflows.StatusExecuted {
+		t.Fatalf("a fresh mfa sign-in for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+}

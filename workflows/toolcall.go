@@ -405,6 +405,12 @@ func (c *call) idProblem() string {
 	return ""
 }
 
+// askedAt is when the call was asked (its run started), RFC 3339: a
+// requester tier's maximum age is measured back from it.
+func (c *call) askedAt() string {
+	return workflow.GetInfo(c.ctx).WorkflowStartTime.UTC().Format(time.RFC3339)
+}
+
 // claim is the claim a run's first write carries.
 func (c *call) claim() *activities.Claim {
 	return &activities.Claim{Fingerprint: c.fingerprint}
@@ -470,7 +476,8 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	}
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
 		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
-		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier}
+		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier,
+		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
 	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value()}
 	if c.version >= 7 && spec.Tier != policy.TierRead {
 		after := executed
