@@ -63,6 +63,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.p.Close)
 	f.srv.Config.Handler = f.p.Handler()
 	prov, err := oidc.NewProvider(context.Background(), f.srv.URL)
 	if err != nil {
@@ -455,5 +456,66 @@ func TestDiscoveryAdvertisesWhatItHonours(t *testing.T) {
 	if !slices.Equal(d.ResponseTypes, []string{"code"}) || !slices.Equal(d.GrantTypes, []string{"authorization_code"}) ||
 		!slices.Equal(d.ACRValues, []string{idp.ACRPassword, idp.ACRMFA}) || d.Issuer != f.srv.URL {
 		t.Fatalf("discovery: %+v", d)
+	}
+}
+
+// TestBackChannelLogoutIsTriedUntilItLands: a role change ends ama's
+// sessions. The card UI answers 503 twice and then takes the logout; each
+// try carries a fresh logout token, and none follows a redirect. A client
+// that refuses (400) is not tried again.
+func TestBackChannelLogoutIsTriedUntilItLands(t *testing.T) {
+	users, err := idp.DemoUsers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var tokens []string
+	var refusals, elsewhere int
+	landed := make(chan struct{})
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		tokens = append(tokens, r.PostFormValue("logout_token"))
+		if len(tokens) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if len(tokens) == 3 {
+			close(landed)
+		}
+	}))
+	t.Cleanup(flaky.Close)
+	trap := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { mu.Lock(); elsewhere++; mu.Unlock() }))
+	t.Cleanup(trap.Close)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		refusals++
+		mu.Unlock()
+		http.Redirect(w, r, trap.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(refusing.Close)
+	p, err := idp.New(idp.Options{Issuer: "https://id.example", Users: users, LogoutRetryWait: 20 * time.Millisecond, Clients: []idp.Client{
+		{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: flaky.URL},
+		{ID: "other", Secret: "s3cret-s3cret-s3cret-s3cret-s3cre2", RedirectURIs: []string{redirect}, BackChannelLogoutURI: refusing.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if err := p.SetRole(context.Background(), "ama", "area_manager", []int64{112}); err == nil {
+		t.Fatal("the first try failed, and SetRole did not say so")
+	}
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the back-channel logout was never tried until it landed")
+	}
+	time.Sleep(200 * time.Millisecond) // time enough for a wrong retry of the refusal
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) != 3 || tokens[0] == tokens[1] || tokens[1] == tokens[2] || tokens[0] == "" {
+		t.Fatalf("%d tries, want 3 each with its own token", len(tokens))
+	}
+	if refusals != 1 || elsewhere != 0 {
+		t.Fatalf("the refusing client was tried %d times and its redirect followed %d times; want 1 and 0", refusals, elsewhere)
 	}
 }

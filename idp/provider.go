@@ -60,7 +60,16 @@ type Options struct {
 	Logger  *zap.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// LogoutRetryFor is how long a back-channel logout that did not land
+	// is tried again (DefaultLogoutRetryFor when zero); LogoutRetryWait is
+	// the first wait between tries (a second when zero), doubling to a
+	// minute.
+	LogoutRetryFor, LogoutRetryWait time.Duration
 }
+
+// DefaultLogoutRetryFor is how long a back-channel logout is tried again:
+// as long as the longest session it ends lives (the card UI's, 8 hours).
+const DefaultLogoutRetryFor = 8 * time.Hour
 
 // Provider is the running demo provider.
 type Provider struct {
@@ -70,6 +79,9 @@ type Provider struct {
 	keyID   string
 	handler http.Handler
 	http    *http.Client
+	// stop ends the back-channel logouts still being tried (Close).
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	throttle throttle
 
@@ -112,7 +124,15 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idp: signing key: %w", err)
 	}
-	p := &Provider{opts: o, key: key, keyID: rand.Text()[:8], http: &http.Client{Timeout: 5 * time.Second},
+	if o.LogoutRetryFor <= 0 {
+		o.LogoutRetryFor = DefaultLogoutRetryFor
+	}
+	if o.LogoutRetryWait <= 0 {
+		o.LogoutRetryWait = time.Second
+	}
+	// A logout token goes to the registered URI and nowhere else.
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	p := &Provider{opts: o, key: key, keyID: rand.Text()[:8], http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects}, stop: make(chan struct{}),
 		accounts: map[string]*account{}, requests: map[string]*authRequest{}, codes: map[string]string{},
 		tokens: map[string]*token{}, sessions: map[string]*ssoSession{}}
 	for _, u := range o.Users {
@@ -218,10 +238,50 @@ func (p *Provider) endSessions(ctx context.Context, user, reason string) error {
 		if c.BackChannelLogoutURI != "" {
 			if err := p.backChannelLogout(ctx, c, user, reason); err != nil {
 				errs = append(errs, err)
+				var refused *logoutRefused
+				if !errors.As(err, &refused) {
+					go p.retryLogout(context.WithoutCancel(ctx), c, user, reason)
+				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Close stops trying the back-channel logouts that have not landed.
+func (p *Provider) Close() { p.stopOnce.Do(func() { close(p.stop) }) }
+
+// logoutRefused is a back-channel logout the client answered and refused
+// (a 3xx or 4xx): trying again would be refused again.
+type logoutRefused struct{ status string }
+
+func (e *logoutRefused) Error() string { return "refused: " + e.status }
+
+// retryLogout tries a back-channel logout that did not land again, with a
+// fresh logout token each time, until the client takes or refuses it, the
+// sessions it ends would have expired (LogoutRetryFor), or Close.
+func (p *Provider) retryLogout(ctx context.Context, c Client, user, reason string) {
+	deadline := time.Now().Add(p.opts.LogoutRetryFor)
+	for wait := p.opts.LogoutRetryWait; ; wait = min(2*wait, time.Minute) {
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(wait):
+		}
+		err := p.backChannelLogout(ctx, c, user, reason)
+		var refused *logoutRefused
+		switch {
+		case err == nil:
+			return
+		case errors.As(err, &refused):
+			p.opts.Logger.Error("back-channel logout refused; not tried again", zap.String("client", c.ID), zap.String("user", user), zap.Error(err))
+			return
+		case time.Now().After(deadline):
+			p.opts.Logger.Error("back-channel logout never landed; its sessions have expired since", zap.String("client", c.ID), zap.String("user", user), zap.Error(err))
+			return
+		}
+		p.opts.Logger.Warn("back-channel logout did not land; trying again", zap.String("client", c.ID), zap.String("user", user), zap.Duration("in", min(2*wait, time.Minute)), zap.Error(err))
+	}
 }
 
 // BackChannelLogoutEvent is the events member of a logout token (OpenID
@@ -272,6 +332,9 @@ func (p *Provider) backChannelLogout(ctx context.Context, c Client, user, reason
 		return fmt.Errorf("back-channel logout to %s: %w", c.ID, err)
 	}
 	_ = res.Body.Close()
+	if res.StatusCode >= 300 && res.StatusCode < 500 {
+		return fmt.Errorf("back-channel logout to %s: %w", c.ID, &logoutRefused{status: res.Status})
+	}
 	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusNoContent {
 		return fmt.Errorf("back-channel logout to %s: %s", c.ID, res.Status)
 	}

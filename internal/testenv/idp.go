@@ -62,6 +62,7 @@ func NewIdPWith(t testing.TB, clientURL string, now func() time.Time) *IdP {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.Provider.Close)
 	h.Set(f.Handler())
 	return f
 }

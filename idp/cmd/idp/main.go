@@ -43,6 +43,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	defer p.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("demo identity provider listening", zap.String("addr", set.Addr), zap.String("issuer", set.Issuer))
