@@ -19,7 +19,8 @@ type Settings struct {
 	Client Client
 	// MCPClient is the public client MCP clients sign in with: PKCE,
 	// loopback redirects on any port, JWT access tokens for the MCP
-	// server's resource URL (IDP_MCP_CLIENT_ID, IDP_MCP_AUDIENCE).
+	// server's resource URL (IDP_MCP_CLIENT_ID, IDP_MCP_AUDIENCE), whose
+	// logout tokens go to the MCP server (IDP_MCP_BACKCHANNEL_LOGOUT_URI).
 	MCPClient Client
 }
 
@@ -40,6 +41,7 @@ func SettingsFromEnv() Settings {
 		RedirectURIs:         strings.Fields(strings.ReplaceAll(env("IDP_REDIRECT_URIS", "http://127.0.0.1:8080/auth/callback"), ",", " ")),
 		BackChannelLogoutURI: env("IDP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8080/auth/backchannel-logout")}
 	s.MCPClient = Client{ID: env("IDP_MCP_CLIENT_ID", "toolgate-mcp"), Public: true, RedirectURIs: MCPRedirectURIs,
-		Audience: env("IDP_MCP_AUDIENCE", "http://127.0.0.1:8090/mcp")}
+		Audience:             env("IDP_MCP_AUDIENCE", "http://127.0.0.1:8090/mcp"),
+		BackChannelLogoutURI: env("IDP_MCP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8090/backchannel-logout")}
 	return s
 }

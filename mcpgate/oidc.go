@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -94,5 +95,59 @@ func VaultRevocations(pool *pgxpool.Pool) func(context.Context, Identity) (bool,
 			return true, fmt.Errorf("check the sign-in of %s: %w", id.UserID, err)
 		}
 		return revoked, nil
+	}
+}
+
+// BackChannelLogoutEvent is the events member a logout token must carry.
+const BackChannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logout"
+
+// NewLogoutVerifier discovers the OpenID provider (retrying for up to
+// wait) and returns a logout token check for the MCP client clientID:
+// signed with the provider's key, from its issuer, for clientID, carrying
+// the back-channel logout event and a subject, and no nonce.
+func NewLogoutVerifier(ctx context.Context, issuer, clientID string, wait time.Duration) (func(context.Context, string) (Logout, error), error) {
+	var prov *oidc.Provider
+	var err error
+	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
+		if prov, err = oidc.NewProvider(ctx, issuer); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
+	}
+	v := prov.Verifier(&oidc.Config{ClientID: clientID})
+	return func(ctx context.Context, raw string) (Logout, error) {
+		tok, err := v.Verify(ctx, raw)
+		if err != nil {
+			return Logout{}, err
+		}
+		var claims struct {
+			Events map[string]json.RawMessage `json:"events"`
+			Nonce  *string                    `json:"nonce"`
+			Reason string                     `json:"toolgate_reason"`
+		}
+		if err := tok.Claims(&claims); err != nil {
+			return Logout{}, err
+		}
+		if _, ok := claims.Events[BackChannelLogoutEvent]; !ok || claims.Nonce != nil || tok.Subject == "" {
+			return Logout{}, errors.New("not a logout token: it needs the back-channel logout event and a subject, and no nonce")
+		}
+		reason := claims.Reason
+		if reason == "" {
+			reason = "logged out at the provider"
+		}
+		return Logout{Issuer: tok.Issuer, Subject: tok.Subject, Reason: reason}, nil
+	}, nil
+}
+
+// VaultRevoke ends a sign-in's authority through the vault (migration 022):
+// its credentials revoked, its tokens refused by VaultRevocations.
+func VaultRevoke(pool *pgxpool.Pool) func(context.Context, Logout) error {
+	return func(ctx context.Context, l Logout) error {
+		if _, err := pool.Exec(ctx, `SELECT vault.revoke_sign_in($1, $2, $3)`, l.Issuer, l.Subject, l.Reason); err != nil {
+			return fmt.Errorf("revoke the sign-in of %s: %w", l.Subject, err)
+		}
+		return nil
 	}
 }

@@ -39,6 +39,10 @@ const (
 	IdempotencyKeyMeta = "toolgate/idempotencyKey"
 	// StatusTool reads a call's outcome by its workflow ID.
 	StatusTool = "toolgate_call_status"
+	// BackChannelLogoutPath takes the provider's logout tokens for the MCP
+	// client (OpenID Connect Back-Channel Logout 1.0): a lock or a role
+	// change ends the person's authority here too.
+	BackChannelLogoutPath = "/backchannel-logout"
 )
 
 // Identity is who an access token says is calling, and how they signed in.
@@ -76,6 +80,11 @@ type Server struct {
 	// since it was made (a lock, a role change); a token for it is
 	// refused, and so is every token while it cannot answer.
 	Revoked func(ctx context.Context, id Identity) (bool, error)
+	// Logout, when set, verifies a logout token (signature, issuer, the MCP
+	// client as audience, the back-channel logout event, no nonce) and
+	// says whose sign-ins it ends; Revoke ends them (vault.revoke_sign_in).
+	Logout func(ctx context.Context, raw string) (Logout, error)
+	Revoke func(ctx context.Context, l Logout) error
 	// Resource is this server's URL as clients reach it (…/mcp);
 	// AuthorizationServer is the OpenID provider that issues its tokens.
 	Resource            string
@@ -105,7 +114,35 @@ func (s *Server) Handler() http.Handler {
 	streamable := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: 256 << 10})
 	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: origin + MetadataPath + Path})
 	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(streamable))))
+	if s.Logout != nil && s.Revoke != nil {
+		mux.HandleFunc("POST "+BackChannelLogoutPath, s.backChannelLogout)
+	}
 	return mux
+}
+
+// Logout is whose sign-ins a logout token ends, and why.
+type Logout struct {
+	Issuer, Subject, Reason string
+}
+
+// backChannelLogout ends the authority of a logout token's subject: every
+// credential of their sign-ins is revoked, and their tokens are refused
+// from then on. A token that does not verify is 400; a revocation that
+// fails is 500, so the provider tries again.
+func (s *Server) backChannelLogout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	l, err := s.Logout(r.Context(), r.PostFormValue("logout_token"))
+	if err != nil {
+		http.Error(w, "invalid logout token", http.StatusBadRequest)
+		return
+	}
+	if err := s.Revoke(r.Context(), l); err != nil {
+		s.Logger.Error("revoke a sign-in", zap.String("subject", l.Subject), zap.Error(err))
+		http.Error(w, "could not revoke the sign-in", http.StatusInternalServerError)
+		return
+	}
+	s.Logger.Info("sign-in revoked by the provider", zap.String("subject", l.Subject), zap.String("reason", l.Reason))
+	w.WriteHeader(http.StatusOK)
 }
 
 // noBatches refuses a JSON-RPC batch: the protocol versions served

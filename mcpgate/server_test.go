@@ -85,7 +85,10 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	cards := &testenv.LateHandler{}
 	cardSrv := httptest.NewServer(cards)
 	t.Cleanup(cardSrv.Close)
-	id := testenv.NewIdP(t, cardSrv.URL)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	id := testenv.NewIdPForMCP(t, cardSrv.URL, srv.URL)
 	s := testenv.NewStackWith(t, testenv.StackOptions{ApproverIssuers: []string{id.URL}})
 	g := &gate{s: s, idp: id, cards: cardSrv.URL}
 	// The card UI, signing approvers in at the same provider.
@@ -101,16 +104,18 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
-	t.Cleanup(srv.Close)
+	logout, err := mcpgate.NewLogoutVerifier(context.Background(), g.idp.URL, testenv.MCPClientID, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpPool := testenv.ServicePool(t, s.DatabaseURL, "mcp")
 	g.url = srv.URL
 	core, logs := observer.New(zap.DebugLevel)
 	g.logs = logs
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
-		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
-		Revoked:    mcpgate.VaultRevocations(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
-		Resource:   srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
+		Credential: mcpgate.VaultCredentials(mcpPool), Revoked: mcpgate.VaultRevocations(mcpPool),
+		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
+		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
 	return g
 }
 
@@ -519,5 +524,63 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers`).Scan(&transfers)
 	if transfers != 0 {
 		t.Fatalf("%d transfers after the lock", transfers)
+	}
+}
+
+// TestMCPBackChannelLogout: the MCP server takes the provider's logout
+// tokens for the MCP client on its own, so authority ends there even with
+// no card UI to hear of it. Tokens for another client, without the event,
+// or from another issuer are refused (400) and end nothing; a valid one
+// for ama revokes her credentials and her token. A role change at the
+// provider reaches the MCP server by itself.
+func TestMCPBackChannelLogout(t *testing.T) {
+	g := newGate(t, 0)
+	ctx := context.Background()
+	tok := g.token(t, "ama", idp.ACRPassword)
+	cs := g.connect(t, tok)
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err != nil || structured(t, res)["status"] != "executed" {
+		t.Fatalf("a read before the logout: %v %s", err, text(res))
+	}
+	post := func(token string) int {
+		t.Helper()
+		resp, err := http.PostForm(g.url+mcpgate.BackChannelLogoutPath, url.Values{"logout_token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, bad := range map[string]string{
+		"another client":  g.idp.LogoutToken(t, g.idp.URL, g.idp.ClientID, "ama", true),
+		"no event":        g.idp.LogoutToken(t, g.idp.URL, testenv.MCPClientID, "ama", false),
+		"another issuer":  g.idp.LogoutToken(t, "https://id.evil.example", testenv.MCPClientID, "ama", true),
+		"not a token":     "x.y.z",
+		"an access token": tok,
+	} {
+		if code := post(bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, code)
+		}
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err != nil || structured(t, res)["status"] != "executed" {
+		t.Fatalf("a refused logout token ended ama's authority: %v %s", err, text(res))
+	}
+	if code := post(g.idp.LogoutToken(t, g.idp.URL, testenv.MCPClientID, "ama", true)); code != http.StatusOK {
+		t.Fatalf("a valid logout token: %d", code)
+	}
+	var live int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM vault.credentials WHERE issuer = $1 AND subject = 'ama' AND NOT revoked`, g.idp.URL).Scan(&live)
+	if live != 0 {
+		t.Fatalf("%d of ama's credentials outlived the logout", live)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err == nil {
+		t.Fatalf("ama's token ran a tool after the logout: %s", text(res))
+	}
+	if err := g.idp.SetRole(ctx, "kofi", "store_manager", []int64{113}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); g.logs.FilterMessage("sign-in revoked by the provider").FilterField(zap.String("subject", "kofi")).Len() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the role change's logout never reached the MCP server")
+		}
 	}
 }

@@ -20,6 +20,9 @@ type Settings struct {
 	Issuer string
 	// MaxWait bounds a tools/call's wait for a card (MCP_MAX_WAIT, 2m).
 	MaxWait time.Duration
+	// ClientID is the MCP client registered at the provider, the audience
+	// of its logout tokens (MCP_OIDC_CLIENT_ID, toolgate-mcp).
+	ClientID string
 }
 
 // SettingsFromEnv reads the MCP_* variables; the error names the one to fix.
@@ -34,6 +37,7 @@ func SettingsFromEnv() (Settings, error) {
 	s.Resource = env("MCP_RESOURCE", "http://"+s.Addr+Path)
 	s.Audience = env("MCP_AUDIENCE", s.Resource)
 	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
+	s.ClientID = env("MCP_OIDC_CLIENT_ID", "toolgate-mcp")
 	wait, err := time.ParseDuration(env("MCP_MAX_WAIT", "2m"))
 	if err != nil || wait < 0 {
 		return s, fmt.Errorf("MCP_MAX_WAIT=%q: want a Go duration such as 2m (0 never waits for a card)", os.Getenv("MCP_MAX_WAIT"))

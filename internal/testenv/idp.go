@@ -44,6 +44,18 @@ func NewIdP(t testing.TB, clientURL string) *IdP {
 // NewIdPWith is NewIdP with the provider's clock (time.Now when nil).
 func NewIdPWith(t testing.TB, clientURL string, now func() time.Time) *IdP {
 	t.Helper()
+	return newIdP(t, clientURL, "", now)
+}
+
+// NewIdPForMCP is NewIdP with the MCP client's logout tokens sent to an
+// MCP server at mcpURL (its /backchannel-logout).
+func NewIdPForMCP(t testing.TB, clientURL, mcpURL string) *IdP {
+	t.Helper()
+	return newIdP(t, clientURL, mcpURL+"/backchannel-logout", nil)
+}
+
+func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) *IdP {
+	t.Helper()
 	users, err := idp.DemoUsers()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +70,7 @@ func NewIdPWith(t testing.TB, clientURL string, now func() time.Time) *IdP {
 	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Now: now, Clients: []idp.Client{{
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
-		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience}}})
+		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,10 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	logout, err := mcpgate.NewLogoutVerifier(ctx, set.Issuer, set.ClientID, 30*time.Second)
+	if err != nil {
+		return err
+	}
 	pool, err := cfg.OpenPool(ctx, "mcp")
 	if err != nil {
 		return err
@@ -42,6 +46,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	defer c.Close()
 	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, Verify: verify, Credential: mcpgate.VaultCredentials(pool), Revoked: mcpgate.VaultRevocations(pool),
+		Logout: logout, Revoke: mcpgate.VaultRevoke(pool),
 		Resource: set.Resource, AuthorizationServer: set.Issuer, MaxWait: set.MaxWait, Logger: log}).Handler())
 	log.Info("MCP server listening", zap.String("addr", set.Addr), zap.String("resource", set.Resource), zap.String("issuer", set.Issuer))
 	return httpserver.Run(ctx, srv)
