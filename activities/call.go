@@ -245,7 +245,10 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	var role, acr *string
 	var stores []int64
 	var authTime *time.Time
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked, demo, role, store_ids, acr, auth_time FROM vault.credentials WHERE ref = $1`,
+	// A credential whose sign-in a revocation has ended since (migration
+	// 022) is refused even if its row was not yet marked revoked.
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
+		demo, role, store_ids, acr, auth_time FROM vault.credentials WHERE ref = $1`,
 		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &stores, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)

@@ -164,13 +164,20 @@ func TestSignOutRevokesACopiedCookie(t *testing.T) {
 // TestLockoutEndsAuthority: kofi, signed in, is sent for his code by the
 // $960.00 card and enters five wrong ones. The account locks: his existing
 // session (and a copy of its cookie) ends at once by back-channel logout,
-// the right code afterwards passes nothing, a new sign-in fails, and no
-// decision reaches the call.
+// the right code afterwards passes nothing, a new sign-in fails, no
+// decision reaches the call, and the credential issued to his sign-in is
+// revoked.
 func TestLockoutEndsAuthority(t *testing.T) {
 	u := newUI(t, 0)
 	u.request(t, "lock", "c1", 100)
 	id := workflows.WorkflowID("lock", "c1")
 	kofi := u.signIn(t, "kofi")
+	// A credential issued to kofi's sign-in at this provider (as the MCP
+	// server issues one): the card UI's back-channel logout revokes it.
+	if _, err := u.Owner.Exec(context.Background(), `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+		SELECT 'cr_kofi_lock', user_id, client_secret, $1, 'kofi', role, store_ids, 'pwd', now() FROM vault.credentials WHERE ref = 'cred-kofi'`, u.IdP.URL); err != nil {
+		t.Fatal(err)
+	}
 	copied := kofi.copyCookie(t)
 	kofi.step(kofi.c.Get(u.URL + "/signin?card=" + id))
 	for i := 0; i < idp.MaxFactorFailures-1; i++ {
@@ -189,6 +196,9 @@ func TestLockoutEndsAuthority(t *testing.T) {
 	}
 	if !signedOut(t, copied, u.URL) || !signedOut(t, kofi.c, u.URL) {
 		t.Fatal("the lock did not end kofi's session")
+	}
+	if n := u.count(t, `SELECT count(*) FROM vault.credentials WHERE ref = 'cr_kofi_lock' AND revoked`); n != 1 {
+		t.Fatal("the lock did not revoke the credential issued to kofi's sign-in")
 	}
 	// The right code, on a flow that reached the code step: refused.
 	again := u.signInStart(t)

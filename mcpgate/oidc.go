@@ -64,6 +64,10 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 		if !policy.ValidID(id.UserID) || id.Role == "" || len(id.StoreIDs) > policy.MaxSessionStores {
 			return Identity{}, errors.New("the token names no user, role or valid stores")
 		}
+		if id.Subject == "" || id.AuthTime.IsZero() {
+			// Without them no revocation could tell this sign-in from another.
+			return Identity{}, errors.New("the token names no subject or sign-in time (auth_time)")
+		}
 		return id, nil
 	}, nil
 }

@@ -6,6 +6,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -420,7 +421,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 		if age <= 0 {
 			age = RequesterTierMaxAge
 		}
-		v.RequesterMaxAgeSeconds = int64(age.Seconds())
+		v.RequesterMaxAgeSeconds = int64(math.Ceil(age.Seconds()))
 	}
 	if decision == DecisionApprove {
 		v.Message = "Waiting for a person to approve."

@@ -129,3 +129,21 @@ func TestARequesterTierHasAMaximumAge(t *testing.T) {
 		t.Fatalf("a fresh mfa sign-in for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 }
+
+// TestARevokedSignInsCredentialNeverRuns: a credential issued to ama's
+// sign-in as a revocation of that sign-in ran (so its row was not marked
+// revoked) is refused at the exchange all the same: the call waits for a
+// new sign-in and nothing runs upstream.
+func TestARevokedSignInsCredentialNeverRuns(t *testing.T) {
+	s := testenv.NewStack(t)
+	sess := ama("raced")
+	sess.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRPassword)
+	if _, err := s.Owner.Exec(context.Background(), `INSERT INTO vault.sign_in_revocations (issuer, subject, revoked_at, reason)
+		VALUES ('https://id.toolgate.test', 'ama', now() + interval '1 second', 'locked')`); err != nil {
+		t.Fatal(err)
+	}
+	res := s.First(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "c1", Args: json.RawMessage(`{"articleId":40211}`), Session: sess}).ToolCallResult
+	if res.Status != workflows.StatusAwaitingSignIn || res.Code != policy.CodeCredentialUnavailable {
+		t.Fatalf("a credential of a revoked sign-in: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+}

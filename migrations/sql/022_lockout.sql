@@ -22,6 +22,9 @@ BEGIN
   IF coalesce(p_issuer, '') = '' OR coalesce(p_subject, '') = '' THEN
     RAISE EXCEPTION 'a revocation names an issuer and a subject' USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- One person's revocations and issues take turns, so a credential issued
+  -- while the revocation runs is either refused or revoked with the rest.
+  PERFORM pg_advisory_xact_lock(hashtextextended('toolgate-sign-in:' || p_issuer || '|' || p_subject, 0));
   INSERT INTO vault.sign_in_revocations (issuer, subject, revoked_at, reason)
   VALUES (p_issuer, p_subject, clock_timestamp(), left(coalesce(p_reason, ''), 200))
   ON CONFLICT (issuer, subject) DO UPDATE SET revoked_at = greatest(vault.sign_in_revocations.revoked_at, EXCLUDED.revoked_at), reason = EXCLUDED.reason;
@@ -45,6 +48,10 @@ RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, vau
 DECLARE
   new_ref text := 'cr_' || replace(gen_random_uuid()::text, '-', '');
 BEGIN
+  IF coalesce(p_issuer, '') = '' OR coalesce(p_subject, '') = '' THEN
+    RAISE EXCEPTION 'a credential is issued to a sign-in that names an issuer and a subject' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('toolgate-sign-in:' || p_issuer || '|' || p_subject, 0));
   IF vault.sign_in_revoked(p_issuer, p_subject, p_auth_time) THEN
     RAISE EXCEPTION 'the sign-in of % was revoked', p_user USING ERRCODE = 'insufficient_privilege';
   END IF;
