@@ -26,15 +26,9 @@ var DefaultClaims = Claims{User: "preferred_username", Role: "toolgate_role", St
 // provider's JWKS key, from its issuer, for audience, unexpired, naming a
 // user, a role and stores.
 func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wait time.Duration) (func(context.Context, string) (Identity, error), error) {
-	var prov *oidc.Provider
-	var err error
-	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
-		if prov, err = oidc.NewProvider(ctx, issuer); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	prov, err := discover(ctx, issuer, wait)
 	if err != nil {
-		return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
+		return nil, err
 	}
 	v := prov.Verifier(&oidc.Config{ClientID: audience})
 	return func(ctx context.Context, raw string) (Identity, error) {
@@ -110,15 +104,9 @@ const BackChannelLogoutEvent = "http://schemas.openid.net/event/backchannel-logo
 // signed with the provider's key, from its issuer, for clientID, carrying
 // the back-channel logout event and a subject, and no nonce.
 func NewLogoutVerifier(ctx context.Context, issuer, clientID string, wait time.Duration) (func(context.Context, string) (Logout, error), error) {
-	var prov *oidc.Provider
-	var err error
-	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
-		if prov, err = oidc.NewProvider(ctx, issuer); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	prov, err := discover(ctx, issuer, wait)
 	if err != nil {
-		return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
+		return nil, err
 	}
 	v := prov.Verifier(&oidc.Config{ClientID: clientID})
 	return func(ctx context.Context, raw string) (Logout, error) {
@@ -153,5 +141,18 @@ func VaultRevoke(pool *pgxpool.Pool) func(context.Context, Logout) error {
 			return fmt.Errorf("revoke the sign-in of %s: %w", l.Subject, err)
 		}
 		return nil
+	}
+}
+
+// discover finds the OpenID provider, retrying for up to wait while it starts.
+func discover(ctx context.Context, issuer string, wait time.Duration) (*oidc.Provider, error) {
+	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
+		prov, err := oidc.NewProvider(ctx, issuer)
+		if err == nil {
+			return prov, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
+		}
 	}
 }
