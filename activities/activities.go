@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -38,6 +39,8 @@ type StepUp struct {
 
 // Activities holds the dependencies of toolgate's activities.
 type Activities struct {
+	// Policy is the deployment's packs: each tool's route and spec.
+	Policy *policy.Policy
 	// DevMode lets demo credentials (readable refs such as cred-ama) through.
 	DevMode bool
 	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.
@@ -53,12 +56,12 @@ type Activities struct {
 	Webhook *Webhook
 }
 
-// New returns the activities with their dependencies: the worker's pool,
+// New returns the activities with their dependencies: the packs' policy, the worker's pool,
 // the upstream's URL (an HTTP client with a 30 s bound), the sanitizer in
 // force, the logger and a Temporal client (nil leaves an earlier run's
 // result out when a later run of a call ID is refused).
-func New(pool *pgxpool.Pool, upstreamURL string, s sanitize.Sanitizer, log *zap.Logger, c client.Client) *Activities {
-	return &Activities{Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL, Sanitizer: s, Logger: log, Temporal: c}
+func New(p *policy.Policy, pool *pgxpool.Pool, upstreamURL string, s sanitize.Sanitizer, log *zap.Logger, c client.Client) *Activities {
+	return &Activities{Policy: p, Pool: pool, HTTP: &http.Client{Timeout: 30 * time.Second}, UpstreamURL: upstreamURL, Sanitizer: s, Logger: log, Temporal: c}
 }
 
 // Register registers every activity on the worker.

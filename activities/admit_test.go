@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -19,13 +21,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func admitIn(note string) activities.AdmitInput {
 	args, _ := json.Marshal(map[string]any{"kind": "recount", "dueBy": "today", "note": note, "storeId": 112})
 	return checked(policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
-		UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}, nil)
+		UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}, nil)
 }
 
 // checked is what the workflow sends admission: its recorded verdict of
 // steps 0-6 for the request.
 func checked(req policy.Request, value *int64) activities.AdmitInput {
-	return activities.AdmitInput{Verdict: policy.Default().Check(req, value), Tool: req.Tool, Session: req.Session, ValueCents: value}
+	return activities.AdmitInput{Verdict: testenv.Policy.Check(req, value), Tool: req.Tool, Session: req.Session, ValueCents: value}
 }
 
 // TestAdmitIsRaceFree: 60 admissions at once with 25 of 30 used admit

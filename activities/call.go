@@ -95,7 +95,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
 	}
-	spec, ok := policy.Lookup(in.Tool)
+	spec, ok := a.Policy.Spec(in.Tool)
 	if !ok || spec.Route.Path == "" {
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream route is defined for %q", in.Tool), ErrUpstream, nil)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -20,9 +22,9 @@ func TestCallToolRunsOnlyTheApprovedArgs(t *testing.T) {
 	url := testenv.Database(t)
 	srv := testenv.Upstream(t, url)
 	a := testenv.NewActivities(testenv.AppPool(t, url), srv.URL, zap.NewNop())
-	approved, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	approved, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 	hash, _ := policy.ArgsHash("request_stock_transfer", approved)
-	tampered, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 200, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	tampered, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 200, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
@@ -59,11 +61,11 @@ func TestCallToolRecordsItsOutcome(t *testing.T) {
 	a := testenv.NewActivities(testenv.AppPool(t, url), srv.URL, zap.NewNop())
 	owner := testenv.OwnerPool(t, url)
 	ctx := context.Background()
-	session := policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
-	action, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 	hash, _ := policy.ArgsHash("request_stock_transfer", action)
 	card := activities.ProjectInput{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, StoreID: 112,
-		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: policy.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
+		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, StoreID: 112}
 
 	var suite testsuite.WorkflowTestSuite
@@ -122,10 +124,10 @@ func TestPendingCardTakesTheRetriedExpiry(t *testing.T) {
 	url := testenv.Database(t)
 	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
 	owner := testenv.OwnerPool(t, url)
-	session := policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
-	action, _ := json.Marshal(policy.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
+	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 	card := activities.ProjectInput{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, StoreID: 112,
-		Args: action, ArgsHash: "h", Card: "40 cases", ValueCents: 100, ApproverRole: policy.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
+		Args: action, ArgsHash: "h", Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -18,9 +20,9 @@ import (
 // admissions at once admit exactly 3. A new limit is covered the day it is
 // added.
 func TestEveryLimitHoldsUnderConcurrency(t *testing.T) {
-	p := policy.Default()
+	p := testenv.Policy
 	const room, burst = 3, 20
-	for _, row := range policy.Table {
+	for _, row := range mangrove.Table {
 		for i, l := range row.Limits {
 			for _, kind := range []string{"calls", "cents"} {
 				if (kind == "calls" && l.MaxCalls == 0) || (kind == "cents" && l.MaxCents == 0) {
@@ -30,7 +32,7 @@ func TestEveryLimitHoldsUnderConcurrency(t *testing.T) {
 					url := testenv.Database(t)
 					a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
 					spec, _ := p.Spec(row.Tool)
-					sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-kofi"}
+					sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-kofi"}
 					value := int64(960)
 					if row.HardLimitCents > 0 && value > row.HardLimitCents {
 						value = row.HardLimitCents

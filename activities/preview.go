@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/upstream/api"
 	"go.temporal.io/sdk/temporal"
@@ -41,10 +42,10 @@ type PreviewResult struct {
 
 // Preview runs a tool's read-only dry run as the signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
-	if in.Tool != policy.ToolRequestStockTransfer {
+	if in.Tool != mangrove.ToolRequestStockTransfer {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	var args policy.RequestStockTransferArgs
+	var args mangrove.RequestStockTransferArgs
 	if err := json.Unmarshal(in.Args, &args); err != nil {
 		return PreviewResult{}, badArgs(err)
 	}
@@ -65,7 +66,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if p.FromStoreID == 0 {
 		return PreviewResult{ValueCents: p.ValueCents, Shortfall: p.Shortfall}, nil
 	}
-	action, _ := json.Marshal(policy.TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: in.StoreID, FromStoreID: p.FromStoreID})
+	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: in.StoreID, FromStoreID: p.FromStoreID})
 	return PreviewResult{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil
 }
 

@@ -46,7 +46,7 @@ func TestWebhookDeliveries(t *testing.T) {
 		w.WriteHeader(status)
 	}))
 	defer srv.Close()
-	a := activities.New(nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
+	a := activities.New(nil, nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
 	ev := activities.CardEvent{Type: activities.CardEventPending, WorkflowID: "toolcall-c1-call8", RunID: "r", CardVersion: 1, Status: activities.CardPending,
 		Tool: "request_stock_transfer", StoreID: 112, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1}
 	if err := a.Notify(context.Background(), ev); err != nil || len(got) != 0 {
@@ -81,7 +81,7 @@ func TestWebhookFollowsNoRedirect(t *testing.T) {
 	defer other.Close()
 	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL+"/steal", code) }))
-		a := activities.New(nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
+		a := activities.New(nil, nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
 		a.Webhook = &activities.Webhook{URL: hook.URL, Secret: hookSecret, CardsURL: "https://cards.example.com/"}
 		err := a.Notify(context.Background(), activities.CardEvent{Type: activities.CardEventPending, WorkflowID: "toolcall-c1-call9", RunID: "r", CardVersion: 1,
 			Status: activities.CardPending, Tool: "request_stock_transfer", StoreID: 112, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1})

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/insights"
@@ -48,7 +50,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, ApproverIssuers: []string{id.URL}})
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 		RedirectURL: srv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
 		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
 	if err != nil {
@@ -56,19 +58,19 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	}
 	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now,
-		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor")}, TemporalWeb: "http://temporal-web.test/", Namespace: testenv.Namespace()}).Handler())
+		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}, TemporalWeb: "http://temporal-web.test/", Namespace: testenv.Namespace()}).Handler())
 	u.Stack, u.IdP = s, id
 	return u
 }
 
-var amaSession = policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}
+var amaSession = policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}
 
 // request puts a transfer card up and returns its first outcome.
 func (u *ui) request(t *testing.T, conv, call string, quantity int) workflows.Outcome {
 	t.Helper()
 	sess := amaSession
 	sess.ConversationID = conv
-	first, _, err := workflows.Call(context.Background(), u.Client, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call,
+	first, _, err := workflows.Call(context.Background(), u.Client, u.Policy, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call,
 		Args: json.RawMessage(fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, quantity)), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("card %s: %v %+v", call, err, first)
@@ -216,7 +218,7 @@ func TestForgedDecisionRunsNothing(t *testing.T) {
 	u := newUI(t, 0)
 	first := u.request(t, "forge", "c1", 40)
 	id := workflows.WorkflowID("forge", "c1")
-	amaID := policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
+	amaID := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
 	bare := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
 	stolen := testenv.Sign(bare, first.CardRef())
 	stolen.Approver.StoreIDs = []int64{112, 118}

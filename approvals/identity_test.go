@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -240,7 +242,7 @@ func TestDecisionsShortOfEvidenceAreRefused(t *testing.T) {
 	u := newUI(t, 0)
 	first := u.request(t, "short", "c1", 100)
 	id := workflows.WorkflowID("short", "c1")
-	kofiID := policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{112}}
+	kofiID := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{112}}
 	now := time.Now()
 	for _, ev := range []policy.AuthEvidence{
 		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.Add(-6 * time.Minute).UTC().Format(time.RFC3339)},
@@ -377,7 +379,7 @@ func TestCardShowsTheAssistantsWords(t *testing.T) {
 	u := newUI(t, 0)
 	sess := amaSession
 	sess.ConversationID = "words"
-	first, run, err := workflows.Call(context.Background(), u.Client, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "c1",
+	first, run, err := workflows.Call(context.Background(), u.Client, u.Policy, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "c1",
 		Args: json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"The <b>festival</b> is on Saturday."}`), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
@@ -440,7 +442,7 @@ func TestCookiesAreSecureBehindHTTPS(t *testing.T) {
 		callback string
 		secure   bool
 	}{{"https://cards.example.com/auth/callback", true}, {"http://127.0.0.1:8080/auth/callback", false}} {
-		auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+		auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 			RedirectURL: tc.callback, Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
 			RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
 		if err != nil {

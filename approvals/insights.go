@@ -50,8 +50,8 @@ func (s *Server) insightsPage(w http.ResponseWriter, r *http.Request, sess sessi
 	if !s.auditorOnly(w, sess) {
 		return
 	}
-	d := insightsData{pageData: pageData{Title: "Insights", User: &sess.User, CSRF: s.csrf(sess)}, Tools: policy.Default().Names(), Fast: insights.FastDecision.String()}
-	f, err := insights.ParseFilter(r.URL.Query(), s.now(), sess.User.StoreIDs)
+	d := insightsData{pageData: pageData{Title: "Insights", User: &sess.User, CSRF: s.csrf(sess)}, Tools: s.Auditor.Policy.Names(), Fast: insights.FastDecision.String()}
+	f, err := s.Auditor.ParseFilter(r.URL.Query(), s.now(), sess.User.StoreIDs)
 	d.Page.Filter = f
 	if err != nil {
 		d.Error = err.Error()
@@ -97,7 +97,7 @@ func (s *Server) storyPage(w http.ResponseWriter, r *http.Request, sess session)
 // registerPage shows the action register to anyone signed in: the rules
 // every card and call is held to.
 func (s *Server) registerPage(w http.ResponseWriter, _ *http.Request, sess session) {
-	reg, err := register.Default()
+	reg, err := register.Default(s.Auditor.Policy)
 	if err != nil {
 		s.fail(w, err)
 		return

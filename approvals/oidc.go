@@ -33,6 +33,18 @@ type OIDC struct {
 	// ACRValues maps toolgate's levels (pwd, mfa) to the provider's acr
 	// values, both for asking (acr_values) and for reading the ID token.
 	ACRValues map[string]string
+	// Roles are the packs' roles a sign-in may carry (policy.Roles), in
+	// the order the card UI names them; auditor is always one more.
+	Roles []policy.Role
+}
+
+// RolesOf lists the roles of a deployment's packs, for OIDC.Roles.
+func RolesOf(p *policy.Policy) []policy.Role {
+	var out []policy.Role
+	for _, r := range p.Roles() {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 // OIDCFromEnv reads the APPROVALS_OIDC_* settings. The issuer, client ID,
@@ -175,7 +187,7 @@ func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
 	if c.User.Name == "" {
 		c.User.Name = c.User.UserID
 	}
-	role, err := roleOf(raw[a.cfg.RoleClaim])
+	role, err := roleOf(raw[a.cfg.RoleClaim], a.cfg.Roles)
 	if err != nil {
 		return c, fmt.Errorf("the ID token's %q claim: %w", a.cfg.RoleClaim, err)
 	}
@@ -194,22 +206,27 @@ func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
 	return c, nil
 }
 
-// roleOf reads a role claim: a string, or a list whose first known role counts.
-func roleOf(raw json.RawMessage) (policy.Role, error) {
-	known := []policy.Role{policy.RoleAreaManager, policy.RoleStoreManager, RoleAuditor}
+// roleOf reads a role claim: a string, or a list whose first known role
+// counts (the packs' roles and auditor).
+func roleOf(raw json.RawMessage, roles []policy.Role) (policy.Role, error) {
+	known := append(slices.Clone(roles), RoleAuditor)
 	var one string
 	if json.Unmarshal(raw, &one) == nil && slices.Contains(known, policy.Role(one)) {
 		return policy.Role(one), nil
 	}
 	var many []string
 	if json.Unmarshal(raw, &many) == nil {
-		for _, r := range known {
-			if slices.Contains(many, string(r)) {
-				return r, nil
+		for _, r := range many {
+			if slices.Contains(known, policy.Role(r)) {
+				return policy.Role(r), nil
 			}
 		}
 	}
-	return "", fmt.Errorf("no card UI role (%s, %s or %s) in %s", policy.RoleStoreManager, policy.RoleAreaManager, RoleAuditor, clip(string(raw)))
+	names := make([]string, len(known))
+	for i, r := range known {
+		names[i] = string(r)
+	}
+	return "", fmt.Errorf("no card UI role (%s or %s) in %s", strings.Join(names[:len(names)-1], ", "), RoleAuditor, clip(string(raw)))
 }
 
 // storesOf reads a stores claim: a list of numbers or numeric strings, or

@@ -159,8 +159,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		"the provider knows the card UI's callback":               env("idp", "IDP_REDIRECT_URIS") == env("approvals", "APPROVALS_OIDC_REDIRECT_URL"),
 		"the provider and card UI share a client":                 env("idp", "IDP_CLIENT_ID") == env("approvals", "APPROVALS_OIDC_CLIENT_ID"),
 	}
-	if grace, err := time.ParseDuration(svcs["worker"].StopGrace); err != nil || grace <= workflows.StopTimeout() {
-		checks["the worker's stop_grace_period outlasts its stop timeout "+workflows.StopTimeout().String()] = false
+	if grace, err := time.ParseDuration(svcs["worker"].StopGrace); err != nil || grace <= workflows.StopTimeout(testenv.Policy) {
+		checks["the worker's stop_grace_period outlasts its stop timeout "+workflows.StopTimeout(testenv.Policy).String()] = false
 	}
 	for what, ok := range checks {
 		if !ok {

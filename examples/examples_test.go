@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -67,7 +69,7 @@ func TestTypeScriptTemporalClient(t *testing.T) {
 		t.Fatalf("first outcome: %+v", first.First)
 	}
 	if err := workflows.Decide(ctx, s.Client, first.First.IdempotencyKey, policy.Approval{Decision: policy.Approve,
-		Approver: policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())},
+		Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (r Reader) ExportEvals(ctx context.Context, since time.Time, w io.Writer) (
 		if cur == nil {
 			return nil
 		}
-		if spec, ok := policy.Lookup(cur.Tool); ok && spec.Tier == policy.TierRead && cur.Decision == "allow" && cur.Outcome == "pending" {
+		if spec, ok := r.Policy.Spec(cur.Tool); ok && spec.Tier == policy.TierRead && cur.Decision == "allow" && cur.Outcome == "pending" {
 			cur.Outcome, cur.OutcomeCode, cur.OutcomeInferred = "executed", string(policy.CodeOK), true
 		}
 		n++

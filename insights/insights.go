@@ -51,7 +51,7 @@ type Filter struct {
 
 // ParseFilter reads a filter from a query string (from, to as
 // YYYY-MM-DD, inclusive; store; tool; user). Its error says what to fix.
-func ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
+func (r Reader) ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
 	f := Filter{To: now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour), Scope: scope}
 	f.From = f.To.Add(-DefaultPeriod)
 	if v := strings.TrimSpace(q.Get("from")); v != "" {
@@ -79,8 +79,8 @@ func ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
 		f.Store = n
 	}
 	if v := strings.TrimSpace(q.Get("tool")); v != "" {
-		if _, ok := policy.Lookup(v); !ok {
-			return f, fmt.Errorf("tool: %q is not a tool; use one of %s", clip(v), strings.Join(policy.Default().Names(), ", "))
+		if _, ok := r.Policy.Spec(v); !ok {
+			return f, fmt.Errorf("tool: %q is not a tool; use one of %s", clip(v), strings.Join(r.Policy.Names(), ", "))
 		}
 		f.Tool = v
 	}
@@ -135,6 +135,8 @@ func (f Filter) where(args *[]any) string {
 // Reader reads the audit log through the auditor's login.
 type Reader struct {
 	Pool *pgxpool.Pool
+	// Policy is the packs the deployment gates: the tools a filter may name.
+	Policy *policy.Policy
 }
 
 // Chart is one figure: its title, what it shows, the SVG, and the query

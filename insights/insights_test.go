@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testenv"
+
 	"github.com/toolgate/toolgate/insights"
 )
 
@@ -32,16 +34,16 @@ func TestFiltersSayWhatToFix(t *testing.T) {
 		"user=a%20b":                    "user: \"a b\" is not a user ID",
 	} {
 		v, _ := url.ParseQuery(q)
-		if _, err := insights.ParseFilter(v, now, nil); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := (insights.Reader{Policy: testenv.Policy}).ParseFilter(v, now, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", q, err, want)
 		}
 	}
 	v, _ := url.ParseQuery("from=2026-12-01&to=2026-12-04&store=112&tool=get_stock&user=ama")
-	f, err := insights.ParseFilter(v, now, []int64{112})
+	f, err := (insights.Reader{Policy: testenv.Policy}).ParseFilter(v, now, []int64{112})
 	if err != nil || f.From != time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) || f.To != time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC) || f.Query() != v.Encode() {
 		t.Fatalf("%+v %v (query %s)", f, err, f.Query())
 	}
-	f, _ = insights.ParseFilter(url.Values{}, now, nil)
+	f, _ = (insights.Reader{Policy: testenv.Policy}).ParseFilter(url.Values{}, now, nil)
 	if f.To.Sub(f.From) != insights.DefaultPeriod || !f.To.After(now) {
 		t.Fatalf("the default period: %v to %v", f.From, f.To)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -19,10 +21,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var (
 	area  = []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}
-	amaID = policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
-	kofi  = policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: area}
+	amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
+	kofi  = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: area}
 	// stamp manages stores 113 and 114 and approves everything at once.
-	stamp = policy.Identity{UserID: "stamp", Role: policy.RoleStoreManager, StoreIDs: []int64{113, 114}}
+	stamp = policy.Identity{UserID: "stamp", Role: mangrove.RoleStoreManager, StoreIDs: []int64{113, 114}}
 )
 
 // TestRubberStampSignals: each signal fires on the approver who earns it,
@@ -35,7 +37,7 @@ func TestRubberStampSignals(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
 	card := func(sess policy.Session, call, args string) (workflows.Outcome, string) {
-		first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call, Args: json.RawMessage(args), Session: sess})
+		first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call, Args: json.RawMessage(args), Session: sess})
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %s: %v %+v", call, err, first)
 		}
@@ -56,7 +58,7 @@ func TestRubberStampSignals(t *testing.T) {
 			t.Fatalf("%s: %v %+v", id, err, res)
 		}
 	}
-	ama := policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-ama"}
+	ama := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-ama"}
 	for i, q := range []int{10, 11} {
 		o, id := card(ama, fmt.Sprint("f", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, q))
 		decide(o, id, amaID, policy.Approval{Decision: policy.Approve})
@@ -86,7 +88,7 @@ func TestRubberStampSignals(t *testing.T) {
 	decide(o, id, kofi, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash})
 	ended(id)
 
-	k := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}
+	k := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}
 	for i := range 10 {
 		store := 113 + i%2
 		o, id := card(k, fmt.Sprint("k", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"festival_peak","storeId":%d}`, 1+i, store))
@@ -100,7 +102,7 @@ func TestRubberStampSignals(t *testing.T) {
 		t.Fatalf("an unknown article: %+v", r)
 	}
 
-	r := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor")}
+	r := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}
 	f := insights.Filter{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)}
 	p, err := r.Page(ctx, f)
 	if err != nil {

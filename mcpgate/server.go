@@ -70,6 +70,8 @@ func Conversation(issuer, subject string) string {
 type Server struct {
 	Temporal  client.Client
 	TaskQueue string
+	// Policy is the packs the worker gates: the tools a person's role is offered.
+	Policy *policy.Policy
 	// Verify checks a bearer access token (signature, issuer, audience,
 	// expiry) and returns who it is for.
 	Verify func(ctx context.Context, token string) (Identity, error)
@@ -209,7 +211,7 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: tools behind policy, approval and audit", Version: "1"}, &mcp.ServerOptions{
 		Instructions: "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next."})
-	for _, d := range policy.Default().DefinitionsFor(id.Role) {
+	for _, d := range s.Policy.DefinitionsFor(id.Role) {
 		destructive, open := d.Tier == policy.TierWrite || d.Tier == policy.TierIrreversible, false
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, Annotations: &mcp.ToolAnnotations{
 			ReadOnlyHint: d.Tier == policy.TierRead, DestructiveHint: &destructive, IdempotentHint: d.Idempotent, OpenWorldHint: &open}}, s.call(d.Name))
@@ -234,7 +236,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if err != nil {
 			return failure(err.Error()), nil
 		}
-		out, run, err := workflows.Call(ctx, s.Temporal, s.TaskQueue, in)
+		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, s.TaskQueue, in)
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/idp"
@@ -92,7 +94,7 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	s := testenv.NewStackWith(t, testenv.StackOptions{ApproverIssuers: []string{id.URL}})
 	g := &gate{s: s, idp: id, cards: cardSrv.URL}
 	// The card UI, signing approvers in at the same provider.
-	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 		RedirectURL: cardSrv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
 		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
 	if err != nil {
@@ -112,7 +114,7 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	g.url = srv.URL
 	core, logs := observer.New(zap.DebugLevel)
 	g.logs = logs
-	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
+	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
 		Credential: mcpgate.VaultCredentials(mcpPool), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
 		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
@@ -201,7 +203,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	want := append(policy.Default().Offered(policy.RoleStoreManager), mcpgate.StatusTool)
+	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), mcpgate.StatusTool)
 	slices.Sort(names)
 	slices.Sort(want)
 	if !slices.Equal(names, want) || slices.Contains(names, "change_price") {
@@ -303,7 +305,7 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 			return out
 		}()
 		for _, id := range ids {
-			_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: policy.RoleStoreManager,
+			_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
 				StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
 		}
 	}()
@@ -424,7 +426,7 @@ func TestMCPConversationsNeverCollide(t *testing.T) {
 	}
 	long := strings.Repeat("a", 60)
 	vault := mcpgate.VaultCredentials(testenv.ServicePool(t, g.s.DatabaseURL, "mcp"))
-	srv := httptest.NewServer((&mcpgate.Server{Temporal: g.s.Client, TaskQueue: g.s.TaskQueue,
+	srv := httptest.NewServer((&mcpgate.Server{Temporal: g.s.Client, TaskQueue: g.s.TaskQueue, Policy: g.s.Policy,
 		Verify: func(ctx context.Context, token string) (mcpgate.Identity, error) {
 			id, err := verify(ctx, token)
 			id.UserID = long + id.Subject[:min(4, len(id.Subject))] // two people, one 60-character prefix
@@ -511,7 +513,7 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the vault issued %s for a sign-in from before the lock", ref)
 	}
-	sm := policy.Identity{UserID: "sm112", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
+	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
 	if err := workflows.Decide(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/policy"
 )
 
 // TestMCPWithTheTypeScriptClient drives the server with the official
@@ -82,7 +83,7 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 		t.Fatalf("%v: %s", err, stdout)
 	}
 	t.Logf("the TypeScript client saw %s", stdout)
-	want := append(policy.Default().Offered(policy.RoleStoreManager), "toolgate_call_status")
+	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), "toolgate_call_status")
 	slices.Sort(want)
 	if !got.SignedIn || !slices.Equal(got.Tools, want) {
 		t.Fatalf("signed in %v, tools %v (want %v)", got.SignedIn, got.Tools, want)

@@ -179,7 +179,7 @@ func (a Approval) validate() error {
 	case !ValidID(a.Approver.UserID):
 		return fmt.Errorf("approver.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	case len(a.Approver.Role) > 32 || !roleName.MatchString(string(a.Approver.Role)):
-		return fmt.Errorf("approver.role must be a role name such as %q", RoleStoreManager)
+		return fmt.Errorf("approver.role must be a role name: lower-case letters and _, at most 32")
 	case len(a.Approver.StoreIDs) > MaxApproverStores:
 		return fmt.Errorf("approver.storeIds lists %d stores; at most %d", len(a.Approver.StoreIDs), MaxApproverStores)
 	case !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > MaxReasonRunes:

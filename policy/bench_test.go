@@ -1,8 +1,12 @@
-package policy
+package policy_test
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/toolgate/toolgate/policy"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
 )
 
 // decoded returns each row's example call, decoded and filled, with facts
@@ -11,26 +15,26 @@ type benchCall struct {
 	tool  string
 	raw   json.RawMessage
 	args  any
-	sess  Session
-	facts Facts
+	sess  policy.Session
+	facts policy.Facts
 }
 
 func benchCalls(tb testing.TB) []benchCall {
-	p := Default()
+	p := mangrovePolicy()
 	var out []benchCall
 	value := int64(9600)
-	for _, row := range Table {
+	for _, row := range mangrove.Table {
 		spec, _ := p.Spec(row.Tool)
-		args, err := Decode(spec, json.RawMessage(spec.Example))
+		args, err := mangrovePolicy().Decode(spec, json.RawMessage(spec.Example))
 		if err != nil {
 			tb.Fatal(err)
 		}
-		sess := Session{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
-		if sc, ok := args.(StoreScoped); ok {
+		sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+		if sc, ok := args.(policy.StoreScoped); ok {
 			sc.SetStore(112)
 		}
 		out = append(out, benchCall{tool: row.Tool, raw: json.RawMessage(spec.Example), args: args, sess: sess,
-			facts: Facts{ValueCents: &value, Usage: make([]Usage, len(row.Limits))}})
+			facts: policy.Facts{ValueCents: &value, Usage: make([]policy.Usage, len(row.Limits))}})
 	}
 	return out
 }
@@ -38,9 +42,9 @@ func benchCalls(tb testing.TB) []benchCall {
 // TestDecideAgreesWithAuthorize: the decoded-args path decides every row as
 // the raw-JSON path does.
 func TestDecideAgreesWithAuthorize(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	for _, c := range benchCalls(t) {
-		a := p.Authorize(Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
+		a := p.Authorize(policy.Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
 		d := p.Decide(c.tool, c.args, c.sess, c.facts)
 		if a.Decision != d.Decision || a.Code != d.Code || a.StoreID != d.StoreID || a.ApproverRole != d.ApproverRole {
 			t.Errorf("%s: Authorize %s/%s, Decide %s/%s", c.tool, a.Decision, a.Code, d.Decision, d.Code)
@@ -50,7 +54,7 @@ func TestDecideAgreesWithAuthorize(t *testing.T) {
 
 // BenchmarkDecide: the decision on decoded args, over every row of the table.
 func BenchmarkDecide(b *testing.B) {
-	p := Default()
+	p := mangrovePolicy()
 	calls := benchCalls(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -62,10 +66,10 @@ func BenchmarkDecide(b *testing.B) {
 // BenchmarkDecideAllowed: the rows that allow or ask for approval only (a
 // refusal builds its message, which allocates by design).
 func BenchmarkDecideAllowed(b *testing.B) {
-	p := Default()
+	p := mangrovePolicy()
 	var calls []benchCall
 	for _, c := range benchCalls(b) {
-		if p.Effective(c.tool) != DecisionDeny {
+		if p.Effective(c.tool) != policy.DecisionDeny {
 			calls = append(calls, c)
 		}
 	}
@@ -79,11 +83,11 @@ func BenchmarkDecideAllowed(b *testing.B) {
 // BenchmarkAuthorizeRaw: the whole chain from raw JSON args, including
 // strict decoding and validation, over every row.
 func BenchmarkAuthorizeRaw(b *testing.B) {
-	p := Default()
+	p := mangrovePolicy()
 	calls := benchCalls(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		c := &calls[i%len(calls)]
-		p.Authorize(Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
+		p.Authorize(policy.Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
 	}
 }

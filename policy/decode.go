@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -19,29 +18,55 @@ import (
 // MaxArgsBytes bounds the raw args a model may send.
 const MaxArgsBytes = 16 << 10
 
-// validate is safe for concurrent use and caches struct metadata; it holds no
-// state that changes a result, so sharing it keeps decoding deterministic.
-var validate = newValidator()
-
-func newValidator() *validator.Validate {
+// newValidator builds a policy's validator: safe for concurrent use, it
+// caches struct metadata and holds no state that changes a result, so
+// sharing it keeps decoding deterministic. It knows the packs' formats.
+func newValidator(formats map[string]Format) *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string { return jsonName(f) })
-	_ = v.RegisterValidation("grnid", func(fl validator.FieldLevel) bool { return grnID.MatchString(fl.Field().String()) })
+	for tag, f := range formats {
+		pattern := f.Pattern
+		_ = v.RegisterValidation(tag, func(fl validator.FieldLevel) bool { return pattern.MatchString(fl.Field().String()) })
+	}
 	return v
 }
 
-// grnID is the shape of a goods received note id (validate tag grnid).
-var grnID = regexp.MustCompile(`^GRN-[0-9]{1,10}$`)
+// checkArgs refuses, at start, an args type the chain could not judge: a
+// validate rule that is neither built in nor a pack's format (the
+// validator would panic on it at the first call, and the schema the model
+// sees would not say it), or a format on a field that is not a string.
+func (p *Policy) checkArgs(spec ToolSpec) error {
+	if spec.Args.Kind() != reflect.Struct {
+		return fmt.Errorf("its args type %s is not a struct", spec.Args)
+	}
+	for _, f := range fieldsOf(spec.Args) {
+		for _, rule := range strings.Split(f.validate, ",") {
+			key, _, _ := strings.Cut(rule, "=")
+			if key == "" || slices.Contains(builtinTags, key) {
+				continue
+			}
+			if _, ok := p.formats[key]; !ok {
+				return fmt.Errorf("field %q has the rule %q, which is neither built in (%s) nor one of the packs' formats", f.name, key, strings.Join(builtinTags, ", "))
+			}
+			if f.typ.Kind() != reflect.String {
+				return fmt.Errorf("field %q has the format %q but is not a string", f.name, key)
+			}
+		}
+	}
+	return nil
+}
 
 // Decode strictly decodes raw args into a new value of the tool's args type
 // and validates it. Unknown fields (including case variants), duplicate
 // fields, wrong types, trailing data and failed rules are errors whose text
 // names the field, the rule and the allowed values.
-func Decode(spec ToolSpec, raw json.RawMessage) (any, error) { return decode(spec, raw, true) }
+func (p *Policy) Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
+	return p.decode(spec, raw, true)
+}
 
 // decode is Decode; without the plan it takes the reflective path only
 // (the oracle the plan is tested against).
-func decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
+func (p *Policy) decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
 	fields := fieldsOf(spec.Args)
 	if len(raw) > MaxArgsBytes {
 		return nil, argErrorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
@@ -56,7 +81,7 @@ func decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
 	if trimmed[0] != '{' {
 		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
 	}
-	if pl := planOf(spec.Args); pl != nil && usePlan {
+	if pl := p.planOf(spec.Args); pl != nil && usePlan {
 		if v, ok := pl.decode(spec.Args, trimmed); ok {
 			return v, nil
 		}
@@ -70,8 +95,8 @@ func decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
 	if err := dec.Decode(ptr.Interface()); err != nil {
 		return nil, describeDecodeError(err, fields)
 	}
-	if err := validate.Struct(ptr.Interface()); err != nil {
-		return nil, describeValidation(err, spec)
+	if err := p.validate.Struct(ptr.Interface()); err != nil {
+		return nil, p.describeValidation(err, spec)
 	}
 	redactFields(ptr.Elem())
 	return ptr.Interface(), nil
@@ -151,7 +176,7 @@ func describeDecodeError(err error, fields []field) error {
 	return argErrorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
 }
 
-func describeValidation(err error, spec ToolSpec) error {
+func (p *Policy) describeValidation(err error, spec ToolSpec) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
 		return argErrorf("The arguments are not valid: %v.", err)
@@ -182,10 +207,11 @@ func describeValidation(err error, spec ToolSpec) error {
 		rule = "must be the nextCursor of a previous answer (digits only)"
 	case "startswith":
 		rule = fmt.Sprintf("must start with %q", fe.Param())
-	case "grnid":
-		rule = `must be a GRN id such as "GRN-88213", as get_deliveries returns it`
 	default:
 		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
+		if f, ok := p.formats[fe.Tag()]; ok {
+			rule = f.Rule
+		}
 	}
 	return argErrorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
 }
@@ -311,8 +337,8 @@ func argErrorf(format string, args ...any) error {
 // call, so not even the workflow's input holds a phone number or an e-mail
 // address in a task's note. Args that are not an object of the tool's
 // fields come back unchanged: the chain refuses them anyway.
-func RedactPII(tool string, args json.RawMessage) json.RawMessage {
-	spec, ok := Lookup(tool)
+func (p *Policy) RedactPII(tool string, args json.RawMessage) json.RawMessage {
+	spec, ok := p.Spec(tool)
 	if !ok {
 		return args
 	}

@@ -1,13 +1,17 @@
-package policy
+package policy_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/policy"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
 )
 
 func TestDecodeNamesFieldRuleAndAllowedValues(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	cases := []struct {
 		tool, args string
 		want       []string
@@ -35,11 +39,11 @@ func TestDecodeNamesFieldRuleAndAllowedValues(t *testing.T) {
 		{"request_stock_transfer", `{"articleId":40211,"quantity":501,"reason":"stockout_risk"}`, []string{`"quantity"`, "at most 500"}},
 		{"request_stock_transfer", `{"articleId":40211,"quantity":5,"reason":"promotion"}`, []string{`"reason"`, "one of: stockout_risk, festival_peak, damaged_delivery"}},
 		{"get_stock", `{"articleId":1,"role":"area_manager"}`, []string{`"role"`}},
-		{"get_stock", `{"articleId":1,"storeId":112,"x":"` + strings.Repeat("a", MaxArgsBytes) + `"}`, []string{"bytes"}},
+		{"get_stock", `{"articleId":1,"storeId":112,"x":"` + strings.Repeat("a", policy.MaxArgsBytes) + `"}`, []string{"bytes"}},
 	}
 	for _, c := range cases {
 		spec, _ := p.Spec(c.tool)
-		_, err := Decode(spec, json.RawMessage(c.args))
+		_, err := mangrovePolicy().Decode(spec, json.RawMessage(c.args))
 		if err == nil {
 			t.Errorf("%s %.60s: decoded, want an error", c.tool, c.args)
 			continue
@@ -53,33 +57,33 @@ func TestDecodeNamesFieldRuleAndAllowedValues(t *testing.T) {
 }
 
 func TestDecodeAcceptsValidArgs(t *testing.T) {
-	spec, _ := Default().Spec("create_task")
-	v, err := Decode(spec, json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today","storeId":112,"note":"Night shift, aisle 4"}`))
+	spec, _ := mangrovePolicy().Spec("create_task")
+	v, err := mangrovePolicy().Decode(spec, json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today","storeId":112,"note":"Night shift, aisle 4"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := v.(*CreateTaskArgs)
-	if a.Kind != TaskRecount || *a.StoreID != 112 || a.ArticleID != 40211 || a.DueBy != DayToday {
+	a := v.(*mangrove.CreateTaskArgs)
+	if a.Kind != mangrove.TaskRecount || *a.StoreID != 112 || a.ArticleID != 40211 || a.DueBy != mangrove.DayToday {
 		t.Fatalf("decoded %+v", a)
 	}
-	if _, err := Decode(spec, nil); err == nil || !strings.Contains(err.Error(), `"kind"`) {
+	if _, err := mangrovePolicy().Decode(spec, nil); err == nil || !strings.Contains(err.Error(), `"kind"`) {
 		t.Fatalf("empty args: %v", err)
 	}
 }
 
 func TestSchemaFollowsTheGoTypes(t *testing.T) {
-	for _, spec := range Tools {
-		s := Schema(spec.Args)
+	for _, spec := range mangrove.Tools {
+		s := mangrovePolicy().Schema(spec.Args)
 		if s["additionalProperties"] != false || s["type"] != "object" {
 			t.Errorf("%s: schema must be a closed object", spec.Name)
 		}
 		props := s["properties"].(map[string]any)
-		for _, f := range fieldsOf(spec.Args) {
-			if _, ok := props[f.name]; !ok {
-				t.Errorf("%s: schema lacks %s", spec.Name, f.name)
+		for _, f := range policy.FieldsOf(spec.Args) {
+			if _, ok := props[f.Name]; !ok {
+				t.Errorf("%s: schema lacks %s", spec.Name, f.Name)
 			}
-			if f.desc == "" {
-				t.Errorf("%s.%s: every arg needs a description for the model", spec.Name, f.name)
+			if f.Desc == "" {
+				t.Errorf("%s.%s: every arg needs a description for the model", spec.Name, f.Name)
 			}
 		}
 		for _, banned := range []string{"userId", "role", "credentialRef", "sessionId", "storeIds", "user", "token"} {
@@ -91,15 +95,15 @@ func TestSchemaFollowsTheGoTypes(t *testing.T) {
 }
 
 func TestDefinitionsNeverOfferDeniedTools(t *testing.T) {
-	p := Default()
-	for _, role := range []Role{RoleStoreManager, RoleAreaManager, "cashier", ""} {
+	p := mangrovePolicy()
+	for _, role := range []policy.Role{mangrove.RoleStoreManager, mangrove.RoleAreaManager, "cashier", ""} {
 		defs := p.DefinitionsFor(role)
 		for _, d := range defs {
-			if d.Name == "change_price" || p.Effective(d.Name) == DecisionDeny {
+			if d.Name == "change_price" || p.Effective(d.Name) == policy.DecisionDeny {
 				t.Errorf("%s was offered to %q", d.Name, role)
 			}
 		}
-		if role == RoleStoreManager && len(defs) != 6 {
+		if role == mangrove.RoleStoreManager && len(defs) != 6 {
 			t.Errorf("store_manager is offered %d tools, want 6", len(defs))
 		}
 	}
@@ -107,12 +111,12 @@ func TestDefinitionsNeverOfferDeniedTools(t *testing.T) {
 
 // TestEveryToolHasAValidExample: each tool's example passes strict decoding.
 func TestEveryToolHasAValidExample(t *testing.T) {
-	for _, spec := range Tools {
+	for _, spec := range mangrove.Tools {
 		if spec.Example == "" {
 			t.Errorf("%s has no example", spec.Name)
 			continue
 		}
-		if _, err := Decode(spec, json.RawMessage(spec.Example)); err != nil {
+		if _, err := mangrovePolicy().Decode(spec, json.RawMessage(spec.Example)); err != nil {
 			t.Errorf("%s: example %s: %v", spec.Name, spec.Example, err)
 		}
 	}
@@ -122,7 +126,7 @@ func TestEveryToolHasAValidExample(t *testing.T) {
 // fields, other tools and args the chain would refuse pass unchanged.
 func TestRedactPII(t *testing.T) {
 	in := `{"kind":"call_supplier","dueBy":"today","note":"ring +233 24 555 0123, kwame@volta.example"}`
-	out := string(RedactPII("create_task", json.RawMessage(in)))
+	out := string(mangrovePolicy().RedactPII("create_task", json.RawMessage(in)))
 	if strings.Contains(out, "555 0123") || strings.Contains(out, "kwame@") || !strings.Contains(out, `"kind":"call_supplier"`) {
 		t.Fatalf("redacted: %s", out)
 	}
@@ -132,12 +136,12 @@ func TestRedactPII(t *testing.T) {
 		"nope":              `{"note":"kwame@volta.example"}`,
 		"get_stock":         `not json`,
 	} {
-		if got := string(RedactPII(tool, json.RawMessage(args))); got != args {
+		if got := string(mangrovePolicy().RedactPII(tool, json.RawMessage(args))); got != args {
 			t.Errorf("%s %s changed to %s", tool, args, got)
 		}
 	}
 	dup := `{"kind":"recount","dueBy":"today","note":"kwame@volta.example","note":"x"}`
-	if got := string(RedactPII("create_task", json.RawMessage(dup))); got != dup {
+	if got := string(mangrovePolicy().RedactPII("create_task", json.RawMessage(dup))); got != dup {
 		t.Errorf("args with a duplicate key were rewritten (the chain must still refuse them): %s", got)
 	}
 }

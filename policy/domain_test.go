@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
 )
 
 // domainField is one parameter of a tool as the Mangrove domain defines it
@@ -67,17 +69,17 @@ var domainTools = map[string]map[string]domainField{
 // TestSchemasAreTheDomainsParameterSets checks every tool's JSON Schema,
 // as starter tools prints it, field by field against the domain's table.
 func TestSchemasAreTheDomainsParameterSets(t *testing.T) {
-	if len(domainTools) != len(Tools) {
-		t.Fatalf("the domain table has %d tools, the registry %d", len(domainTools), len(Tools))
+	if len(domainTools) != len(mangrove.Tools) {
+		t.Fatalf("the domain table has %d tools, the registry %d", len(domainTools), len(mangrove.Tools))
 	}
-	for _, spec := range Tools {
+	for _, spec := range mangrove.Tools {
 		want, ok := domainTools[spec.Name]
 		if !ok {
 			t.Errorf("%s is not a tool of the domain", spec.Name)
 			continue
 		}
 		// Through JSON, as a model receives it.
-		raw, _ := json.Marshal(Schema(spec.Args))
+		raw, _ := json.Marshal(mangrovePolicy().Schema(spec.Args))
 		var s struct {
 			Type       string                    `json:"type"`
 			Properties map[string]map[string]any `json:"properties"`

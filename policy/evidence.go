@@ -37,13 +37,6 @@ type EvidenceRule struct {
 	MaxAge    time.Duration
 }
 
-// Evidence is the table beside the policy table: for each approve row, the
-// evidence an approval needs by the card's value, first match wins.
-var Evidence = []EvidenceRule{
-	{Tool: ToolRequestStockTransfer, UpToCents: 50000, ACR: ACRPassword, MaxAge: 8 * time.Hour},
-	{Tool: ToolRequestStockTransfer, ACR: ACRMFA, MaxAge: 5 * time.Minute},
-}
-
 // RequesterTierMaxAge is how old a requester's sign-in may be, when the
 // call is asked, to count as a row's requester tier (Row.RequesterMaxAge
 // when set): a strong sign-in from a day before is not strong now.

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"crypto/ed25519"
@@ -6,19 +6,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // TestEveryApproveRowStatesItsEvidence loops over the table: every row that
 // can decide approve has evidence rules of its own, covering every value up
 // to its hard limit, each at a known acr and a positive age.
 func TestEveryApproveRowStatesItsEvidence(t *testing.T) {
-	p := Default()
-	for _, row := range Table {
-		if p.Effective(row.Tool) != DecisionApprove {
+	p := mangrovePolicy()
+	for _, row := range mangrove.Table {
+		if p.Effective(row.Tool) != policy.DecisionApprove {
 			continue
 		}
-		var own []EvidenceRule
-		for _, r := range Evidence {
+		var own []policy.EvidenceRule
+		for _, r := range mangrove.Evidence {
 			if r.Tool == row.Tool {
 				own = append(own, r)
 			}
@@ -27,17 +30,17 @@ func TestEveryApproveRowStatesItsEvidence(t *testing.T) {
 			t.Errorf("%s decides approve but its evidence rules do not end with one for any value", row.Tool)
 		}
 		for _, r := range own {
-			if acrRank(r.ACR) < 0 || r.MaxAge <= 0 {
+			if policy.ACRRank(r.ACR) < 0 || r.MaxAge <= 0 {
 				t.Errorf("%s: rule %+v needs a known acr and a positive age", row.Tool, r)
 			}
 		}
 		for _, v := range []int64{0, 1, 50000, 50001, row.HardLimitCents} {
-			if req := EvidenceFor(Evidence, row.Tool, v); req.ACR == "" || req.MaxAgeSeconds <= 0 {
-				t.Errorf("%s at %s: no evidence requirement", row.Tool, Dollars(v))
+			if req := policy.EvidenceFor(mangrove.Evidence, row.Tool, v); req.ACR == "" || req.MaxAgeSeconds <= 0 {
+				t.Errorf("%s at %s: no evidence requirement", row.Tool, policy.Dollars(v))
 			}
 		}
 	}
-	for _, r := range Evidence {
+	for _, r := range mangrove.Evidence {
 		if _, ok := p.Row(r.Tool); !ok {
 			t.Errorf("evidence rule for %q, which has no policy row", r.Tool)
 		}
@@ -45,23 +48,23 @@ func TestEveryApproveRowStatesItsEvidence(t *testing.T) {
 }
 
 func TestTransferEvidenceByValue(t *testing.T) {
-	for value, want := range map[int64]Requirement{
-		38400: {ACR: ACRPassword, MaxAgeSeconds: 8 * 3600},
-		50000: {ACR: ACRPassword, MaxAgeSeconds: 8 * 3600},
-		50001: {ACR: ACRMFA, MaxAgeSeconds: 300},
-		96000: {ACR: ACRMFA, MaxAgeSeconds: 300},
+	for value, want := range map[int64]policy.Requirement{
+		38400: {ACR: policy.ACRPassword, MaxAgeSeconds: 8 * 3600},
+		50000: {ACR: policy.ACRPassword, MaxAgeSeconds: 8 * 3600},
+		50001: {ACR: policy.ACRMFA, MaxAgeSeconds: 300},
+		96000: {ACR: policy.ACRMFA, MaxAgeSeconds: 300},
 	} {
-		if got := EvidenceFor(Evidence, ToolRequestStockTransfer, value); got != want {
-			t.Errorf("%s needs %+v, want %+v", Dollars(value), got, want)
+		if got := policy.EvidenceFor(mangrove.Evidence, mangrove.ToolRequestStockTransfer, value); got != want {
+			t.Errorf("%s needs %+v, want %+v", policy.Dollars(value), got, want)
 		}
 	}
-	if got := EvidenceFor(Evidence, "no_such_tool", 1); got != StrictestEvidence {
+	if got := policy.EvidenceFor(mangrove.Evidence, "no_such_tool", 1); got != policy.StrictestEvidence {
 		t.Errorf("a tool without rules needs %+v, want the strictest", got)
 	}
 	// The verdict of Check records the requirement with the card.
 	value := int64(96000)
-	v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value)
-	if v.Decision != DecisionApprove || v.Evidence == nil || *v.Evidence != (Requirement{ACR: ACRMFA, MaxAgeSeconds: 300}) {
+	v := mangrovePolicy().Check(baseCall(t, mangrovePolicy(), mangrove.ToolRequestStockTransfer).req, &value)
+	if v.Decision != policy.DecisionApprove || v.Evidence == nil || *v.Evidence != (policy.Requirement{ACR: policy.ACRMFA, MaxAgeSeconds: 300}) {
 		t.Fatalf("verdict %+v does not record the mfa requirement", v)
 	}
 }
@@ -69,46 +72,46 @@ func TestTransferEvidenceByValue(t *testing.T) {
 func TestCheckEvidence(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	issuers := []string{"https://id.example"}
-	mfa5 := &Requirement{ACR: ACRMFA, MaxAgeSeconds: 300}
-	pwd8 := &Requirement{ACR: ACRPassword, MaxAgeSeconds: 8 * 3600}
-	with := func(acr string, age time.Duration) Approval {
-		return Approval{Evidence: &AuthEvidence{Issuer: issuers[0], Subject: "kofi", ACR: acr, AuthTime: now.Add(-age).Format(time.RFC3339)}}
+	mfa5 := &policy.Requirement{ACR: policy.ACRMFA, MaxAgeSeconds: 300}
+	pwd8 := &policy.Requirement{ACR: policy.ACRPassword, MaxAgeSeconds: 8 * 3600}
+	with := func(acr string, age time.Duration) policy.Approval {
+		return policy.Approval{Evidence: &policy.AuthEvidence{Issuer: issuers[0], Subject: "kofi", ACR: acr, AuthTime: now.Add(-age).Format(time.RFC3339)}}
 	}
 	for _, c := range []struct {
 		name string
-		a    Approval
-		req  *Requirement
-		want Code
+		a    policy.Approval
+		req  *policy.Requirement
+		want policy.Code
 		why  string
 	}{
-		{"card from before evidence", Approval{}, nil, CodeOK, ""},
-		{"mfa just now", with(ACRMFA, 10*time.Second), mfa5, CodeOK, ""},
-		{"mfa at the edge", with(ACRMFA, 5*time.Minute), mfa5, CodeOK, ""},
-		{"mfa satisfies pwd", with(ACRMFA, time.Hour), pwd8, CodeOK, ""},
-		{"pwd for a pwd card", with(ACRPassword, 7*time.Hour), pwd8, CodeOK, ""},
-		{"no evidence", Approval{}, mfa5, CodeStepUpRequired, "no sign-in evidence"},
-		{"no subject", Approval{Evidence: &AuthEvidence{Issuer: issuers[0], ACR: ACRMFA, AuthTime: now.Format(time.RFC3339)}}, mfa5, CodeStepUpRequired, "no sign-in evidence"},
-		{"pwd for an mfa card", with(ACRPassword, 10*time.Second), mfa5, CodeStepUpRequired, `needs "mfa"`},
-		{"unknown acr", with("urn:gold", 10*time.Second), pwd8, CodeStepUpRequired, "level"},
-		{"mfa too old", with(ACRMFA, 5*time.Minute+time.Second), mfa5, CodeStepUpRequired, "within 5m0s"},
-		{"eight-hour-old password", with(ACRPassword, 8*time.Hour+time.Minute), pwd8, CodeStepUpRequired, "within 8h0m0s"},
-		{"from the future", with(ACRMFA, -ClockSkew-time.Second), mfa5, CodeStepUpRequired, "future"},
-		{"time not a time", Approval{Evidence: &AuthEvidence{Issuer: issuers[0], Subject: "kofi", ACR: ACRMFA, AuthTime: "yesterday"}}, mfa5, CodeStepUpRequired, "RFC 3339"},
-		{"unknown issuer", Approval{Evidence: &AuthEvidence{Issuer: "https://evil.example", Subject: "kofi", ACR: ACRMFA, AuthTime: now.Format(time.RFC3339)}}, mfa5, CodeCredentialUnavailable, "not a trusted"},
+		{"card from before evidence", policy.Approval{}, nil, policy.CodeOK, ""},
+		{"mfa just now", with(policy.ACRMFA, 10*time.Second), mfa5, policy.CodeOK, ""},
+		{"mfa at the edge", with(policy.ACRMFA, 5*time.Minute), mfa5, policy.CodeOK, ""},
+		{"mfa satisfies pwd", with(policy.ACRMFA, time.Hour), pwd8, policy.CodeOK, ""},
+		{"pwd for a pwd card", with(policy.ACRPassword, 7*time.Hour), pwd8, policy.CodeOK, ""},
+		{"no evidence", policy.Approval{}, mfa5, policy.CodeStepUpRequired, "no sign-in evidence"},
+		{"no subject", policy.Approval{Evidence: &policy.AuthEvidence{Issuer: issuers[0], ACR: policy.ACRMFA, AuthTime: now.Format(time.RFC3339)}}, mfa5, policy.CodeStepUpRequired, "no sign-in evidence"},
+		{"pwd for an mfa card", with(policy.ACRPassword, 10*time.Second), mfa5, policy.CodeStepUpRequired, `needs "mfa"`},
+		{"unknown acr", with("urn:gold", 10*time.Second), pwd8, policy.CodeStepUpRequired, "level"},
+		{"mfa too old", with(policy.ACRMFA, 5*time.Minute+time.Second), mfa5, policy.CodeStepUpRequired, "within 5m0s"},
+		{"eight-hour-old password", with(policy.ACRPassword, 8*time.Hour+time.Minute), pwd8, policy.CodeStepUpRequired, "within 8h0m0s"},
+		{"from the future", with(policy.ACRMFA, -policy.ClockSkew-time.Second), mfa5, policy.CodeStepUpRequired, "future"},
+		{"time not a time", policy.Approval{Evidence: &policy.AuthEvidence{Issuer: issuers[0], Subject: "kofi", ACR: policy.ACRMFA, AuthTime: "yesterday"}}, mfa5, policy.CodeStepUpRequired, "RFC 3339"},
+		{"unknown issuer", policy.Approval{Evidence: &policy.AuthEvidence{Issuer: "https://evil.example", Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.Format(time.RFC3339)}}, mfa5, policy.CodeCredentialUnavailable, "not a trusted"},
 	} {
-		code, why := CheckEvidence(c.a, c.req, issuers, now)
+		code, why := policy.CheckEvidence(c.a, c.req, issuers, now)
 		if code != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%s: got %s %q, want %s containing %q", c.name, code, why, c.want, c.why)
 		}
 	}
-	if code, _ := CheckEvidence(with(ACRMFA, 0), mfa5, nil, now); code != CodeCredentialUnavailable {
+	if code, _ := policy.CheckEvidence(with(policy.ACRMFA, 0), mfa5, nil, now); code != policy.CodeCredentialUnavailable {
 		t.Errorf("with no trusted issuer, evidence passed (%s)", code)
 	}
 }
 
 func TestDecodeApprovalEvidence(t *testing.T) {
 	base := `{"decision":"approve","argsHash":"` + strings.Repeat("a", 64) + `","approver":{"userId":"kofi","role":"area_manager","storeIds":[112]},`
-	if a, err := DecodeApproval([]byte(base + `"evidence":{"iss":"https://id.example","sub":"kofi","acr":"mfa","amr":["pwd","otp"],"authTime":"2026-12-01T10:00:00Z"}}`)); err != nil || a.Evidence == nil || a.Evidence.ACR != ACRMFA {
+	if a, err := policy.DecodeApproval([]byte(base + `"evidence":{"iss":"https://id.example","sub":"kofi","acr":"mfa","amr":["pwd","otp"],"authTime":"2026-12-01T10:00:00Z"}}`)); err != nil || a.Evidence == nil || a.Evidence.ACR != policy.ACRMFA {
 		t.Fatalf("good evidence: %v %+v", err, a.Evidence)
 	}
 	for name, ev := range map[string]string{
@@ -117,7 +120,7 @@ func TestDecodeApprovalEvidence(t *testing.T) {
 		"odd method":    `{"iss":"i","sub":"kofi","acr":"mfa","amr":["<b>"],"authTime":"x"}`,
 		"unknown field": `{"iss":"i","sub":"kofi","acr":"mfa","authTime":"x","level":"gold"}`,
 	} {
-		if _, err := DecodeApproval([]byte(base + `"evidence":` + ev + `}`)); err == nil {
+		if _, err := policy.DecodeApproval([]byte(base + `"evidence":` + ev + `}`)); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
@@ -125,26 +128,26 @@ func TestDecodeApprovalEvidence(t *testing.T) {
 
 func TestEvidenceIsSigned(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	keys := ApprovalKeys{"k1": pub}
+	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	card := Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
-	a := SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "kofi", Role: RoleAreaManager, StoreIDs: []int64{112}},
-		Evidence: &AuthEvidence{Issuer: "https://id.example", Subject: "kofi", ACR: ACRPassword, AuthTime: up.Format(time.RFC3339)}}, card, "k1", priv, up.Format(time.RFC3339))
-	if ok, why := VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
+	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
+	a := policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{112}},
+		Evidence: &policy.AuthEvidence{Issuer: "https://id.example", Subject: "kofi", ACR: policy.ACRPassword, AuthTime: up.Format(time.RFC3339)}}, card, "k1", priv, up.Format(time.RFC3339))
+	if ok, why := policy.VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
 		t.Fatal(why)
 	}
-	for name, change := range map[string]func(*AuthEvidence){
-		"raised acr":     func(e *AuthEvidence) { e.ACR = ACRMFA },
-		"fresher time":   func(e *AuthEvidence) { e.AuthTime = up.Add(time.Minute).Format(time.RFC3339) },
-		"other issuer":   func(e *AuthEvidence) { e.Issuer = "https://other.example" },
-		"other subject":  func(e *AuthEvidence) { e.Subject = "ama" },
-		"added a method": func(e *AuthEvidence) { e.AMR = []string{"otp"} },
+	for name, change := range map[string]func(*policy.AuthEvidence){
+		"raised acr":     func(e *policy.AuthEvidence) { e.ACR = policy.ACRMFA },
+		"fresher time":   func(e *policy.AuthEvidence) { e.AuthTime = up.Add(time.Minute).Format(time.RFC3339) },
+		"other issuer":   func(e *policy.AuthEvidence) { e.Issuer = "https://other.example" },
+		"other subject":  func(e *policy.AuthEvidence) { e.Subject = "ama" },
+		"added a method": func(e *policy.AuthEvidence) { e.AMR = []string{"otp"} },
 	} {
 		b := a
 		e := *a.Evidence
 		change(&e)
 		b.Evidence = &e
-		if ok, _ := VerifyApproval(b, card, up, up.Add(30*time.Minute), keys); ok {
+		if ok, _ := policy.VerifyApproval(b, card, up, up.Add(30*time.Minute), keys); ok {
 			t.Errorf("%s: verified", name)
 		}
 	}
@@ -154,7 +157,7 @@ func TestEvidenceIsSigned(t *testing.T) {
 // routing escalates each role but the last to the next role up, and the
 // verdict records it.
 func TestEscalationGoesOneRoleUp(t *testing.T) {
-	for _, row := range Table {
+	for _, row := range mangrove.Table {
 		for i, a := range row.Approvers {
 			next, ok := row.EscalationFor(a.Role)
 			if last := i == len(row.Approvers)-1; ok == last || (!last && next != row.Approvers[i+1].Role) {
@@ -163,11 +166,11 @@ func TestEscalationGoesOneRoleUp(t *testing.T) {
 		}
 	}
 	value := int64(38400)
-	if v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value); v.EscalateTo != RoleAreaManager {
+	if v := mangrovePolicy().Check(baseCall(t, mangrovePolicy(), mangrove.ToolRequestStockTransfer).req, &value); v.EscalateTo != mangrove.RoleAreaManager {
 		t.Fatalf("a $384.00 card escalates to %q", v.EscalateTo)
 	}
 	value = 96000
-	if v := Default().Check(baseCall(t, Default(), ToolRequestStockTransfer).req, &value); v.EscalateTo != "" {
+	if v := mangrovePolicy().Check(baseCall(t, mangrovePolicy(), mangrove.ToolRequestStockTransfer).req, &value); v.EscalateTo != "" {
 		t.Fatalf("a $960.00 card escalates to %q", v.EscalateTo)
 	}
 }
@@ -176,34 +179,34 @@ func TestEscalationGoesOneRoleUp(t *testing.T) {
 // the signature covers them, and only an edit may carry any.
 func TestEditsAreSignedAndShaped(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	keys := ApprovalKeys{"k1": pub}
+	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	card := Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
-	a := SignApproval(Approval{Decision: Edit, ArgsHash: strings.Repeat("a", 64), Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}},
+	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
+	a := policy.SignApproval(policy.Approval{Decision: policy.Edit, ArgsHash: strings.Repeat("a", 64), Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}},
 		Edit: json.RawMessage(`{"quantity":60}`)}, card, "k1", priv, up.Format(time.RFC3339))
-	if ok, why := VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
+	if ok, why := policy.VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
 		t.Fatal(why)
 	}
 	b := a
 	b.Edit = json.RawMessage(`{"quantity":500}`)
-	if ok, _ := VerifyApproval(b, card, up, up.Add(30*time.Minute), keys); ok {
+	if ok, _ := policy.VerifyApproval(b, card, up, up.Add(30*time.Minute), keys); ok {
 		t.Fatal("a changed edit verified")
 	}
 	raw, _ := json.Marshal(a)
-	if _, err := DecodeApproval(raw); err != nil {
+	if _, err := policy.DecodeApproval(raw); err != nil {
 		t.Fatalf("a well-formed edit: %v", err)
 	}
-	for name, mut := range map[string]func(*Approval){
-		"edit without values": func(x *Approval) { x.Edit = nil },
-		"approve with values": func(x *Approval) { x.Decision = Approve },
-		"oversized edit values": func(x *Approval) {
-			x.Edit = json.RawMessage(`{"quantity":"` + strings.Repeat("9", MaxEditBytes) + `"}`)
+	for name, mut := range map[string]func(*policy.Approval){
+		"edit without values": func(x *policy.Approval) { x.Edit = nil },
+		"approve with values": func(x *policy.Approval) { x.Decision = policy.Approve },
+		"oversized edit values": func(x *policy.Approval) {
+			x.Edit = json.RawMessage(`{"quantity":"` + strings.Repeat("9", policy.MaxEditBytes) + `"}`)
 		},
 	} {
 		x := a
 		mut(&x)
 		raw, _ := json.Marshal(x)
-		if _, err := DecodeApproval(raw); err == nil || !strings.Contains(err.Error(), "edit") {
+		if _, err := policy.DecodeApproval(raw); err == nil || !strings.Contains(err.Error(), "edit") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -214,25 +217,25 @@ func TestEditsAreSignedAndShaped(t *testing.T) {
 // or the same subject at another issuer, is someone else; an unknown
 // person matches nobody by sign-in.
 func TestOnePersonUnderTwoNames(t *testing.T) {
-	kofi := Person{Issuer: "https://id.example", Subject: "k-7"}
+	kofi := policy.Person{Issuer: "https://id.example", Subject: "k-7"}
 	cases := []struct {
-		p    Person
+		p    policy.Person
 		id   string
-		q    Person
+		q    policy.Person
 		qid  string
 		same bool
 	}{
 		{kofi, "kofi.boateng", kofi, "kofi@mangrove.example", true},
-		{Person{}, "kofi", kofi, "kofi", true},
-		{kofi, "kofi", Person{Issuer: "https://id.example", Subject: "a-3"}, "adwoa", false},
-		{kofi, "kofi", Person{Issuer: "https://other.example", Subject: "k-7"}, "k", false},
-		{Person{}, "a", Person{}, "b", false},
-		{Person{Issuer: "https://id.example"}, "a", Person{Issuer: "https://id.example"}, "b", false},
+		{policy.Person{}, "kofi", kofi, "kofi", true},
+		{kofi, "kofi", policy.Person{Issuer: "https://id.example", Subject: "a-3"}, "adwoa", false},
+		{kofi, "kofi", policy.Person{Issuer: "https://other.example", Subject: "k-7"}, "k", false},
+		{policy.Person{}, "a", policy.Person{}, "b", false},
+		{policy.Person{Issuer: "https://id.example"}, "a", policy.Person{Issuer: "https://id.example"}, "b", false},
 		{kofi, "", kofi, "", true},
-		{Person{}, "", Person{}, "", false},
+		{policy.Person{}, "", policy.Person{}, "", false},
 	}
 	for _, c := range cases {
-		if got := SamePerson(c.p, c.id, c.q, c.qid); got != c.same {
+		if got := policy.SamePerson(c.p, c.id, c.q, c.qid); got != c.same {
 			t.Errorf("SamePerson(%+v %q, %+v %q) = %v, want %v", c.p, c.id, c.q, c.qid, got, c.same)
 		}
 	}
@@ -244,28 +247,28 @@ func TestOnePersonUnderTwoNames(t *testing.T) {
 func TestARejectionNeedsASignInOnly(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	issuers := []string{"https://id.example"}
-	ev := func(iss, acr string, at time.Time) *AuthEvidence {
-		return &AuthEvidence{Issuer: iss, Subject: "kofi", ACR: acr, AuthTime: at.Format(time.RFC3339)}
+	ev := func(iss, acr string, at time.Time) *policy.AuthEvidence {
+		return &policy.AuthEvidence{Issuer: iss, Subject: "kofi", ACR: acr, AuthTime: at.Format(time.RFC3339)}
 	}
 	cases := []struct {
-		e    *AuthEvidence
-		want Code
+		e    *policy.AuthEvidence
+		want policy.Code
 	}{
-		{ev("https://id.example", ACRPassword, now.Add(-7*time.Hour)), CodeOK},
-		{ev("https://id.example", ACRMFA, now), CodeOK},
-		{nil, CodeStepUpRequired},
-		{ev("https://evil.example", ACRMFA, now), CodeCredentialUnavailable},
-		{ev("https://id.example", "sms", now), CodeStepUpRequired},
-		{ev("https://id.example", ACRPassword, now.Add(time.Hour)), CodeStepUpRequired},
-		{&AuthEvidence{Issuer: "https://id.example", ACR: ACRMFA, AuthTime: now.Format(time.RFC3339)}, CodeStepUpRequired},
+		{ev("https://id.example", policy.ACRPassword, now.Add(-7*time.Hour)), policy.CodeOK},
+		{ev("https://id.example", policy.ACRMFA, now), policy.CodeOK},
+		{nil, policy.CodeStepUpRequired},
+		{ev("https://evil.example", policy.ACRMFA, now), policy.CodeCredentialUnavailable},
+		{ev("https://id.example", "sms", now), policy.CodeStepUpRequired},
+		{ev("https://id.example", policy.ACRPassword, now.Add(time.Hour)), policy.CodeStepUpRequired},
+		{&policy.AuthEvidence{Issuer: "https://id.example", ACR: policy.ACRMFA, AuthTime: now.Format(time.RFC3339)}, policy.CodeStepUpRequired},
 	}
 	for i, c := range cases {
-		if got, why := CheckSignIn(Approval{Decision: Reject, Evidence: c.e}, issuers, now); got != c.want {
+		if got, why := policy.CheckSignIn(policy.Approval{Decision: policy.Reject, Evidence: c.e}, issuers, now); got != c.want {
 			t.Errorf("case %d: %s (%s), want %s", i, got, why, c.want)
 		}
 	}
-	strict := &Requirement{ACR: ACRMFA, MaxAgeSeconds: 300}
-	if got, _ := CheckEvidence(Approval{Decision: Approve, Evidence: cases[0].e}, strict, issuers, now); got != CodeStepUpRequired {
+	strict := &policy.Requirement{ACR: policy.ACRMFA, MaxAgeSeconds: 300}
+	if got, _ := policy.CheckEvidence(policy.Approval{Decision: policy.Approve, Evidence: cases[0].e}, strict, issuers, now); got != policy.CodeStepUpRequired {
 		t.Errorf("the password sign-in approves a card that needs mfa: %s", got)
 	}
 }

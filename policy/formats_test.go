@@ -1,9 +1,12 @@
-package policy
+package policy_test
 
 import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // keys returns an object's field names, sorted.
@@ -35,16 +38,16 @@ func roundTrip(t *testing.T, v any) any {
 // documentation: OpenAI Chat Completions tools, Anthropic Messages tools,
 // and MCP's tools/list result with its annotations.
 func TestDefinitionFormats(t *testing.T) {
-	p := Default()
-	offered := p.Offered(RoleStoreManager)
-	for _, format := range []string{FormatOpenAI, FormatAnthropic, FormatMCP} {
-		v, err := p.DefinitionsAs(RoleStoreManager, format)
+	p := mangrovePolicy()
+	offered := p.Offered(mangrove.RoleStoreManager)
+	for _, format := range []string{policy.FormatOpenAI, policy.FormatAnthropic, policy.FormatMCP} {
+		v, err := p.DefinitionsAs(mangrove.RoleStoreManager, format)
 		if err != nil {
 			t.Fatal(err)
 		}
 		doc := roundTrip(t, v)
 		var tools []any
-		if format == FormatMCP {
+		if format == policy.FormatMCP {
 			if got := keys(t, doc); !slices.Equal(got, []string{"tools"}) {
 				t.Fatalf("mcp result fields %v", got)
 			}
@@ -59,7 +62,7 @@ func TestDefinitionFormats(t *testing.T) {
 			var name string
 			var schema any
 			switch format {
-			case FormatOpenAI:
+			case policy.FormatOpenAI:
 				if got := keys(t, tool); !slices.Equal(got, []string{"function", "type"}) || tool.(map[string]any)["type"] != "function" {
 					t.Fatalf("openai tool fields %v", got)
 				}
@@ -68,12 +71,12 @@ func TestDefinitionFormats(t *testing.T) {
 					t.Fatalf("openai function fields %v", got)
 				}
 				name, schema = fn.(map[string]any)["name"].(string), fn.(map[string]any)["parameters"]
-			case FormatAnthropic:
+			case policy.FormatAnthropic:
 				if got := keys(t, tool); !slices.Equal(got, []string{"description", "input_schema", "name"}) {
 					t.Fatalf("anthropic tool fields %v", got)
 				}
 				name, schema = tool.(map[string]any)["name"].(string), tool.(map[string]any)["input_schema"]
-			case FormatMCP:
+			case policy.FormatMCP:
 				if got := keys(t, tool); !slices.Equal(got, []string{"annotations", "description", "inputSchema", "name"}) {
 					t.Fatalf("mcp tool fields %v", got)
 				}
@@ -84,8 +87,8 @@ func TestDefinitionFormats(t *testing.T) {
 				name, schema = tool.(map[string]any)["name"].(string), tool.(map[string]any)["inputSchema"]
 				spec, _ := p.Spec(name)
 				a := ann.(map[string]any)
-				if a["readOnlyHint"] != (spec.Tier == TierRead) || a["idempotentHint"] != spec.Idempotent ||
-					a["destructiveHint"] != (spec.Tier == TierWrite || spec.Tier == TierIrreversible) {
+				if a["readOnlyHint"] != (spec.Tier == policy.TierRead) || a["idempotentHint"] != spec.Idempotent ||
+					a["destructiveHint"] != (spec.Tier == policy.TierWrite || spec.Tier == policy.TierIrreversible) {
 					t.Errorf("%s hints %v for tier %s idempotent %v", name, a, spec.Tier, spec.Idempotent)
 				}
 			}
@@ -111,7 +114,7 @@ func TestDefinitionFormats(t *testing.T) {
 			}
 		}
 	}
-	if _, err := p.DefinitionsAs(RoleStoreManager, "gemini"); err == nil {
+	if _, err := p.DefinitionsAs(mangrove.RoleStoreManager, "gemini"); err == nil {
 		t.Fatal("an unknown format was accepted")
 	}
 }

@@ -1,9 +1,13 @@
-package policy
+package policy_test
 
 import (
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/policy"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
 )
 
 // FuzzAuthorize throws arbitrary tool names, raw args, roles, stores and
@@ -11,8 +15,8 @@ import (
 // refusal says what to do, and anything allowed decodes again, names only
 // the session's stores and carries canonical args.
 func FuzzAuthorize(f *testing.F) {
-	p := Default()
-	for _, spec := range Tools {
+	p := mangrovePolicy()
+	for _, spec := range mangrove.Tools {
 		f.Add(spec.Name, []byte(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","kind":"recount","dueBy":"today","query":"milk","grnId":"GRN-88213"}`), "store_manager", int64(112), 0, int64(100))
 	}
 	f.Add("get_stock", []byte(`{"articleId":40211}`), "store_manager", int64(112), 0, int64(0))
@@ -26,37 +30,37 @@ func FuzzAuthorize(f *testing.F) {
 	f.Add("get_stock", []byte(`{"articleId":1,"articleId":2}`), "store_manager", int64(112), 0, int64(0))
 	f.Add("get_stock", []byte(`{"ArticleId":1}`), "store_manager", int64(112), 0, int64(0))
 	f.Fuzz(func(t *testing.T, tool string, args []byte, role string, store int64, used int, value int64) {
-		req := Request{Tool: tool, Args: json.RawMessage(args), Session: Session{
-			UserID: "u", Role: Role(role), StoreIDs: []int64{store}, SessionID: "s", ConversationID: "c", CredentialRef: "cred"}}
+		req := policy.Request{Tool: tool, Args: json.RawMessage(args), Session: policy.Session{
+			UserID: "u", Role: policy.Role(role), StoreIDs: []int64{store}, SessionID: "s", ConversationID: "c", CredentialRef: "cred"}}
 		row, known := p.Row(tool)
-		usage := make([]Usage, len(row.Limits))
+		usage := make([]policy.Usage, len(row.Limits))
 		for i := range usage {
-			usage[i] = Usage{Calls: used, Cents: int64(used) * 1000}
+			usage[i] = policy.Usage{Calls: used, Cents: int64(used) * 1000}
 		}
-		v := p.Authorize(req, Facts{ValueCents: &value, Usage: usage})
+		v := p.Authorize(req, policy.Facts{ValueCents: &value, Usage: usage})
 		if !v.Code.Valid() || v.Code == "" {
 			t.Fatalf("code %q is not in the closed set", v.Code)
 		}
-		if (v.Decision == DecisionDeny) != (v.Code != CodeOK) {
+		if (v.Decision == policy.DecisionDeny) != (v.Code != policy.CodeOK) {
 			t.Fatalf("decision %s with code %s", v.Decision, v.Code)
 		}
-		if !known && v.Code != CodeUnknownTool {
+		if !known && v.Code != policy.CodeUnknownTool {
 			t.Fatalf("unregistered %q gave %s", tool, v.Code)
 		}
-		if v.Decision == DecisionDeny {
+		if v.Decision == policy.DecisionDeny {
 			if v.Message == "" || !utf8.ValidString(v.Message) || len(v.Message) > 2000 {
 				t.Fatalf("refusal message %d bytes, valid %v", len(v.Message), utf8.ValidString(v.Message))
 			}
 			return
 		}
 		spec, _ := p.Spec(tool)
-		if _, err := Decode(spec, v.Args); err != nil {
+		if _, err := mangrovePolicy().Decode(spec, v.Args); err != nil {
 			t.Fatalf("allowed args %s do not decode again: %v", v.Args, err)
 		}
 		if v.StoreID != 0 && v.StoreID != store {
 			t.Fatalf("allowed store %d is not the session's %d", v.StoreID, store)
 		}
-		if v.Decision == DecisionApprove && v.ApproverRole == "" {
+		if v.Decision == policy.DecisionApprove && v.ApproverRole == "" {
 			t.Fatal("an approve verdict routes to no one")
 		}
 	})

@@ -4,9 +4,9 @@ import (
 	"encoding"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/sanitize"
@@ -48,30 +48,30 @@ type planRules struct {
 	omitempty, required bool
 	min, max            *int64
 	oneof               []string
-	numeric, grnid      bool
+	numeric             bool
+	// format is a pack's format (Domain.Formats) the value must match.
+	format *regexp.Regexp
 }
 
-// planCache holds each args type's plan (nil when it has none).
-var planCache sync.Map
-
 // planOf returns the args type's plan, or nil when it has none.
-func planOf(t reflect.Type) *plan {
-	if p, ok := planCache.Load(t); ok {
+// Plans are the policy's, since a format is its packs'.
+func (pol *Policy) planOf(t reflect.Type) *plan {
+	if p, ok := pol.plans.Load(t); ok {
 		return p.(*plan)
 	}
-	p, ok := compilePlan(t)
+	p, ok := compilePlan(t, pol.formats)
 	if !ok {
 		p = nil
 	}
-	planCache.Store(t, p)
+	pol.plans.Store(t, p)
 	return p
 }
 
 // encodeArgs is the canonical encoding of decoded args: encoding/json's
 // Marshal, written by the plan when it can.
-func encodeArgs(args any) ([]byte, error) {
+func (pol *Policy) encodeArgs(args any) ([]byte, error) {
 	if t := reflect.TypeOf(args); t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
-		if p := planOf(t.Elem()); p != nil {
+		if p := pol.planOf(t.Elem()); p != nil {
 			if out, ok := p.encode(args); ok {
 				return out, nil
 			}
@@ -83,14 +83,14 @@ func encodeArgs(args any) ([]byte, error) {
 // compilePlan compiles an args type, or reports false when a field's kind or
 // a rule is one the plan does not know (that type always takes the
 // reflective path).
-func compilePlan(t reflect.Type) (*plan, bool) {
+func compilePlan(t reflect.Type, formats map[string]Format) (*plan, bool) {
 	for _, m := range []reflect.Type{reflect.TypeFor[json.Marshaler](), reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()} {
 		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
 			return nil, false
 		}
 	}
 	p := &plan{}
-	if !p.add(t, nil) {
+	if !p.add(t, nil, formats) {
 		return nil, false
 	}
 	if len(p.fields) > 64 {
@@ -99,12 +99,12 @@ func compilePlan(t reflect.Type) (*plan, bool) {
 	return p, true
 }
 
-func (p *plan) add(t reflect.Type, prefix []int) bool {
+func (p *plan) add(t reflect.Type, prefix []int, formats map[string]Format) bool {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		index := append(append([]int(nil), prefix...), i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			if !p.add(f.Type, index) {
+			if !p.add(f.Type, index, formats) {
 				return false
 			}
 			continue
@@ -140,7 +140,7 @@ func (p *plan) add(t reflect.Type, prefix []int) bool {
 		if pf.redact && pf.kind != kindString {
 			return false
 		}
-		rules, ok := compileRules(f.Tag.Get("validate"))
+		rules, ok := compileRules(f.Tag.Get("validate"), formats)
 		if !ok {
 			return false
 		}
@@ -150,7 +150,7 @@ func (p *plan) add(t reflect.Type, prefix []int) bool {
 	return true
 }
 
-func compileRules(tag string) (planRules, bool) {
+func compileRules(tag string, formats map[string]Format) (planRules, bool) {
 	var r planRules
 	if tag == "" {
 		return r, true
@@ -164,8 +164,8 @@ func compileRules(tag string) (planRules, bool) {
 			r.required = true
 		case key == "numeric" && !hasParam:
 			r.numeric = true
-		case key == "grnid" && !hasParam:
-			r.grnid = true
+		case !hasParam && formats[key].Pattern != nil:
+			r.format = formats[key].Pattern
 		case key == "oneof" && hasParam:
 			r.oneof = strings.Fields(param)
 		case (key == "min" || key == "max") && hasParam:
@@ -335,7 +335,7 @@ func (r *planRules) pass(kind planKind, v reflect.Value) bool {
 	if r.numeric && (kind != kindString || !allDigits(s)) {
 		return false
 	}
-	if r.grnid && (kind != kindString || len(s) < 5 || len(s) > 14 || s[:4] != "GRN-" || !allDigits(s[4:])) {
+	if r.format != nil && (kind != kindString || !r.format.MatchString(s)) {
 		return false
 	}
 	return true

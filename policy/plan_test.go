@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"bytes"
@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // planSeeds are inputs on both sides of every shortcut the plan takes:
@@ -34,7 +37,7 @@ var planSeeds = []string{
 // plan and without it give the same value or the same refusal, and the
 // plan's encoding is encoding/json's, byte for byte.
 func TestPlanAgreesWithReflectivePath(t *testing.T) {
-	for _, spec := range Tools {
+	for _, spec := range mangrove.Tools {
 		for _, raw := range append([]string{spec.Example}, planSeeds...) {
 			checkPlanAgrees(t, spec, []byte(raw))
 		}
@@ -44,16 +47,16 @@ func TestPlanAgreesWithReflectivePath(t *testing.T) {
 // TestPlanTakesTheCommonCall: every tool's example is decoded and encoded
 // by the plan, not handed to the reflective path (else the speed is a lie).
 func TestPlanTakesTheCommonCall(t *testing.T) {
-	for _, spec := range Tools {
-		pl := planOf(spec.Args)
+	for _, spec := range mangrove.Tools {
+		pl := mangrovePolicy().PlanOf(spec.Args)
 		if pl == nil {
 			t.Fatalf("%s: its args type has no plan", spec.Name)
 		}
-		v, ok := pl.decode(spec.Args, bytes.TrimSpace([]byte(spec.Example)))
+		v, ok := pl.Decode(spec.Args, bytes.TrimSpace([]byte(spec.Example)))
 		if !ok {
 			t.Fatalf("%s: the plan gave up on the example %s", spec.Name, spec.Example)
 		}
-		if _, ok := pl.encode(v); !ok {
+		if _, ok := pl.Encode(v); !ok {
 			t.Fatalf("%s: the plan could not encode the example", spec.Name)
 		}
 	}
@@ -72,19 +75,19 @@ func TestPlanRefusesWhatItDoesNotKnow(t *testing.T) {
 		A string `json:"-" validate:"required"`
 	}
 	type named struct {
-		A Role `json:"a"`
+		A policy.Role `json:"a"`
 	}
-	for _, typ := range []reflect.Type{reflect.TypeFor[unknownRule](), reflect.TypeFor[floatField](), reflect.TypeFor[hidden](), reflect.TypeFor[named](), reflect.TypeFor[Approval]()} {
-		if _, ok := compilePlan(typ); ok {
+	for _, typ := range []reflect.Type{reflect.TypeFor[unknownRule](), reflect.TypeFor[floatField](), reflect.TypeFor[hidden](), reflect.TypeFor[named](), reflect.TypeFor[policy.Approval]()} {
+		if _, ok := policy.CompilePlan(typ); ok {
 			t.Errorf("%s: compiled, want the reflective path", typ)
 		}
 	}
 }
 
-func checkPlanAgrees(t *testing.T, spec ToolSpec, raw []byte) {
+func checkPlanAgrees(t *testing.T, spec policy.ToolSpec, raw []byte) {
 	t.Helper()
-	fast, ferr := decode(spec, raw, true)
-	slow, serr := decode(spec, raw, false)
+	fast, ferr := mangrovePolicy().Decode(spec, raw)
+	slow, serr := mangrovePolicy().DecodeReflective(spec, raw)
 	if (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
 		t.Fatalf("%s %q: plan %v, reflective %v", spec.Name, raw, ferr, serr)
 	}
@@ -98,7 +101,7 @@ func checkPlanAgrees(t *testing.T, spec ToolSpec, raw []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := encodeArgs(fast)
+	got, err := mangrovePolicy().EncodeArgs(fast)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("%s %q: plan encodes %s (%v), encoding/json %s", spec.Name, raw, got, err, want)
 	}
@@ -107,13 +110,13 @@ func checkPlanAgrees(t *testing.T, spec ToolSpec, raw []byte) {
 // FuzzPlanAgrees: the plan against the reflective path on arbitrary bytes,
 // for every tool.
 func FuzzPlanAgrees(f *testing.F) {
-	for i, spec := range Tools {
+	for i, spec := range mangrove.Tools {
 		f.Add(uint8(i), []byte(spec.Example))
 		for _, s := range planSeeds {
 			f.Add(uint8(i), []byte(s))
 		}
 	}
 	f.Fuzz(func(t *testing.T, tool uint8, raw []byte) {
-		checkPlanAgrees(t, Tools[int(tool)%len(Tools)], raw)
+		checkPlanAgrees(t, mangrove.Tools[int(tool)%len(mangrove.Tools)], raw)
 	})
 }

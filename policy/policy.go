@@ -10,10 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/go-playground/validator/v10"
 )
 
-// Policy is a tool registry paired with its policy table.
+// Policy is the tools of one or more packs (Domain) paired with their
+// policy tables: what a deployment gates. New builds it and refuses a pack
+// that does not hold together; nothing else registers a tool.
 type Policy struct {
 	specs map[string]ToolSpec
 	rows  map[string]Row
@@ -22,6 +27,17 @@ type Policy struct {
 	// call, found by the name's length first (a string compare, not a hash).
 	entries map[string]*entry
 	byLen   [][]*entry
+	// domains are the packs, in order; pack maps a tool to its pack.
+	domains []Domain
+	pack    map[string]int
+	// evidence is every pack's evidence table, in pack order.
+	evidence []EvidenceRule
+	// formats and validate are the packs' own validate tags and the
+	// validator that knows them.
+	formats  map[string]Format
+	validate *validator.Validate
+	// plans holds each args type's plan (nil when it has none).
+	plans sync.Map
 }
 
 type entry struct {
@@ -63,47 +79,79 @@ func (p *Policy) lookup(tool string) *entry {
 	return nil
 }
 
-// New builds a policy from specs and rows. Every tool needs exactly one row
-// and every row a tool; a row whose decision is unknown is refused.
-func New(specs []ToolSpec, rows []Row) (*Policy, error) {
-	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}}
-	for _, s := range specs {
-		if s.Name == "" || s.Args == nil {
-			return nil, fmt.Errorf("policy: tool %q needs a name and an args type", s.Name)
-		}
-		if _, dup := p.specs[s.Name]; dup {
-			return nil, fmt.Errorf("policy: tool %q registered twice", s.Name)
-		}
-		if s.Tier.Floor() == DecisionDeny && s.Tier != "" {
-			return nil, fmt.Errorf("policy: tool %q has unknown risk tier %q", s.Name, s.Tier)
-		}
-		p.specs[s.Name] = s
-		p.names = append(p.names, s.Name)
+// New builds a policy from packs. Every tool needs exactly one row and
+// every row a tool; a tool name is one pack's; a row whose decision is
+// unknown, a row naming an undeclared role, a declared role no row names
+// and a tool that may run without an upstream route are refused, each
+// with the pack and the tool it is about.
+func New(domains ...Domain) (*Policy, error) {
+	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}, pack: map[string]int{}, formats: map[string]Format{}}
+	if len(domains) == 0 {
+		return nil, fmt.Errorf("policy: no pack; a deployment gates the tools of at least one")
 	}
-	for _, r := range rows {
-		if _, ok := p.specs[r.Tool]; !ok {
-			return nil, fmt.Errorf("policy: row for unregistered tool %q", r.Tool)
+	names := map[string]bool{}
+	for i, d := range domains {
+		if err := d.check(); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
 		}
-		if r.RequesterTier != "" && acrRank(r.RequesterTier) < 0 {
-			return nil, fmt.Errorf("policy: row %q needs requester tier %q, which is not one of %v", r.Tool, r.RequesterTier, ACRLevels)
+		if names[d.Name] {
+			return nil, fmt.Errorf("policy: pack %q is loaded twice", d.Name)
 		}
-		if _, dup := p.rows[r.Tool]; dup {
-			return nil, fmt.Errorf("policy: tool %q has two rows", r.Tool)
+		names[d.Name] = true
+		for _, f := range d.Formats {
+			if _, dup := p.formats[f.Tag]; dup {
+				return nil, fmt.Errorf("policy: pack %s: format %q is defined by another pack too", d.Name, f.Tag)
+			}
+			p.formats[f.Tag] = f
 		}
-		switch r.Decision {
-		case DecisionAllow, DecisionApprove, DecisionDeny:
-		default:
-			return nil, fmt.Errorf("policy: tool %q has unknown decision %q", r.Tool, r.Decision)
+		for _, s := range d.Tools {
+			if s.Name == "" || s.Args == nil {
+				return nil, fmt.Errorf("policy: pack %s: tool %q needs a name and an args type", d.Name, s.Name)
+			}
+			if j, dup := p.pack[s.Name]; dup {
+				if j == i {
+					return nil, fmt.Errorf("policy: pack %s: tool %q registered twice", d.Name, s.Name)
+				}
+				return nil, fmt.Errorf("policy: pack %s: tool %q is already pack %s's", d.Name, s.Name, domains[j].Name)
+			}
+			if s.Tier.Floor() == DecisionDeny && s.Tier != "" {
+				return nil, fmt.Errorf("policy: pack %s: tool %q has unknown risk tier %q", d.Name, s.Name, s.Tier)
+			}
+			p.specs[s.Name], p.pack[s.Name] = s, i
+			p.names = append(p.names, s.Name)
 		}
-		p.rows[r.Tool] = r
+		for _, r := range d.Rows {
+			if j, ok := p.pack[r.Tool]; !ok || j != i {
+				return nil, fmt.Errorf("policy: pack %s: row for unregistered tool %q", d.Name, r.Tool)
+			}
+			if r.RequesterTier != "" && acrRank(r.RequesterTier) < 0 {
+				return nil, fmt.Errorf("policy: pack %s: row %q needs requester tier %q, which is not one of %v", d.Name, r.Tool, r.RequesterTier, ACRLevels)
+			}
+			if _, dup := p.rows[r.Tool]; dup {
+				return nil, fmt.Errorf("policy: pack %s: tool %q has two rows", d.Name, r.Tool)
+			}
+			switch r.Decision {
+			case DecisionAllow, DecisionApprove, DecisionDeny:
+			default:
+				return nil, fmt.Errorf("policy: pack %s: tool %q has unknown decision %q", d.Name, r.Tool, r.Decision)
+			}
+			p.rows[r.Tool] = r
+		}
+		p.evidence = append(p.evidence, d.Evidence...)
 	}
+	p.domains = domains
+	p.validate = newValidator(p.formats)
 	p.entries = map[string]*entry{}
 	for _, n := range p.names {
+		d := domains[p.pack[n]]
 		if _, ok := p.rows[n]; !ok {
-			return nil, fmt.Errorf("policy: tool %q has no policy row", n)
+			return nil, fmt.Errorf("policy: pack %s: tool %q has no policy row", d.Name, n)
 		}
 		e := &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
-		for _, r := range Evidence {
+		if e.decision != DecisionDeny && e.spec.Route.Path == "" {
+			return nil, fmt.Errorf("policy: pack %s: tool %q may run but has no upstream route to run it", d.Name, n)
+		}
+		for _, r := range d.Evidence {
 			if r.Tool == n {
 				e.evidence = append(e.evidence, evidenceAt{upToCents: r.UpToCents, req: Requirement{ACR: r.ACR, MaxAgeSeconds: int64(r.MaxAge.Seconds())}})
 			}
@@ -116,28 +164,53 @@ func New(specs []ToolSpec, rows []Row) (*Policy, error) {
 		}
 		p.byLen[len(n)] = append(p.byLen[len(n)], e)
 	}
+	for _, n := range p.names {
+		if err := p.checkArgs(p.specs[n]); err != nil {
+			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", domains[p.pack[n]].Name, n, err)
+		}
+	}
 	return p, nil
 }
 
-// Default returns the shipped registry and table.
-func Default() *Policy {
-	p, err := New(Tools, Table)
-	if err != nil {
-		panic(err) // the shipped table is checked by tests; this cannot happen at run time
+// Domains are the packs the policy was built from, in order.
+func (p *Policy) Domains() []Domain { return slices.Clone(p.domains) }
+
+// DomainOf is the pack a tool belongs to.
+func (p *Policy) DomainOf(tool string) (Domain, bool) {
+	i, ok := p.pack[tool]
+	if !ok {
+		return Domain{}, false
 	}
-	return p
+	return p.domains[i], true
 }
 
-// Lookup finds a tool's spec in the registry without building a Policy:
-// for the paths that only need a tool's own facts (its upstream route, its
-// free-text fields), on every call. Only exact names match.
-func Lookup(name string) (ToolSpec, bool) {
-	for _, s := range Tools {
-		if s.Name == name {
-			return s, true
+// Roles are every pack's roles, in pack order.
+func (p *Policy) Roles() []RoleSpec {
+	var out []RoleSpec
+	for _, d := range p.domains {
+		out = append(out, d.Roles...)
+	}
+	return out
+}
+
+// EvidenceRules are the evidence rules of one tool, in table order.
+func (p *Policy) EvidenceRules(tool string) []EvidenceRule {
+	var out []EvidenceRule
+	for _, r := range p.evidence {
+		if r.Tool == tool {
+			out = append(out, r)
 		}
 	}
-	return ToolSpec{}, false
+	return out
+}
+
+// System is how messages to the model name the upstream of a tool's pack;
+// "the upstream system" for a name no pack holds.
+func (p *Policy) System(tool string) string {
+	if d, ok := p.DomainOf(tool); ok {
+		return d.System
+	}
+	return "the upstream system"
 }
 
 // Spec returns the tool's spec. Only exact, registered names match.
@@ -275,7 +348,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	if e == nil {
 		return v
 	}
-	args, err := Decode(e.spec, req.Args)
+	args, err := p.Decode(e.spec, req.Args)
 	if err != nil {
 		return deny(StepArguments, err.Error())
 	}
@@ -286,7 +359,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		req := *v.Evidence
 		v.Evidence = &req
 	}
-	canonical, err := encodeArgs(args)
+	canonical, err := p.encodeArgs(args)
 	if err != nil {
 		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
 	}

@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"crypto/ed25519"
@@ -10,74 +10,77 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // validArgs builds the smallest valid args for a tool from its own field
 // rules, so a new tool needs no test edits.
-func validArgs(t *testing.T, spec ToolSpec) map[string]any {
+func validArgs(t *testing.T, spec policy.ToolSpec) map[string]any {
 	t.Helper()
 	out := map[string]any{}
-	for _, f := range fieldsOf(spec.Args) {
-		if !strings.Contains(f.validate, "required") {
+	for _, f := range policy.FieldsOf(spec.Args) {
+		if !strings.Contains(f.Validate, "required") {
 			continue
 		}
-		switch f.typ.Kind() {
+		switch f.Typ.Kind() {
 		case reflect.Int64, reflect.Int:
-			out[f.name] = 40211
-			if _, after, ok := strings.Cut(f.validate, "max="); ok && len(strings.Split(after, ",")[0]) <= 5 {
-				out[f.name] = 1 // a small bounded number such as a quantity
+			out[f.Name] = 40211
+			if _, after, ok := strings.Cut(f.Validate, "max="); ok && len(strings.Split(after, ",")[0]) <= 5 {
+				out[f.Name] = 1 // a small bounded number such as a quantity
 			}
 		case reflect.String:
 			switch {
-			case strings.Contains(f.validate, "grnid"):
-				out[f.name] = "GRN-88213"
-			case strings.Contains(f.validate, "oneof="):
-				out[f.name] = strings.Fields(strings.SplitN(strings.SplitN(f.validate, "oneof=", 2)[1], ",", 2)[0])[0]
+			case strings.Contains(f.Validate, "grnid"):
+				out[f.Name] = "GRN-88213"
+			case strings.Contains(f.Validate, "oneof="):
+				out[f.Name] = strings.Fields(strings.SplitN(strings.SplitN(f.Validate, "oneof=", 2)[1], ",", 2)[0])[0]
 			default:
-				out[f.name] = "check the cooler"
+				out[f.Name] = "check the cooler"
 			}
 		default:
-			t.Fatalf("validArgs: teach me %s", f.typ)
+			t.Fatalf("validArgs: teach me %s", f.Typ)
 		}
 	}
 	return out
 }
 
-func storeScoped(spec ToolSpec) bool {
-	_, ok := reflect.New(spec.Args).Interface().(StoreScoped)
+func storeScoped(spec policy.ToolSpec) bool {
+	_, ok := reflect.New(spec.Args).Interface().(policy.StoreScoped)
 	return ok
 }
 
 // reachable returns a copy of the row that every step can be reached
 // through: listed roles, a non-deny decision, a hard limit and one limit of
 // each scope. Rows already limited keep their own numbers.
-func reachable(row Row) Row {
+func reachable(row policy.Row) policy.Row {
 	r := row
-	r.Roles = []Role{RoleStoreManager, RoleAreaManager}
-	if r.Decision == DecisionDeny {
-		r.Decision = DecisionApprove
+	r.Roles = []policy.Role{mangrove.RoleStoreManager, mangrove.RoleAreaManager}
+	if r.Decision == policy.DecisionDeny {
+		r.Decision = policy.DecisionApprove
 	}
 	if r.HardLimitCents == 0 {
 		r.HardLimitCents = 1000
 	}
 	if len(r.Limits) == 0 {
-		r.Limits = []Limit{{Scope: PerStore, Window: Day, MaxCalls: 3, MaxCents: 2500}, {Scope: PerUser, Window: Hour, MaxCalls: 2}}
+		r.Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 3, MaxCents: 2500}, {Scope: policy.PerUser, Window: policy.Hour, MaxCalls: 2}}
 	}
 	if len(r.Approvers) == 0 {
-		r.Approvers = []Approver{{Role: RoleStoreManager}}
+		r.Approvers = []policy.Approver{{Role: mangrove.RoleStoreManager}}
 	}
 	return r
 }
 
-func withRow(t *testing.T, row Row) *Policy {
+func withRow(t *testing.T, row policy.Row) *policy.Policy {
 	t.Helper()
-	rows := slices.Clone(Table)
+	rows := slices.Clone(mangrove.Table)
 	for i := range rows {
 		if rows[i].Tool == row.Tool {
 			rows[i] = row
 		}
 	}
-	p, err := New(Tools, rows)
+	p, err := policy.New(withRows(rows))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,46 +89,46 @@ func withRow(t *testing.T, row Row) *Policy {
 
 type call struct {
 	tool  string // the registered tool, even after step 0 renames the call
-	p     *Policy
-	req   Request
-	facts Facts
+	p     *policy.Policy
+	req   policy.Request
+	facts policy.Facts
 }
 
-func baseCall(t *testing.T, p *Policy, tool string) call {
+func baseCall(t *testing.T, p *policy.Policy, tool string) call {
 	spec, _ := p.Spec(tool)
 	row, _ := p.Row(tool)
 	args, _ := json.Marshal(validArgs(t, spec))
-	usage := make([]Usage, len(row.Limits))
+	usage := make([]policy.Usage, len(row.Limits))
 	var value int64 = 100
-	return call{tool: tool, p: p, req: Request{Tool: tool, Args: args, Session: Session{
-		UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama",
-	}}, facts: Facts{ValueCents: &value, Usage: usage}}
+	return call{tool: tool, p: p, req: policy.Request{Tool: tool, Args: args, Session: policy.Session{
+		UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama",
+	}}, facts: policy.Facts{ValueCents: &value, Usage: usage}}
 }
 
 // breaks makes the call fail at one step and returns false when the step
 // cannot fail for this tool (no store arg, no credential needed).
-func breaks(t *testing.T, c *call, step Step) bool {
+func breaks(t *testing.T, c *call, step policy.Step) bool {
 	spec, _ := c.p.Spec(c.tool)
 	row, _ := c.p.Row(c.tool)
 	switch step {
-	case StepRegistered:
+	case policy.StepRegistered:
 		c.req.Tool = "constructor"
-	case StepNotDenied:
-		row.Decision = DecisionDeny
+	case policy.StepNotDenied:
+		row.Decision = policy.DecisionDeny
 		c.p = withRow(t, row)
-	case StepRole:
+	case policy.StepRole:
 		c.req.Session.Role = "cashier"
-	case StepArguments:
+	case policy.StepArguments:
 		var m map[string]any
 		_ = json.Unmarshal(c.req.Args, &m)
 		m["userId"] = "kofi"
 		c.req.Args, _ = json.Marshal(m)
-	case StepCredential:
+	case policy.StepCredential:
 		if !spec.RequiresCredential {
 			return false
 		}
 		c.req.Session.CredentialRef = ""
-	case StepStoreScope:
+	case policy.StepStoreScope:
 		if !storeScoped(spec) {
 			return false
 		}
@@ -133,11 +136,11 @@ func breaks(t *testing.T, c *call, step Step) bool {
 		_ = json.Unmarshal(c.req.Args, &m)
 		m["storeId"] = 118
 		c.req.Args, _ = json.Marshal(m)
-	case StepHardLimit:
+	case policy.StepHardLimit:
 		over := row.HardLimitCents + 1
 		c.facts.ValueCents = &over
-	case StepRateLimit:
-		c.facts.Usage[0] = Usage{Calls: row.Limits[0].MaxCalls, Cents: row.Limits[0].MaxCents}
+	case policy.StepRateLimit:
+		c.facts.Usage[0] = policy.Usage{Calls: row.Limits[0].MaxCalls, Cents: row.Limits[0].MaxCents}
 	}
 	return true
 }
@@ -146,32 +149,32 @@ func breaks(t *testing.T, c *call, step Step) bool {
 // row and step, a call broken at that step and at every later one fails
 // with that step's code, and the unbroken call gets the row's decision.
 func TestEveryRowEveryStep(t *testing.T) {
-	for _, shipped := range Table {
+	for _, shipped := range mangrove.Table {
 		row := reachable(shipped)
 		p := withRow(t, row)
 		t.Run(row.Tool, func(t *testing.T) {
 			ok := baseCall(t, p, row.Tool)
 			v := ok.p.Authorize(ok.req, ok.facts)
-			if v.Code != CodeOK || v.Decision != p.Effective(row.Tool) {
+			if v.Code != policy.CodeOK || v.Decision != p.Effective(row.Tool) {
 				t.Fatalf("valid call: got %s/%s %q, want ok/%s", v.Decision, v.Code, v.Message, p.Effective(row.Tool))
 			}
-			for _, step := range Steps {
+			for _, step := range policy.Steps {
 				c := baseCall(t, p, row.Tool)
 				if !breaks(t, &c, step) {
 					continue // e.g. a tool that names no store cannot fail store_scope
 				}
 				t.Run(step.String(), func(t *testing.T) {
-					for _, later := range Steps[step+1:] {
+					for _, later := range policy.Steps[step+1:] {
 						breaks(t, &c, later)
 					}
 					v := c.p.Authorize(c.req, c.facts)
-					if v.Decision != DecisionDeny || v.Code != step.Code() || v.Step != step {
+					if v.Decision != policy.DecisionDeny || v.Code != step.Code() || v.Step != step {
 						t.Fatalf("got %s/%s at step %d (%q), want deny/%s", v.Decision, v.Code, v.Step, v.Message, step.Code())
 					}
 					if v.Message == "" {
 						t.Fatal("a refusal must tell the model what to do next")
 					}
-					if step == StepCredential && !v.AuthRequired {
+					if step == policy.StepCredential && !v.AuthRequired {
 						t.Fatal("credential_unavailable must set authRequired")
 					}
 				})
@@ -183,15 +186,15 @@ func TestEveryRowEveryStep(t *testing.T) {
 // TestShippedRows checks each shipped row as it is, without the reachable
 // variant: denied rows deny, allowed rows pass with a real session.
 func TestShippedRows(t *testing.T) {
-	p := Default()
-	for _, row := range Table {
+	p := mangrovePolicy()
+	for _, row := range mangrove.Table {
 		c := baseCall(t, p, row.Tool)
 		v := p.Authorize(c.req, c.facts)
 		want := p.Effective(row.Tool)
 		if v.Decision != want {
 			t.Errorf("%s: got %s (%s), want %s", row.Tool, v.Decision, v.Code, want)
 		}
-		if want == DecisionDeny && v.Code != CodeToolDenied {
+		if want == policy.DecisionDeny && v.Code != policy.CodeToolDenied {
 			t.Errorf("%s: denied row gave %s", row.Tool, v.Code)
 		}
 	}
@@ -199,14 +202,14 @@ func TestShippedRows(t *testing.T) {
 
 // TestRiskTierFloor: a row can raise the decision but never lower it below the tier.
 func TestRiskTierFloor(t *testing.T) {
-	for _, spec := range Tools {
-		for _, d := range []Decision{DecisionAllow, DecisionApprove, DecisionDeny} {
-			row, _ := Default().Row(spec.Name)
+	for _, spec := range mangrove.Tools {
+		for _, d := range []policy.Decision{policy.DecisionAllow, policy.DecisionApprove, policy.DecisionDeny} {
+			row, _ := mangrovePolicy().Row(spec.Name)
 			row = reachable(row)
 			row.Decision = d
 			p := withRow(t, row)
 			got := p.Effective(spec.Name)
-			if Stricter(got, spec.Tier.Floor()) != got || Stricter(got, d) != got {
+			if policy.Stricter(got, spec.Tier.Floor()) != got || policy.Stricter(got, d) != got {
 				t.Errorf("%s tier %s row %s: effective %s is below the floor or the row", spec.Name, spec.Tier, d, got)
 			}
 			c := baseCall(t, p, spec.Name)
@@ -215,27 +218,27 @@ func TestRiskTierFloor(t *testing.T) {
 			}
 		}
 	}
-	if Stricter(DecisionAllow, TierWrite.Floor()) != DecisionApprove || Stricter(DecisionAllow, TierIrreversible.Floor()) != DecisionApprove {
+	if policy.Stricter(policy.DecisionAllow, policy.TierWrite.Floor()) != policy.DecisionApprove || policy.Stricter(policy.DecisionAllow, policy.TierIrreversible.Floor()) != policy.DecisionApprove {
 		t.Fatal("write and irreversible must be at least approve")
 	}
-	if Tier("mystery").Floor() != DecisionDeny {
+	if policy.Tier("mystery").Floor() != policy.DecisionDeny {
 		t.Fatal("an unclassified tier must deny")
 	}
 }
 
 func TestUnknownToolNames(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	for _, name := range []string{"constructor", "__proto__", "", "toString", "hasOwnProperty", "GET_STOCK", "get_stock ", "get\u200bstock", "gеt_stock" /* Cyrillic е */} {
 		c := baseCall(t, p, "get_stock")
 		c.req.Tool = name
-		if v := p.Authorize(c.req, c.facts); v.Code != CodeUnknownTool {
+		if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeUnknownTool {
 			t.Errorf("%q: got %s, want unknown_tool", name, v.Code)
 		}
 	}
 }
 
 func TestStoreDefaultsToSessionFirstStore(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	c := baseCall(t, p, "get_stock")
 	c.req.Session.StoreIDs = []int64{112, 118}
 	v := p.Authorize(c.req, c.facts)
@@ -243,67 +246,109 @@ func TestStoreDefaultsToSessionFirstStore(t *testing.T) {
 		t.Fatalf("got store %d args %s, want 112 filled in", v.StoreID, v.Args)
 	}
 	c.req.Session.StoreIDs = nil
-	if v := p.Authorize(c.req, c.facts); v.Code != CodeStoreScope {
+	if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeStoreScope {
 		t.Fatalf("no stores: got %s, want store_scope", v.Code)
 	}
 }
 
 func TestLimitsCountUpToTheEdge(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	row, _ := p.Row("create_task")
 	c := baseCall(t, p, "create_task")
 	for used := 0; used <= row.Limits[0].MaxCalls; used++ {
-		c.facts.Usage = []Usage{{Calls: used}}
+		c.facts.Usage = []policy.Usage{{Calls: used}}
 		v := p.Authorize(c.req, c.facts)
-		admitted := v.Code == CodeOK
+		admitted := v.Code == policy.CodeOK
 		if admitted != (used < row.Limits[0].MaxCalls) {
 			t.Fatalf("with %d used: got %s", used, v.Code)
 		}
 	}
 	c.facts.Usage = nil
-	if v := p.Authorize(c.req, c.facts); v.Code != CodeRateLimit {
+	if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeRateLimit {
 		t.Fatalf("missing usage must fail closed, got %s", v.Code)
 	}
 	if got := c.facts; got.Usage != nil {
 		t.Fatal("unreachable")
 	}
-	if v := p.Authorize(c.req, Facts{Usage: []Usage{{}}}); v.Limits[0].Key != "create_task/store/112/86400" {
+	if v := p.Authorize(c.req, policy.Facts{Usage: []policy.Usage{{}}}); v.Limits[0].Key != "create_task/store/112/86400" {
 		t.Fatalf("limit key %q", v.Limits[0].Key)
 	}
 }
 
+// TestNewRefusesBrokenTables: a pack that does not hold together stops the
+// process at start, and the refusal names the pack and what to fix.
 func TestNewRefusesBrokenTables(t *testing.T) {
-	cases := map[string][]Row{
-		"missing row":   Table[1:],
-		"unknown tool":  append(slices.Clone(Table), Row{Tool: "launch_rocket", Decision: DecisionAllow}),
-		"duplicate row": append(slices.Clone(Table), Table[0]),
-		"bad decision":  append(slices.Clone(Table[1:]), Row{Tool: Table[0].Tool, Decision: "maybe"}),
-		"unknown tier":  append(slices.Clone(Table[1:]), Row{Tool: Table[0].Tool, Decision: DecisionAllow, RequesterTier: "gold"}),
+	cases := map[string]struct {
+		rows []policy.Row
+		want string
+	}{
+		"missing row":   {mangrove.Table[1:], `tool "search_procedures" has no policy row`},
+		"unknown tool":  {append(slices.Clone(mangrove.Table), policy.Row{Tool: "launch_rocket", Decision: policy.DecisionAllow}), `row for unregistered tool "launch_rocket"`},
+		"duplicate row": {append(slices.Clone(mangrove.Table), mangrove.Table[0]), `tool "search_procedures" has two rows`},
+		"bad decision":  {append(slices.Clone(mangrove.Table[1:]), policy.Row{Tool: mangrove.Table[0].Tool, Decision: "maybe"}), `unknown decision "maybe"`},
+		"unknown tier":  {append(slices.Clone(mangrove.Table[1:]), policy.Row{Tool: mangrove.Table[0].Tool, Decision: policy.DecisionAllow, RequesterTier: "gold"}), `requester tier "gold"`},
+		"undeclared role": {append(slices.Clone(mangrove.Table[1:]), policy.Row{Tool: mangrove.Table[0].Tool, Roles: []policy.Role{"cashier"}, Decision: policy.DecisionAllow}),
+			`the row of search_procedures names the role "cashier", which the pack does not declare`},
 	}
-	for name, rows := range cases {
-		if _, err := New(Tools, rows); err == nil {
-			t.Errorf("%s: New accepted it", name)
+	for name, c := range cases {
+		_, err := policy.New(withRows(c.rows))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "pack mangrove") {
+			t.Errorf("%s: New said %v, want an error naming pack mangrove and %s", name, err, c.want)
 		}
+	}
+	packs := map[string]struct {
+		edit func(*policy.Domain)
+		want string
+	}{
+		"unused role": {func(d *policy.Domain) { d.Roles = append(d.Roles, policy.RoleSpec{Name: "cashier", Label: "Cashier"}) }, `the role "cashier" is declared but no row names it`},
+		"no route":    {func(d *policy.Domain) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
+		"no system":   {func(d *policy.Domain) { d.System = "" }, "System must name its upstream"},
+		"no name":     {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
+		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId" has the rule "grnid", which is neither built in`},
+		"stray rule": {func(d *policy.Domain) {
+			d.Evidence = append(slices.Clone(d.Evidence), policy.EvidenceRule{Tool: "launch_rocket", ACR: policy.ACRMFA})
+		}, `an evidence rule names "launch_rocket"`},
+		"builtin name": {func(d *policy.Domain) {
+			d.Formats = append(slices.Clone(d.Formats), policy.Format{Tag: "min", Pattern: mangrove.GRNID, Rule: "x"})
+		}, `format "min" takes the name of a built-in rule`},
+	}
+	for name, c := range packs {
+		d := mangrove.Domain()
+		c.edit(&d)
+		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New said %v, want %s", name, err, c.want)
+		}
+	}
+	other := mangrove.Domain()
+	other.Name, other.Formats = "copy", nil
+	if _, err := policy.New(mangrove.Domain(), other); err == nil || !strings.Contains(err.Error(), `tool "search_procedures" is already pack mangrove's`) {
+		t.Errorf("two packs with one tool: New said %v", err)
+	}
+	if _, err := policy.New(mangrove.Domain(), mangrove.Domain()); err == nil || !strings.Contains(err.Error(), `pack "mangrove" is loaded twice`) {
+		t.Errorf("one pack twice: New said %v", err)
+	}
+	if _, err := policy.New(); err == nil {
+		t.Error("no pack: New accepted it")
 	}
 }
 
 func TestDollars(t *testing.T) {
 	for cents, want := range map[int64]string{38400: "$384.00", 200000: "$2,000.00", 5: "$0.05", 123456789: "$1,234,567.89"} {
-		if got := Dollars(cents); got != want {
+		if got := policy.Dollars(cents); got != want {
 			t.Errorf("Dollars(%d) = %s, want %s", cents, got, want)
 		}
 	}
 }
 
 func ExampleDollars() {
-	fmt.Println(Dollars(38400))
+	fmt.Println(policy.Dollars(38400))
 	// Output: $384.00
 }
 
 // TestSpendLimits: for every row, each spend cap admits a call that lands
 // exactly on the cap and refuses one cent more, independent of call caps.
 func TestSpendLimits(t *testing.T) {
-	for _, shipped := range Table {
+	for _, shipped := range mangrove.Table {
 		row := reachable(shipped)
 		p := withRow(t, row)
 		for i, l := range row.Limits {
@@ -312,12 +357,12 @@ func TestSpendLimits(t *testing.T) {
 			}
 			c := baseCall(t, p, row.Tool)
 			value := *c.facts.ValueCents
-			c.facts.Usage[i] = Usage{Cents: l.MaxCents - value}
-			if v := p.Authorize(c.req, c.facts); v.Code != CodeOK {
+			c.facts.Usage[i] = policy.Usage{Cents: l.MaxCents - value}
+			if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeOK {
 				t.Errorf("%s limit %d: landing on the cap gave %s", row.Tool, i, v.Code)
 			}
-			c.facts.Usage[i] = Usage{Cents: l.MaxCents - value + 1}
-			if v := p.Authorize(c.req, c.facts); v.Code != CodeRateLimit || !strings.Contains(v.Message, Dollars(l.MaxCents)) {
+			c.facts.Usage[i] = policy.Usage{Cents: l.MaxCents - value + 1}
+			if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeRateLimit || !strings.Contains(v.Message, policy.Dollars(l.MaxCents)) {
 				t.Errorf("%s limit %d: one cent over gave %s %q", row.Tool, i, v.Code, v.Message)
 			}
 		}
@@ -328,9 +373,9 @@ func TestSpendLimits(t *testing.T) {
 // its hard limit to exactly one role, and the shipped transfer row routes
 // $500.00 to a store manager and a cent more to an area manager.
 func TestApproverRouting(t *testing.T) {
-	p := Default()
-	for _, row := range Table {
-		if p.Effective(row.Tool) != DecisionApprove {
+	p := mangrovePolicy()
+	for _, row := range mangrove.Table {
+		if p.Effective(row.Tool) != policy.DecisionApprove {
 			continue
 		}
 		if len(row.Approvers) == 0 {
@@ -339,14 +384,14 @@ func TestApproverRouting(t *testing.T) {
 		}
 		for _, v := range []int64{0, 1, 50000, 50001, 96000, row.HardLimitCents} {
 			if _, ok := row.ApproverFor(v); !ok {
-				t.Errorf("%s: no approver for %s", row.Tool, Dollars(v))
+				t.Errorf("%s: no approver for %s", row.Tool, policy.Dollars(v))
 			}
 		}
 	}
 	row, _ := p.Row("request_stock_transfer")
-	for value, want := range map[int64]Role{38400: RoleStoreManager, 50000: RoleStoreManager, 50001: RoleAreaManager, 96000: RoleAreaManager} {
+	for value, want := range map[int64]policy.Role{38400: mangrove.RoleStoreManager, 50000: mangrove.RoleStoreManager, 50001: mangrove.RoleAreaManager, 96000: mangrove.RoleAreaManager} {
 		if got, _ := row.ApproverFor(value); got != want {
-			t.Errorf("%s routes to %s, want %s", Dollars(value), got, want)
+			t.Errorf("%s routes to %s, want %s", policy.Dollars(value), got, want)
 		}
 	}
 }
@@ -356,17 +401,17 @@ func TestApproverRouting(t *testing.T) {
 // above the threshold and not at it; the shipped transfer row needs two
 // area managers above $1,500.00.
 func TestQuorums(t *testing.T) {
-	p := Default()
-	for _, row := range Table {
+	p := mangrovePolicy()
+	for _, row := range mangrove.Table {
 		for _, q := range row.Quorum {
-			if q.Approvals < 2 || p.Effective(row.Tool) != DecisionApprove || (row.HardLimitCents > 0 && q.AboveCents >= row.HardLimitCents) {
+			if q.Approvals < 2 || p.Effective(row.Tool) != policy.DecisionApprove || (row.HardLimitCents > 0 && q.AboveCents >= row.HardLimitCents) {
 				t.Errorf("%s: quorum %+v is not a rule anyone can meet", row.Tool, q)
 				continue
 			}
 			for value, want := range map[int64]int{q.AboveCents: 0, q.AboveCents + 1: q.Approvals} {
 				c := baseCall(t, p, row.Tool)
-				if v := p.Check(c.req, &value); v.Decision != DecisionApprove || v.Approvals != want {
-					t.Errorf("%s at %s: %s needing %d approvals, want approve needing %d", row.Tool, Dollars(value), v.Decision, v.Approvals, want)
+				if v := p.Check(c.req, &value); v.Decision != policy.DecisionApprove || v.Approvals != want {
+					t.Errorf("%s at %s: %s needing %d approvals, want approve needing %d", row.Tool, policy.Dollars(value), v.Decision, v.Approvals, want)
 				}
 			}
 		}
@@ -374,121 +419,126 @@ func TestQuorums(t *testing.T) {
 	row, _ := p.Row("request_stock_transfer")
 	for value, want := range map[int64]int{96000: 1, 150000: 1, 150001: 2, 192000: 2} {
 		if got := row.ApprovalsFor(value); got != want {
-			t.Errorf("%s needs %d approvals, want %d", Dollars(value), got, want)
+			t.Errorf("%s needs %d approvals, want %d", policy.Dollars(value), got, want)
 		}
 	}
-	if role, _ := row.ApproverFor(150001); role != RoleAreaManager {
+	if role, _ := row.ApproverFor(150001); role != mangrove.RoleAreaManager {
 		t.Errorf("the two-person rule applies to %s, want the area manager", role)
 	}
 }
 
 func TestDryRunToolsWaitForTheirValue(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	c := baseCall(t, p, "request_stock_transfer")
 	v := p.Check(c.req, nil)
-	if !v.NeedsPreview || v.Code != CodeOK || v.StoreID != 112 {
+	if !v.NeedsPreview || v.Code != policy.CodeOK || v.StoreID != 112 {
 		t.Fatalf("before the preview: %+v", v)
 	}
-	if v := p.Authorize(c.req, Facts{Usage: c.facts.Usage}); v.Code != CodeOverLimit {
+	if v := p.Authorize(c.req, policy.Facts{Usage: c.facts.Usage}); v.Code != policy.CodeOverLimit {
 		t.Fatalf("Authorize without a value must fail closed, got %s", v.Code)
 	}
 	over := int64(250 * 960)
-	if v := p.Check(c.req, &over); v.Code != CodeOverLimit {
+	if v := p.Check(c.req, &over); v.Code != policy.CodeOverLimit {
 		t.Fatalf("250 cases: %s", v.Code)
 	}
 	value := int64(96000)
-	if v := p.Check(c.req, &value); v.Decision != DecisionApprove || v.ApproverRole != RoleAreaManager {
+	if v := p.Check(c.req, &value); v.Decision != policy.DecisionApprove || v.ApproverRole != mangrove.RoleAreaManager {
 		t.Fatalf("100 cases: %s routed to %s", v.Decision, v.ApproverRole)
 	}
 }
 
 func TestCheckApproval(t *testing.T) {
-	good := Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}}
+	good := policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}}
 	cases := []struct {
 		name   string
-		change func(*Approval)
-		want   Code
+		change func(*policy.Approval)
+		want   policy.Code
 	}{
-		{"valid", func(*Approval) {}, CodeOK},
-		{"reject is a decision", func(a *Approval) { a.Decision = Reject }, CodeOK},
-		{"unknown decision", func(a *Approval) { a.Decision = "maybe" }, CodeInvalidArguments},
-		{"anonymous", func(a *Approval) { a.Approver.UserID = "" }, CodeInvalidArguments},
-		{"wrong role", func(a *Approval) { a.Approver.Role = RoleAreaManager }, CodeRole},
-		{"other store", func(a *Approval) { a.Approver.StoreIDs = []int64{118} }, CodeStoreScope},
-		{"wrong hash", func(a *Approval) { a.ArgsHash = "other" }, CodeInvalidArguments},
+		{"valid", func(*policy.Approval) {}, policy.CodeOK},
+		{"reject is a decision", func(a *policy.Approval) { a.Decision = policy.Reject }, policy.CodeOK},
+		{"unknown decision", func(a *policy.Approval) { a.Decision = "maybe" }, policy.CodeInvalidArguments},
+		{"anonymous", func(a *policy.Approval) { a.Approver.UserID = "" }, policy.CodeInvalidArguments},
+		{"wrong role", func(a *policy.Approval) { a.Approver.Role = mangrove.RoleAreaManager }, policy.CodeRole},
+		{"other store", func(a *policy.Approval) { a.Approver.StoreIDs = []int64{118} }, policy.CodeStoreScope},
+		{"wrong hash", func(a *policy.Approval) { a.ArgsHash = "other" }, policy.CodeInvalidArguments},
 	}
 	for _, c := range cases {
 		a := good
 		a.Approver.StoreIDs = slices.Clone(good.Approver.StoreIDs)
 		c.change(&a)
-		if got, msg := CheckApproval(a, RoleStoreManager, 112, "h"); got != c.want || (got != CodeOK && msg == "") {
+		if got, msg := policy.CheckApproval(a, mangrove.RoleStoreManager, 112, "h"); got != c.want || (got != policy.CodeOK && msg == "") {
 			t.Errorf("%s: got %s %q, want %s", c.name, got, msg, c.want)
 		}
 	}
 }
 
 func TestArgsHashIsCanonical(t *testing.T) {
-	a, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{"quantity":40,"articleId":40211}`))
-	b, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{ "articleId": 40211, "quantity": 40 }`))
-	c, _ := ArgsHash("request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":41}`))
-	d, _ := ArgsHash("create_task", json.RawMessage(`{"articleId":40211,"quantity":40}`))
+	a, _ := policy.ArgsHash("request_stock_transfer", json.RawMessage(`{"quantity":40,"articleId":40211}`))
+	b, _ := policy.ArgsHash("request_stock_transfer", json.RawMessage(`{ "articleId": 40211, "quantity": 40 }`))
+	c, _ := policy.ArgsHash("request_stock_transfer", json.RawMessage(`{"articleId":40211,"quantity":41}`))
+	d, _ := policy.ArgsHash("create_task", json.RawMessage(`{"articleId":40211,"quantity":40}`))
 	if a != b || a == c || a == d || len(a) != 64 {
 		t.Fatalf("hashes %s %s %s %s", a, b, c, d)
 	}
-	if _, err := ArgsHash("x", json.RawMessage(`{`)); err == nil {
+	if _, err := policy.ArgsHash("x", json.RawMessage(`{`)); err == nil {
 		t.Fatal("bad JSON hashed")
 	}
 }
 
 func TestApprovalSignatures(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	keys := ApprovalKeys{"k1": pub}
+	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	expires := up.Add(30 * time.Minute)
-	card := Card{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
-	sign := func(c Card, at time.Time) Approval {
-		return SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: Identity{UserID: "ama", Role: RoleStoreManager, StoreIDs: []int64{112}}},
+	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
+	sign := func(c policy.Card, at time.Time) policy.Approval {
+		return policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}},
 			c, "k1", priv, at.Format(time.RFC3339))
 	}
 	a := sign(card, up.Add(time.Minute))
-	if ok, why := VerifyApproval(a, card, up, expires, keys); !ok {
+	if ok, why := policy.VerifyApproval(a, card, up, expires, keys); !ok {
 		t.Fatalf("a good signature failed: %s", why)
 	}
 	_, other, _ := ed25519.GenerateKey(nil)
-	forged := func(f func(*Approval)) Approval { b := a; b.Approver.StoreIDs = []int64{112}; f(&b); return b }
-	otherCard := func(f func(*Card)) Card { c := card; f(&c); return c }
-	for name, bad := range map[string]Approval{
-		"unsigned":                forged(func(b *Approval) { b.Signature = "" }),
-		"unknown key":             forged(func(b *Approval) { b.KeyID = "k9" }),
-		"other workflow":          sign(otherCard(func(c *Card) { c.WorkflowID = "toolcall-c1-call9" }), up.Add(time.Minute)),
-		"other run of the ID":     sign(otherCard(func(c *Card) { c.RunID = "run-0" }), up.Add(time.Minute)),
-		"other card's expiry":     sign(otherCard(func(c *Card) { c.ExpiresAt = up.Add(-time.Hour).Format(time.RFC3339) }), up.Add(time.Minute)),
+	forged := func(f func(*policy.Approval)) policy.Approval {
+		b := a
+		b.Approver.StoreIDs = []int64{112}
+		f(&b)
+		return b
+	}
+	otherCard := func(f func(*policy.Card)) policy.Card { c := card; f(&c); return c }
+	for name, bad := range map[string]policy.Approval{
+		"unsigned":                forged(func(b *policy.Approval) { b.Signature = "" }),
+		"unknown key":             forged(func(b *policy.Approval) { b.KeyID = "k9" }),
+		"other workflow":          sign(otherCard(func(c *policy.Card) { c.WorkflowID = "toolcall-c1-call9" }), up.Add(time.Minute)),
+		"other run of the ID":     sign(otherCard(func(c *policy.Card) { c.RunID = "run-0" }), up.Add(time.Minute)),
+		"other card's expiry":     sign(otherCard(func(c *policy.Card) { c.ExpiresAt = up.Add(-time.Hour).Format(time.RFC3339) }), up.Add(time.Minute)),
 		"signed in 2001":          sign(card, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"signed before the card":  sign(card, up.Add(-ClockSkew-time.Second)),
-		"signed after expiry":     sign(card, expires.Add(ClockSkew+time.Second)),
-		"signing time not a time": SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", priv, "yesterday"),
-		"changed decision":        forged(func(b *Approval) { b.Decision = Reject }),
-		"changed hash":            forged(func(b *Approval) { b.ArgsHash = "x" }),
-		"changed signing time":    forged(func(b *Approval) { b.SignedAt = up.Add(2 * time.Minute).Format(time.RFC3339) }),
-		"widened stores":          forged(func(b *Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
-		"changed role":            forged(func(b *Approval) { b.Approver.Role = RoleAreaManager }),
-		"signed by a stranger":    SignApproval(Approval{Decision: Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", other, a.SignedAt),
-		"garbage signature":       forged(func(b *Approval) { b.Signature = "!!" }),
-		"evidence added": forged(func(b *Approval) {
-			b.Evidence = &AuthEvidence{Issuer: "i", Subject: "s", ACR: ACRMFA, AuthTime: b.SignedAt}
+		"signed before the card":  sign(card, up.Add(-policy.ClockSkew-time.Second)),
+		"signed after expiry":     sign(card, expires.Add(policy.ClockSkew+time.Second)),
+		"signing time not a time": policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", priv, "yesterday"),
+		"changed decision":        forged(func(b *policy.Approval) { b.Decision = policy.Reject }),
+		"changed hash":            forged(func(b *policy.Approval) { b.ArgsHash = "x" }),
+		"changed signing time":    forged(func(b *policy.Approval) { b.SignedAt = up.Add(2 * time.Minute).Format(time.RFC3339) }),
+		"widened stores":          forged(func(b *policy.Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
+		"changed role":            forged(func(b *policy.Approval) { b.Approver.Role = mangrove.RoleAreaManager }),
+		"signed by a stranger":    policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", other, a.SignedAt),
+		"garbage signature":       forged(func(b *policy.Approval) { b.Signature = "!!" }),
+		"evidence added": forged(func(b *policy.Approval) {
+			b.Evidence = &policy.AuthEvidence{Issuer: "i", Subject: "s", ACR: policy.ACRMFA, AuthTime: b.SignedAt}
 		}),
 	} {
-		if ok, why := VerifyApproval(bad, card, up, expires, keys); ok || why == "" {
+		if ok, why := policy.VerifyApproval(bad, card, up, expires, keys); ok || why == "" {
 			t.Errorf("%s: verified", name)
 		}
 	}
-	if ok, _ := VerifyUnboundApproval(a, card.WorkflowID, keys); ok {
+	if ok, _ := policy.VerifyUnboundApproval(a, card.WorkflowID, keys); ok {
 		t.Error("a bound signature verified as an unbound one")
 	}
-	if _, err := ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub) + ", k2:nope"); err == nil {
+	if _, err := policy.ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub) + ", k2:nope"); err == nil {
 		t.Fatal("a bad key entry was accepted")
 	}
-	if k, err := ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub)); err != nil || !k["k1"].Equal(pub) {
+	if k, err := policy.ParseApprovalKeys("k1:" + base64.StdEncoding.EncodeToString(pub)); err != nil || !k["k1"].Equal(pub) {
 		t.Fatalf("parse: %v", err)
 	}
 }
@@ -496,11 +546,11 @@ func TestApprovalSignatures(t *testing.T) {
 // TestSessionStoresMustBeValid: a session listing a store that is not a
 // valid store number (found by FuzzAuthorize) is refused, never filled in.
 func TestSessionStoresMustBeValid(t *testing.T) {
-	p := Default()
+	p := mangrovePolicy()
 	for _, bad := range []int64{-30, 0, 1_000_000} {
 		c := baseCall(t, p, "get_stock")
 		c.req.Session.StoreIDs = []int64{bad}
-		if v := p.Authorize(c.req, c.facts); v.Code != CodeStoreScope {
+		if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeStoreScope {
 			t.Errorf("session store %d: got %s (%s)", bad, v.Code, v.Args)
 		}
 	}
@@ -511,7 +561,7 @@ func TestSessionStoresMustBeValid(t *testing.T) {
 func TestDecodeApproval(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	good := `{"decision":"approve","argsHash":"` + hash + `","approver":{"userId":"ama","role":"store_manager","storeIds":[112]},"reason":"ok"}`
-	if a, err := DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || a.Approver.StoreIDs[0] != 112 {
+	if a, err := policy.DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || a.Approver.StoreIDs[0] != 112 {
 		t.Fatalf("good decision: %+v %v", a, err)
 	}
 	for name, raw := range map[string]string{
@@ -529,39 +579,39 @@ func TestDecodeApproval(t *testing.T) {
 		"no approver":           strings.Replace(good, `"userId":"ama"`, `"userId":""`, 1),
 		"approver with a space": strings.Replace(good, `"userId":"ama"`, `"userId":"ama kofi"`, 1),
 		"100 KB reason":         strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("x", 100_000)+`"`, 1),
-		"501-char reason":       strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", MaxReasonRunes+1)+`"`, 1),
-		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", MaxApproverStores)+"112]", 1),
+		"501-char reason":       strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", policy.MaxReasonRunes+1)+`"`, 1),
+		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", policy.MaxApproverStores)+"112]", 1),
 		"store -1":              strings.Replace(good, `[112]`, `[-1]`, 1),
 		"role with capitals":    strings.Replace(good, `"store_manager"`, `"Store_Manager"`, 1),
 		"long signature":        strings.Replace(good, `"reason":"ok"`, `"reason":"ok","signature":"`+strings.Repeat("A", 200)+`"`, 1),
 	} {
-		if _, err := DecodeApproval([]byte(raw)); err == nil {
+		if _, err := policy.DecodeApproval([]byte(raw)); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if len(err.Error()) > 300 {
 			t.Errorf("%s: a %d-byte error", name, len(err.Error()))
 		}
 	}
-	if a, err := DecodeApproval([]byte(strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", MaxReasonRunes)+`"`, 1))); err != nil || len([]rune(a.Reason)) != MaxReasonRunes {
-		t.Fatalf("a reason of exactly %d characters: %v", MaxReasonRunes, err)
+	if a, err := policy.DecodeApproval([]byte(strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", policy.MaxReasonRunes)+`"`, 1))); err != nil || len([]rune(a.Reason)) != policy.MaxReasonRunes {
+		t.Fatalf("a reason of exactly %d characters: %v", policy.MaxReasonRunes, err)
 	}
 }
 
 // TestMalformedSessionsStopAtStepTwo: every session field is checked for
 // length and characters before anything is counted or stored.
 func TestMalformedSessionsStopAtStepTwo(t *testing.T) {
-	p := Default()
-	for name, bad := range map[string]func(*Session){
-		"long user":           func(s *Session) { s.UserID = strings.Repeat("a", MaxIDLength+1) },
-		"NUL in user":         func(s *Session) { s.UserID = "ama\x00" },
-		"space in session":    func(s *Session) { s.SessionID = "s 1" },
-		"slash in conv":       func(s *Session) { s.ConversationID = "c/1" },
-		"newline credential":  func(s *Session) { s.CredentialRef = "cred\n" },
-		"too many stores":     func(s *Session) { s.StoreIDs = make([]int64, MaxSessionStores+1) },
-		"unicode in the user": func(s *Session) { s.UserID = "аma" },
+	p := mangrovePolicy()
+	for name, bad := range map[string]func(*policy.Session){
+		"long user":           func(s *policy.Session) { s.UserID = strings.Repeat("a", policy.MaxIDLength+1) },
+		"NUL in user":         func(s *policy.Session) { s.UserID = "ama\x00" },
+		"space in session":    func(s *policy.Session) { s.SessionID = "s 1" },
+		"slash in conv":       func(s *policy.Session) { s.ConversationID = "c/1" },
+		"newline credential":  func(s *policy.Session) { s.CredentialRef = "cred\n" },
+		"too many stores":     func(s *policy.Session) { s.StoreIDs = make([]int64, policy.MaxSessionStores+1) },
+		"unicode in the user": func(s *policy.Session) { s.UserID = "аma" },
 	} {
 		c := baseCall(t, p, "get_stock")
 		bad(&c.req.Session)
-		if v := p.Authorize(c.req, c.facts); v.Code != CodeRole || !strings.Contains(v.Message, "malformed") {
+		if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeRole || !strings.Contains(v.Message, "malformed") {
 			t.Errorf("%s: got %s %q", name, v.Code, v.Message)
 		}
 	}
@@ -572,12 +622,12 @@ func TestMalformedSessionsStopAtStepTwo(t *testing.T) {
 // must not move a card out of its approver's scope); the shipped transfer
 // row lets the quantity be edited and nothing else.
 func TestEditableFields(t *testing.T) {
-	p := Default()
-	for _, row := range Table {
+	p := mangrovePolicy()
+	for _, row := range mangrove.Table {
 		if len(row.Editable) == 0 {
 			continue
 		}
-		def := func() *Definition {
+		def := func() *policy.Definition {
 			for _, d := range p.DefinitionsFor(row.Roles[0]) {
 				if d.Name == row.Tool {
 					return &d
@@ -585,7 +635,7 @@ func TestEditableFields(t *testing.T) {
 			}
 			return nil
 		}()
-		if def == nil || p.Effective(row.Tool) != DecisionApprove {
+		if def == nil || p.Effective(row.Tool) != policy.DecisionApprove {
 			t.Errorf("%s: editable fields on a row that shows no card", row.Tool)
 			continue
 		}
@@ -605,7 +655,7 @@ func TestEditableFields(t *testing.T) {
 // TestApplyEdit: an edit replaces only editable fields and says what to fix otherwise.
 func TestApplyEdit(t *testing.T) {
 	args := json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"stockout_risk","storeId":112}`)
-	got, err := ApplyEdit(args, json.RawMessage(`{"quantity":60}`), []string{"quantity"})
+	got, err := policy.ApplyEdit(args, json.RawMessage(`{"quantity":60}`), []string{"quantity"})
 	if err != nil || string(got) != `{"articleId":40211,"quantity":60,"reason":"stockout_risk","storeId":112}` {
 		t.Fatalf("%s %v", got, err)
 	}
@@ -616,11 +666,11 @@ func TestApplyEdit(t *testing.T) {
 		`{"quantity":60,"quantity":61}`:     "appears twice",
 		`{"quantity":60,"articleId":40207}`: `"articleId" may not be edited`,
 	} {
-		if _, err := ApplyEdit(args, json.RawMessage(edit), []string{"quantity"}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := policy.ApplyEdit(args, json.RawMessage(edit), []string{"quantity"}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("edit %s: %v, want %q", edit, err, want)
 		}
 	}
-	if _, err := ApplyEdit(args, json.RawMessage(`{"quantity":60}`), nil); err == nil || !strings.Contains(err.Error(), "nothing on this card may be edited") {
+	if _, err := policy.ApplyEdit(args, json.RawMessage(`{"quantity":60}`), nil); err == nil || !strings.Contains(err.Error(), "nothing on this card may be edited") {
 		t.Errorf("a row with nothing editable: %v", err)
 	}
 }

@@ -33,7 +33,7 @@ func (p *Policy) DefinitionsFor(role Role) []Definition {
 	var out []Definition
 	for _, n := range p.Offered(role) {
 		s := p.specs[n]
-		out = append(out, Definition{Name: s.Name, Description: s.Description, InputSchema: Schema(s.Args), Tier: s.Tier, Idempotent: s.Idempotent})
+		out = append(out, Definition{Name: s.Name, Description: s.Description, InputSchema: p.Schema(s.Args), Tier: s.Tier, Idempotent: s.Idempotent})
 	}
 	return out
 }
@@ -48,8 +48,9 @@ func containsRole(rs []Role, r Role) bool {
 }
 
 // Schema derives a JSON Schema (draft 2020-12 subset) from an args struct's
-// json, validate and desc tags. additionalProperties is always false.
-func Schema(t reflect.Type) map[string]any {
+// json, validate and desc tags, a pack's format as its pattern.
+// additionalProperties is always false.
+func (pol *Policy) Schema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, f := range fieldsOf(t) {
@@ -95,8 +96,10 @@ func Schema(t reflect.Type) map[string]any {
 				p["pattern"] = "^[0-9]+$"
 			case "startswith":
 				p["pattern"] = "^" + regexpQuote(param)
-			case "grnid":
-				p["pattern"] = grnID.String()
+			default:
+				if f, ok := pol.formats[name]; ok {
+					p["pattern"] = f.Pattern.String()
+				}
 			}
 		}
 		if f.def != "" {

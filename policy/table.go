@@ -33,12 +33,6 @@ func Stricter(a, b Decision) Decision {
 // Role is a session role.
 type Role string
 
-// Roles of the demo domain.
-const (
-	RoleStoreManager Role = "store_manager"
-	RoleAreaManager  Role = "area_manager"
-)
-
 // Scope says whose calls a limit counts together.
 type Scope string
 
@@ -151,20 +145,4 @@ func (r Row) EscalationFor(role Role) (Role, bool) {
 		}
 	}
 	return "", false
-}
-
-var managers = []Role{RoleStoreManager, RoleAreaManager}
-
-// Table is the shipped policy table: one row per tool.
-var Table = []Row{
-	{Tool: ToolSearchProcedures, Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerUser, Window: Hour, MaxCalls: 60}}},
-	{Tool: ToolGetStock, Roles: managers, Decision: DecisionAllow},
-	{Tool: ToolGetDeliveries, Roles: managers, Decision: DecisionAllow},
-	{Tool: ToolGetGRN, Roles: managers, Decision: DecisionAllow},
-	{Tool: ToolCreateTask, Roles: managers, Decision: DecisionAllow, Limits: []Limit{{Scope: PerStore, Window: Day, MaxCalls: 30}}},
-	{Tool: ToolRequestStockTransfer, Roles: managers, Decision: DecisionApprove, HardLimitCents: 200000,
-		Limits:    []Limit{{Scope: PerStore, Window: Day, MaxCalls: 5, MaxCents: 200000}},
-		Approvers: []Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}},
-		Quorum:    []Quorum{{AboveCents: 150000, Approvals: 2}}, Editable: []string{"quantity"}},
-	{Tool: ToolChangePrice, Roles: nil, Decision: DecisionDeny},
 }

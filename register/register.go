@@ -66,6 +66,7 @@ type tool struct {
 	spec     policy.ToolSpec
 	row      policy.Row
 	decision policy.Decision
+	evidence []policy.EvidenceRule
 }
 
 func (t tool) runs() bool     { return t.decision != policy.DecisionDeny }
@@ -229,7 +230,7 @@ func Build(p *policy.Policy, guards []Guard, locations map[string]string) (Regis
 	for _, name := range p.Names() {
 		spec, _ := p.Spec(name)
 		row, _ := p.Row(name)
-		t := tool{spec: spec, row: row, decision: p.Effective(name)}
+		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name)}
 		e := describe(t)
 		for _, c := range Catalogue {
 			if c.applies == nil || !c.applies(t) {
@@ -258,8 +259,8 @@ func Build(p *policy.Policy, guards []Guard, locations map[string]string) (Regis
 	return r, nil
 }
 
-// Default builds the register of the shipped policy.
-func Default() (Register, error) {
+// Default builds the register of a deployment's packs.
+func Default(p *policy.Policy) (Register, error) {
 	gs, err := Guards()
 	if err != nil {
 		return Register{}, err
@@ -268,7 +269,7 @@ func Default() (Register, error) {
 	if err != nil {
 		return Register{}, err
 	}
-	return Build(policy.Default(), gs, locs)
+	return Build(p, gs, locs)
 }
 
 func describe(t tool) Entry {
@@ -307,7 +308,7 @@ func describe(t tool) Entry {
 	for _, q := range t.row.Quorum {
 		e.Quorum = append(e.Quorum, fmt.Sprintf("%d distinct approvers above %s", q.Approvals, policy.Dollars(q.AboveCents)))
 	}
-	rules := slices.DeleteFunc(slices.Clone(policy.Evidence), func(r policy.EvidenceRule) bool { return r.Tool != t.spec.Name })
+	rules := t.evidence
 	from = 0
 	for _, r := range rules {
 		bound := "above " + policy.Dollars(from)

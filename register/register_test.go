@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/register"
 )
@@ -17,11 +18,11 @@ import (
 // check each tool's calls pass has a guard in the guard-proof list, and
 // every tool of the table is in it with the facts of its row.
 func TestEveryToolsGuardsAreProved(t *testing.T) {
-	r, err := register.Default()
+	r, err := register.Default(testenv.Policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := policy.Default()
+	p := testenv.Policy
 	if got := len(r.Tools); got != len(p.Names()) {
 		t.Fatalf("%d tools in the register, %d in the table", got, len(p.Names()))
 	}
@@ -65,7 +66,7 @@ func TestARemovedGuardProofFailsTheRegister(t *testing.T) {
 			proofs[c]++
 		}
 	}
-	full, err := register.Build(policy.Default(), gs, locs)
+	full, err := register.Build(testenv.Policy, gs, locs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestARemovedGuardProofFailsTheRegister(t *testing.T) {
 	}
 	sole := 0
 	for i, g := range gs {
-		_, err := register.Build(policy.Default(), slices.Delete(slices.Clone(gs), i, i+1), locs)
+		_, err := register.Build(testenv.Policy, slices.Delete(slices.Clone(gs), i, i+1), locs)
 		only := slices.ContainsFunc(g.Checks, func(c string) bool { return proofs[c] == 1 && used[c] })
 		if only {
 			sole++
@@ -93,7 +94,7 @@ func TestARemovedGuardProofFailsTheRegister(t *testing.T) {
 	}
 	// Taking every proof of the chain's step 5 out names the tools left bare.
 	bare := slices.DeleteFunc(slices.Clone(gs), func(g register.Guard) bool { return slices.Contains(g.Checks, "chain.store_scope") })
-	_, err = register.Build(policy.Default(), bare, locs)
+	_, err = register.Build(testenv.Policy, bare, locs)
 	if err == nil || !strings.Contains(err.Error(), `get_stock: no guard proves "chain.store_scope"`) {
 		t.Fatalf("without step 5's guards: %v", err)
 	}
@@ -125,7 +126,7 @@ func TestGuardsNameKnownChecks(t *testing.T) {
 	gs, _ := register.Guards()
 	locs, _ := register.Locations()
 	gs = append(slices.Clone(gs), register.Guard{Name: "stray", Checks: []string{"chain.nonsense"}, File: "policy/policy.go"})
-	if _, err := register.Build(policy.Default(), gs, locs); err == nil || !strings.Contains(err.Error(), `unknown check "chain.nonsense"`) {
+	if _, err := register.Build(testenv.Policy, gs, locs); err == nil || !strings.Contains(err.Error(), `unknown check "chain.nonsense"`) {
 		t.Fatalf("a guard of an unknown check: %v", err)
 	}
 }
@@ -133,7 +134,7 @@ func TestGuardsNameKnownChecks(t *testing.T) {
 // TestDocsRegisterIsCurrent: docs/register.md is what starter register
 // prints today (regenerate it with bin/starter register > docs/register.md).
 func TestDocsRegisterIsCurrent(t *testing.T) {
-	r, err := register.Default()
+	r, err := register.Default(testenv.Policy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,13 +100,13 @@ func run(args []string, out io.Writer) error {
 		if *role == "" {
 			return errors.New("tools: --role is required, e.g. --role store_manager")
 		}
-		defs, err := policy.Default().DefinitionsAs(policy.Role(*role), *format)
+		defs, err := cfg.Policy.DefinitionsAs(policy.Role(*role), *format)
 		if err != nil {
 			return fmt.Errorf("tools: %w", err)
 		}
 		return printJSON(out, defs)
 	case "register":
-		return registerCmd(args[1:], out)
+		return registerCmd(cfg, args[1:], out)
 	case "temporal-config":
 		return temporalConfigCmd(cfg, args[1:], out)
 	case "dev-certs":
@@ -284,7 +284,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, c, cfg.TaskQueue, in)
+	first, run, err := workflows.Call(ctx, c, cfg.Policy, cfg.TaskQueue, in)
 	if err != nil {
 		return err
 	}
@@ -465,13 +465,13 @@ func printJSON(out io.Writer, v any) error {
 
 // registerCmd prints the action register, generated from the policy table,
 // the tool registry and the guard-proof list.
-func registerCmd(args []string, out io.Writer) error {
+func registerCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("register", flag.ContinueOnError)
 	format := fs.String("format", "markdown", "markdown or json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r, err := register.Default()
+	r, err := register.Default(cfg.Policy)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -491,7 +491,7 @@ func auditor(ctx context.Context, cfg config.Config) (insights.Reader, func(), e
 	if err != nil {
 		return insights.Reader{}, nil, fmt.Errorf("the auditor's database login (AUDITOR_DATABASE_URL, default DATABASE_URL as toolgate_auditor): %w", err)
 	}
-	return insights.Reader{Pool: pool}, pool.Close, nil
+	return insights.Reader{Pool: pool, Policy: cfg.Policy}, pool.Close, nil
 }
 
 // explainCmd prints one call's story, or every call that ran upstream for
@@ -532,8 +532,8 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 			return fmt.Errorf("explain: --day %q: want YYYY-MM-DD", *day)
 		}
 		if *tool != "" {
-			if _, ok := policy.Lookup(*tool); !ok {
-				return fmt.Errorf("explain: --tool %q is not a tool; use one of %s", *tool, strings.Join(policy.Default().Names(), ", "))
+			if _, ok := cfg.Policy.Spec(*tool); !ok {
+				return fmt.Errorf("explain: --tool %q is not a tool; use one of %s", *tool, strings.Join(cfg.Policy.Names(), ", "))
 			}
 		}
 		if ids, err = r.Executed(ctx, *store, d, *tool); err != nil {

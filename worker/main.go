@@ -63,13 +63,13 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	// Process-wide in the SDK: it bounds memory when many cards wait at once.
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	acts := activities.New(pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
+	acts := activities.New(cfg.Policy, pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
 	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
 	if h := cfg.Webhook; h != nil {
 		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}
 		log.Info("card events go to a webhook") // its URL may hold a token: not logged
 	}
-	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
+	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
 		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}, acts)
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
 		zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))

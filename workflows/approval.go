@@ -134,7 +134,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.notify(activities.CardEventDecided, decidedCard, by)
 	c.countApproval(outcome)
 	if ended == "" {
-		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": c.metricTool(), "outcome": outcome}).
 			Timer(MetricTimeToDecision).Record(workflow.Now(ctx).Sub(upAt))
 	}
 	var res ToolCallResult

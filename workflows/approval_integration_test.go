@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -51,11 +53,11 @@ type stackAudit struct{ *testenv.Stack }
 func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 || first.ApproverRole != policy.RoleStoreManager ||
+	if first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 || first.ApproverRole != mangrove.RoleStoreManager ||
 		first.ExpiresAt == "" || len(first.ArgsHash) != 64 || !strings.HasPrefix(first.Card, "Move 40 cases of UHT milk") {
 		t.Fatalf("first outcome: %+v", first)
 	}
@@ -85,7 +87,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 		t.Fatalf("temporal workflow list does not find the pending card: %v\n%s", err, listed)
 	}
 	// A second Call with the same IDs attaches and sees the same card.
-	again, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
+	again, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {
 		t.Fatalf("attach: %v %+v", err, again)
 	}
@@ -97,7 +99,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 		t.Fatalf("final: %v %+v", err, res)
 	}
 	// After the end, Call returns the final result.
-	done, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
+	done, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("first", "c1", fortyCases, ama("")))
 	if err != nil || done.Status != "rejected" {
 		t.Fatalf("after the end: %v %+v", err, done)
 	}
@@ -108,7 +110,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 func TestTenConcurrentApprovalsMakeOneTransfer(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ten", "c1", fortyCases, ama("")))
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("ten", "c1", fortyCases, ama("")))
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
@@ -142,7 +144,7 @@ func TestTenConcurrentApprovalsMakeOneTransfer(t *testing.T) {
 func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 	s := testenv.NewStackTTL(t, 2*time.Second)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ttl", "c1", fortyCases, ama("")))
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("ttl", "c1", fortyCases, ama("")))
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
@@ -179,8 +181,8 @@ func TestDemoStory(t *testing.T) {
 	if r := s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "2", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess}); r.Code != policy.CodeStoreScope {
 		t.Fatalf("stock at 118: %+v", r)
 	}
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("story", "3", fortyCases, sess))
-	if err != nil || first.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." || first.ApproverRole != policy.RoleStoreManager {
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("story", "3", fortyCases, sess))
+	if err != nil || first.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." || first.ApproverRole != mangrove.RoleStoreManager {
 		t.Fatalf("card: %v %+v", err, first)
 	}
 	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}
@@ -244,8 +246,8 @@ func TestDemoStory(t *testing.T) {
 func TestSayingNoNeedsNoStepUp(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("no", "c1", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama("")))
-	if err != nil || first.Status != workflows.StatusPendingApproval || first.ApproverRole != policy.RoleAreaManager {
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("no", "c1", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ApproverRole != mangrove.RoleAreaManager {
 		t.Fatalf("%v %+v", err, first)
 	}
 	signedIn := time.Now().Add(-2 * time.Hour)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/stretchr/testify/mock"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/logging"
@@ -28,6 +30,8 @@ type fixture struct {
 	acts *activities.Activities
 	// webhooks runs the calls with a webhook in force (acts.Webhook).
 	webhooks bool
+	// policy, when set, is the packs the calls are judged by instead of testenv.Policy.
+	policy *policy.Policy
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -49,7 +53,12 @@ func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(logging.Temporal(zap.NewNop()))
 	env := suite.NewTestWorkflowEnvironment()
-	workflows.Register(env, workflows.Settings{ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}, Webhooks: f.webhooks})
+	pol := testenv.Policy
+	if f.policy != nil {
+		pol = f.policy
+	}
+	workflows.Register(env, workflows.Settings{Policy: pol, ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}, Webhooks: f.webhooks})
+	f.acts.Policy = pol
 	activities.Register(env, f.acts)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})
 	if during != nil {
@@ -84,9 +93,9 @@ func status(t *testing.T, env tenv) workflows.Status {
 }
 
 var (
-	amaID  = policy.Identity{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}}
-	efuaID = policy.Identity{UserID: "efua", Role: policy.RoleStoreManager, StoreIDs: []int64{118}}
-	kofiID = policy.Identity{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
+	amaID  = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
+	efuaID = policy.Identity{UserID: "efua", Role: mangrove.RoleStoreManager, StoreIDs: []int64{118}}
+	kofiID = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
 )
 
 // decide sends signed decisions at a moment of the wait; hash "" means the
@@ -114,7 +123,7 @@ func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, ap
 
 // storeManager is a manager of one store, for stores the seed gives none.
 func storeManager(store int64) policy.Identity {
-	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: policy.RoleStoreManager, StoreIDs: []int64{store}}
+	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}
 }
 
 func approve(who policy.Identity) policy.Approval {
@@ -173,7 +182,7 @@ func TestApprovalAt29MinutesExecutes(t *testing.T) {
 	if res.Status != "executed" || !strings.Contains(string(res.Result), "TR-") || res.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." {
 		t.Fatalf("%+v", res)
 	}
-	if seen.Status != "pending_approval" || seen.ValueCents != 38400 || seen.ApproverRole != policy.RoleStoreManager || len(seen.ArgsHash) != 64 || seen.ExpiresAt == "" {
+	if seen.Status != "pending_approval" || seen.ValueCents != 38400 || seen.ApproverRole != mangrove.RoleStoreManager || len(seen.ArgsHash) != 64 || seen.ExpiresAt == "" {
 		t.Fatalf("card while pending: %+v", seen)
 	}
 	if got := events(f.audit(t, "toolcall-t29-c1")); got != "needs_approval/ok escalated/ok approved/ok executed/ok" {
@@ -263,7 +272,7 @@ func TestHundredCasesRouteToTheAreaManager(t *testing.T) {
 		decide(t, env, time.Minute, &seen, approve(amaID))
 		decide(t, env, 2*time.Minute, nil, approve(kofiID))
 	})
-	if seen.ValueCents != 96000 || seen.ApproverRole != policy.RoleAreaManager || res.Status != "executed" {
+	if seen.ValueCents != 96000 || seen.ApproverRole != mangrove.RoleAreaManager || res.Status != "executed" {
 		t.Fatalf("card %+v, result %s", seen, res.Status)
 	}
 	if got := events(f.audit(t, "toolcall-hundred-c1")); got != "needs_approval/ok approval_refused/role approved/ok executed/ok" {
@@ -554,7 +563,7 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 		decide(t, env, 10*time.Minute, &before, approve(kofiID))
 		decide(t, env, 16*time.Minute, &after, approve(kofiID))
 	})
-	if res.Status != workflows.StatusExecuted || before.EscalatedTo != "" || after.EscalatedTo != policy.RoleAreaManager || before.ExpiresAt != after.ExpiresAt {
+	if res.Status != workflows.StatusExecuted || before.EscalatedTo != "" || after.EscalatedTo != mangrove.RoleAreaManager || before.ExpiresAt != after.ExpiresAt {
 		t.Fatalf("%s; before %+v; after %+v", res.Status, before, after)
 	}
 	if got := events(f.audit(t, "toolcall-esc-c1")); got != "needs_approval/ok approval_refused/role escalated/ok approved/ok executed/ok" {
@@ -566,7 +575,7 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 	// Escalated and still unanswered, a card expires when it said it would.
 	var escalated, pastExpiry bool
 	res = f.run(t, "esc", "c3", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
-		env.RegisterDelayedCallback(func() { escalated = status(t, env).EscalatedTo == policy.RoleAreaManager }, 29*time.Minute)
+		env.RegisterDelayedCallback(func() { escalated = status(t, env).EscalatedTo == mangrove.RoleAreaManager }, 29*time.Minute)
 		env.RegisterDelayedCallback(func() { pastExpiry = true }, 31*time.Minute)
 	})
 	if got := events(f.audit(t, "toolcall-esc-c3")); res.Status != workflows.StatusExpired || !escalated || pastExpiry || got != "needs_approval/ok escalated/ok expired/expired" {
@@ -580,8 +589,8 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 }
 
 var (
-	adwoaID = policy.Identity{UserID: "adwoa", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
-	yoofiID = policy.Identity{UserID: "yoofi", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+	adwoaID = policy.Identity{UserID: "adwoa", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+	yoofiID = policy.Identity{UserID: "yoofi", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
 )
 
 const twoHundredCases = `{"articleId":40211,"quantity":200,"reason":"festival_peak"}`
@@ -612,7 +621,7 @@ func TestTwoPersonRule(t *testing.T) {
 	}
 
 	// The requester is an area manager: their own approval does not count.
-	kofi113 := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k", CredentialRef: "cred-kofi"}
+	kofi113 := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k", CredentialRef: "cred-kofi"}
 	res = f.run(t, "quorum", "q2", "request_stock_transfer", twoHundredCases, kofi113, func(env tenv) {
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(adwoaID))
 		decide(t, env, 2*time.Minute, nil, approve(yoofiID))

@@ -18,13 +18,13 @@ import (
 // makes a run that answers with the first outcome (or idempotency_conflict)
 // and does nothing else. Start does not compare the input with a running
 // call's; Call does.
-func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallInput) (client.WorkflowRun, error) {
+func Start(ctx context.Context, c client.Client, p *policy.Policy, taskQueue string, in ToolCallInput) (client.WorkflowRun, error) {
 	if err := checkIDs(in); err != nil {
 		return nil, err
 	}
-	in.Args = policy.RedactPII(in.Tool, in.Args)
+	in.Args = p.RedactPII(in.Tool, in.Args)
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
-	run, err := c.ExecuteWorkflow(ctx, startOptions(id, taskQueue, in), WorkflowType, in)
+	run, err := c.ExecuteWorkflow(ctx, startOptions(p, id, taskQueue, in), WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return c.GetWorkflow(ctx, id, ""), nil
@@ -43,13 +43,13 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in ToolCallIn
 // for something else (another tool, other args, another session) gets
 // idempotency_conflict, never that call's outcome; and an ended call's ID
 // starts a run that answers with the first outcome or the conflict.
-func Call(ctx context.Context, c client.Client, taskQueue string, in ToolCallInput) (Outcome, client.WorkflowRun, error) {
+func Call(ctx context.Context, c client.Client, p *policy.Policy, taskQueue string, in ToolCallInput) (Outcome, client.WorkflowRun, error) {
 	if err := checkIDs(in); err != nil {
 		return Outcome{}, nil, err
 	}
-	in.Args = policy.RedactPII(in.Tool, in.Args)
+	in.Args = p.RedactPII(in.Tool, in.Args)
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
-	op := c.NewWithStartWorkflowOperation(startOptions(id, taskQueue, in), WorkflowType, in)
+	op := c.NewWithStartWorkflowOperation(startOptions(p, id, taskQueue, in), WorkflowType, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -152,7 +152,7 @@ func (o Outcome) CardRef() policy.Card {
 
 // startOptions attach duplicates to the existing call, never run one twice,
 // and make the call findable and readable in Temporal Web from its start.
-func startOptions(id, taskQueue string, in ToolCallInput) client.StartWorkflowOptions {
+func startOptions(p *policy.Policy, id, taskQueue string, in ToolCallInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                taskQueue,
@@ -161,8 +161,8 @@ func startOptions(id, taskQueue string, in ToolCallInput) client.StartWorkflowOp
 		// with the first outcome, or idempotency_conflict if it asks for
 		// something else, and never admits, audits or executes again.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: StartAttributes(in),
-		StaticSummary:         StaticSummary(in),
+		TypedSearchAttributes: StartAttributes(p, in),
+		StaticSummary:         StaticSummary(p, in),
 		// When this client shares its process with a worker on the queue,
 		// the first workflow task comes back with the start.
 		EnableEagerStart: true,

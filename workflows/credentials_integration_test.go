@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -40,7 +42,7 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		return s.First(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess}).ToolCallResult
 	}
 	asArea := ama("")
-	asArea.Role = policy.RoleAreaManager
+	asArea.Role = mangrove.RoleAreaManager
 	wider := ama("")
 	wider.StoreIDs = []int64{112, 118}
 	for id, sess := range map[string]policy.Session{"role": asArea, "stores": wider} {
@@ -48,7 +50,7 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 			t.Errorf("a session claiming another %s: %s/%s %q", id, res.Status, res.Code, res.Message)
 		}
 	}
-	if res := read("narrower", policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "k", CredentialRef: "cred-kofi"}); res.Status != workflows.StatusExecuted {
+	if res := read("narrower", policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "k", CredentialRef: "cred-kofi"}); res.Status != workflows.StatusExecuted {
 		t.Errorf("a session narrower than its credential: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 
@@ -59,19 +61,13 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		t.Errorf("a demo credential outside dev mode: %s/%s", res.Status, res.Code)
 	}
 	real := ama("")
-	real.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRPassword)
+	real.CredentialRef = issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRPassword)
 	if res := read("handle", real); res.Status != workflows.StatusExecuted {
 		t.Errorf("an issued credential outside dev mode: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 
 	// A requester tier: none in the shipped table, so set one here.
-	for i := range policy.Table {
-		if policy.Table[i].Tool == "get_stock" {
-			saved := policy.Table[i]
-			policy.Table[i].RequesterTier = policy.ACRMFA
-			t.Cleanup(func() { policy.Table[i] = saved })
-		}
-	}
+	s.UsePolicy(t, mfaStock(t))
 	res := read("tier", real)
 	var tiers struct{ RequiredTier, HeldTier string }
 	_ = json.Unmarshal(res.Result, &tiers)
@@ -80,7 +76,7 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		t.Fatalf("a pwd credential for an mfa tool: %+v %s", res, res.Result)
 	}
 	strong := ama("")
-	strong.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	strong.CredentialRef = issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRMFA)
 	if res := read("tier_mfa", strong); res.Status != workflows.StatusExecuted {
 		t.Errorf("an mfa credential for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
 	}
@@ -98,19 +94,13 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 // one does.
 func TestARequesterTierHasAMaximumAge(t *testing.T) {
 	s := testenv.NewStack(t)
-	for i := range policy.Table {
-		if policy.Table[i].Tool == "get_stock" {
-			saved := policy.Table[i]
-			policy.Table[i].RequesterTier = policy.ACRMFA
-			t.Cleanup(func() { policy.Table[i] = saved })
-		}
-	}
+	s.UsePolicy(t, mfaStock(t))
 	read := func(id string, ref string) workflows.ToolCallResult {
 		sess := ama("aged")
 		sess.CredentialRef = ref
 		return s.First(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: id, Args: json.RawMessage(`{"articleId":40211}`), Session: sess}).ToolCallResult
 	}
-	old := issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	old := issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRMFA)
 	if _, err := s.Owner.Exec(context.Background(), `UPDATE vault.credentials SET auth_time = now() - interval '1 day' WHERE ref = $1`, old); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +114,7 @@ func TestARequesterTierHasAMaximumAge(t *testing.T) {
 		tiers.MaxAgeSeconds != int64(policy.RequesterTierMaxAge.Seconds()) {
 		t.Fatalf("an mfa sign-in a day old for an mfa tool: %+v %s", res, res.Result)
 	}
-	fresh := issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRMFA)
+	fresh := issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRMFA)
 	if res := read("fresh", fresh); res.Status != workflows.StatusExecuted {
 		t.Fatalf("a fresh mfa sign-in for an mfa tool: %s/%s %s", res.Status, res.Code, res.Message)
 	}
@@ -137,7 +127,7 @@ func TestARequesterTierHasAMaximumAge(t *testing.T) {
 func TestARevokedSignInsCredentialNeverRuns(t *testing.T) {
 	s := testenv.NewStack(t)
 	sess := ama("raced")
-	sess.CredentialRef = issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRPassword)
+	sess.CredentialRef = issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRPassword)
 	if _, err := s.Owner.Exec(context.Background(), `INSERT INTO vault.sign_in_revocations (issuer, subject, revoked_at, reason)
 		VALUES ('https://id.toolgate.test', 'ama', now() + interval '1 second', 'locked')`); err != nil {
 		t.Fatal(err)
@@ -146,4 +136,16 @@ func TestARevokedSignInsCredentialNeverRuns(t *testing.T) {
 	if res.Status != workflows.StatusAwaitingSignIn || res.Code != policy.CodeCredentialUnavailable {
 		t.Fatalf("a credential of a revoked sign-in: %s/%s %s", res.Status, res.Code, res.Message)
 	}
+}
+
+// mfaStock is the Mangrove pack with get_stock needing an mfa requester
+// (the shipped table has no requester tier).
+func mfaStock(t *testing.T) *policy.Policy {
+	return testenv.Mangrove(t, func(d *policy.Domain) {
+		for i := range d.Rows {
+			if d.Rows[i].Tool == mangrove.ToolGetStock {
+				d.Rows[i].RequesterTier = policy.ACRMFA
+			}
+		}
+	})
 }

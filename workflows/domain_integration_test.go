@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -44,8 +46,8 @@ func TestMangroveToolsAsTheDomainDesignedThem(t *testing.T) {
 			t.Errorf("%s %s: %s %q", c.tool, c.args, res.Code, res.Message)
 		}
 	}
-	out, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("domain", "festival", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama("")))
-	if err != nil || out.Status != workflows.StatusPendingApproval || out.ApproverRole != policy.RoleAreaManager || out.ValueCents != 96000 ||
+	out, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("domain", "festival", `{"articleId":40211,"quantity":100,"reason":"festival_peak"}`, ama("")))
+	if err != nil || out.Status != workflows.StatusPendingApproval || out.ApproverRole != mangrove.RoleAreaManager || out.ValueCents != 96000 ||
 		!strings.Contains(out.Card, "($960.00 at cost)") {
 		t.Fatalf("festival transfer: %v %+v", err, out)
 	}

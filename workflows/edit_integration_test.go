@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -18,7 +20,7 @@ import (
 func TestEditThroughTheStack(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "e1",
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "e1",
 		Args: json.RawMessage(fortyCases), Session: ama("edits")})
 	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 {
 		t.Fatalf("%v %+v", err, first)
@@ -47,7 +49,7 @@ func TestEditThroughTheStack(t *testing.T) {
 	waitRows(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'edited' AND approver_id = 'ama' AND value_cents = 57600`, 1)
 	v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
 	var st workflows.Status
-	if err != nil || v.Get(&st) != nil || st.Version != 2 || st.ValueCents != 57600 || st.ApproverRole != policy.RoleAreaManager || st.ArgsHash == first.ArgsHash {
+	if err != nil || v.Get(&st) != nil || st.Version != 2 || st.ValueCents != 57600 || st.ApproverRole != mangrove.RoleAreaManager || st.ArgsHash == first.ArgsHash {
 		t.Fatalf("after the edit: %v %+v", err, st)
 	}
 	send(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID})

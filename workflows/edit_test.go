@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -37,8 +39,8 @@ func TestEditThenApprove(t *testing.T) {
 	if res.Status != workflows.StatusExecuted {
 		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
 	}
-	if v1.Version > 1 || v1.ValueCents != 38400 || v1.ApproverRole != policy.RoleStoreManager ||
-		v2.Version != 2 || v2.ValueCents != 57600 || v2.ApproverRole != policy.RoleAreaManager || v2.ArgsHash == v1.ArgsHash || v2.ExpiresAt != v1.ExpiresAt {
+	if v1.Version > 1 || v1.ValueCents != 38400 || v1.ApproverRole != mangrove.RoleStoreManager ||
+		v2.Version != 2 || v2.ValueCents != 57600 || v2.ApproverRole != mangrove.RoleAreaManager || v2.ArgsHash == v1.ArgsHash || v2.ExpiresAt != v1.ExpiresAt {
 		t.Fatalf("version 1 %+v\nversion 2 %+v", v1, v2)
 	}
 	got := events(f.audit(t, "toolcall-edit-e1"))
@@ -130,7 +132,7 @@ func TestAnEditedCardStillExpires(t *testing.T) {
 	if res.Status != workflows.StatusExpired || res.Code != policy.CodeExpired {
 		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
 	}
-	if before.Status != workflows.StatusPendingApproval || before.Version != 2 || before.ApproverRole != policy.RoleAreaManager || before.ExpiresAt != v1.ExpiresAt {
+	if before.Status != workflows.StatusPendingApproval || before.Version != 2 || before.ApproverRole != mangrove.RoleAreaManager || before.ExpiresAt != v1.ExpiresAt {
 		t.Fatalf("a minute before the expiry: %+v (version 1 expired at %s)", before, v1.ExpiresAt)
 	}
 	if got := events(f.audit(t, "toolcall-edit-e4")); got != "needs_approval/ok edited/ok expired/expired" {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -77,7 +79,7 @@ var goldenPaths = []struct {
 		[]policy.Approval{{Decision: policy.Reject, Approver: adwoaID, Reason: "not this week", Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa",
 			ACR: policy.ACRPassword, AuthTime: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}}},
 	{"transfer_two_person_one_person", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
-		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs},
+		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs},
 			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
@@ -93,15 +95,15 @@ var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "si
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
 var goldenRequesters = map[string]policy.Session{
-	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_escalated_approved":            {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_already_pending":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_approved":               {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_expired":                {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{120}, SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_webhook_rejected":              {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_approved":           {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_rejected_by_password":          {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{114}, SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_one_person":         {UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_escalated_approved":            {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_already_pending":               {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_approved":               {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_expired":                {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{120}, SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_webhook_rejected":              {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{114}, SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card
@@ -160,7 +162,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		if goldenHolders[p.name] {
 			holder := in
 			holder.ToolCallID = p.name + "_holder"
-			first, _, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, holder)
+			first, _, err := workflows.Call(context.Background(), s.Client, s.Policy, s.TaskQueue, holder)
 			if err != nil || first.Status != workflows.StatusPendingApproval {
 				t.Fatalf("%s: the holder: %v %+v", p.name, err, first)
 			}
@@ -171,7 +173,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		}
 		if ref, ok := goldenSignIns[p.name]; ok {
 			in.Session.CredentialRef = ""
-			first, run, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)
+			first, run, err := workflows.Call(context.Background(), s.Client, s.Policy, s.TaskQueue, in)
 			if err != nil || first.Status != workflows.StatusAwaitingSignIn {
 				t.Fatalf("%s: %v %+v", p.name, err, first)
 			}
@@ -186,7 +188,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		} else if p.decisions == nil {
 			s.Run(t, in)
 		} else {
-			first, run, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)
+			first, run, err := workflows.Call(context.Background(), s.Client, s.Policy, s.TaskQueue, in)
 			if err != nil || first.Status != workflows.StatusPendingApproval {
 				t.Fatalf("%s: %v %+v", p.name, err, first)
 			}
@@ -274,11 +276,16 @@ func awaitVersion(t *testing.T, s *testenv.Stack, workflowID string, n int) work
 // replay replays a history as the execution it was recorded from: the
 // workflow ID is part of what a decision's signature covers.
 func replay(h *historypb.History, workflowID string) error {
+	return replayWith(h, workflowID, testenv.Policy)
+}
+
+// replayWith replays a history on a worker that gates p.
+func replayWith(h *historypb.History, workflowID string, p *policy.Policy) error {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: testenv.Codec.DataConverter()})
 	if err != nil {
 		return err
 	}
-	workflows.Register(r, workflows.Settings{})
+	workflows.Register(r, workflows.Settings{Policy: p})
 	// Decisions are signed for their run, so replay as the recorded run.
 	runID := "replay"
 	if len(h.Events) > 0 {
@@ -292,7 +299,10 @@ func replay(h *historypb.History, workflowID string) error {
 
 // replayFile replays a golden file, <path>[.<generation>].json; every golden
 // call ran as conversation "golden" with its path name as the tool-call ID.
-func replayFile(file string) error {
+func replayFile(file string) error { return replayFileWith(file, testenv.Policy) }
+
+// replayFileWith replays a golden file on a worker that gates p.
+func replayFileWith(file string, p *policy.Policy) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -303,7 +313,7 @@ func replayFile(file string) error {
 		return err
 	}
 	name, _, _ := strings.Cut(strings.TrimSuffix(filepath.Base(file), ".json"), ".")
-	return replay(h, workflows.WorkflowID("golden", name))
+	return replayWith(h, workflows.WorkflowID("golden", name), p)
 }
 
 // sameShapeRecorded reports whether an older generation of the path already

@@ -27,7 +27,7 @@ import (
 func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 	s := testenv.NewStackTTL(t, 4*time.Second)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("undecodable", "c1", fortyCases, ama("")))
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("undecodable", "c1", fortyCases, ama("")))
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
@@ -75,7 +75,7 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 func TestFloodedCardLocks(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("flood", "c1", fortyCases, ama("")))
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("flood", "c1", fortyCases, ama("")))
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
@@ -147,7 +147,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	s := testenv.NewStackTTL(t, 6*time.Second)
 	ctx := context.Background()
 	// An earlier run of the ID, ended by an operator, with an approval signed for it.
-	firstA, runA, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("moment", "c1", fortyCases, ama("")))
+	firstA, runA, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("moment", "c1", fortyCases, ama("")))
 	if err != nil || firstA.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, firstA)
 	}
@@ -156,7 +156,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another card, with its own signed approval.
-	firstB, runB, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("moment", "c2", fortyCases, ama("")))
+	firstB, runB, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("moment", "c2", fortyCases, ama("")))
 	if err != nil || firstB.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, firstB)
 	}

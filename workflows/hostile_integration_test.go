@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -32,7 +34,7 @@ var hostileCalls = []struct {
 	{"trailing space", "create_task ", `{"kind":"shelf_check","dueBy":"today"}`, nil, policy.CodeUnknownTool},
 	{"10 KB name", strings.Repeat("create_task", 1000), `{}`, nil, policy.CodeUnknownTool},
 	{"denied tool", "change_price", `{"articleId":40211,"newPriceCents":1}`, nil, policy.CodeToolDenied},
-	{"denied tool, area manager", "change_price", `{"articleId":40211,"newPriceCents":1}`, func(s policy.Session) policy.Session { s.Role = policy.RoleAreaManager; return s }, policy.CodeToolDenied},
+	{"denied tool, area manager", "change_price", `{"articleId":40211,"newPriceCents":1}`, func(s policy.Session) policy.Session { s.Role = mangrove.RoleAreaManager; return s }, policy.CodeToolDenied},
 	{"made-up role", "create_task", `{"kind":"shelf_check","dueBy":"today"}`, func(s policy.Session) policy.Session { s.Role = "admin"; return s }, policy.CodeRole},
 	{"userId smuggled", "create_task", `{"kind":"shelf_check","dueBy":"today","userId":"kofi"}`, nil, policy.CodeInvalidArguments},
 	{"role smuggled", "create_task", `{"kind":"shelf_check","dueBy":"today","role":"area_manager"}`, nil, policy.CodeInvalidArguments},
@@ -62,7 +64,7 @@ var hostileCalls = []struct {
 	{"1,000 session stores", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.StoreIDs = make([]int64, 1000); return s }, policy.CodeRole},
 	{"newline in the credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-ama\n"; return s }, policy.CodeRole},
 	{"over the hard limit", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"festival_peak"}`, func(s policy.Session) policy.Session {
-		s.UserID, s.Role, s.CredentialRef = "kofi", policy.RoleAreaManager, "cred-kofi"
+		s.UserID, s.Role, s.CredentialRef = "kofi", mangrove.RoleAreaManager, "cred-kofi"
 		return s
 	}, policy.CodeOverLimit},
 }
@@ -111,7 +113,7 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			store := int64(110 + i) // one store each: transfers are capped at 5 per store per day
-			first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("race", fmt.Sprint("c", i),
+			first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("race", fmt.Sprint("c", i),
 				fmt.Sprintf(`{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":%d}`, store), kofi("")))
 			if err != nil || first.Status != workflows.StatusPendingApproval {
 				t.Errorf("%v %+v", err, first)
@@ -158,7 +160,7 @@ func TestApprovalLandingWithTheExpiry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: tc.ttl, EscalateAfter: tc.escalateAfter})
 			ctx := context.Background()
-			first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("late", "c1", fortyCases, ama("")))
+			first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("late", "c1", fortyCases, ama("")))
 			if err != nil || first.Status != workflows.StatusPendingApproval {
 				t.Fatalf("%v %+v", err, first)
 			}

@@ -83,7 +83,7 @@ func TestReusedCallIDWithOtherArgsIsAConflict(t *testing.T) {
 			t.Fatalf("other args on a closed ID: %+v", res)
 		}
 	}
-	pending, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("conflict", "card", fortyCases, ama("")))
+	pending, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("conflict", "card", fortyCases, ama("")))
 	if err != nil || pending.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, pending)
 	}
@@ -117,7 +117,7 @@ func TestReusedCallIDWithOtherArgsIsAConflict(t *testing.T) {
 
 func callOutcome(t *testing.T, s *testenv.Stack, in workflows.ToolCallInput) workflows.Outcome {
 	t.Helper()
-	out, _, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, in)
+	out, _, err := workflows.Call(context.Background(), s.Client, s.Policy, s.TaskQueue, in)
 	if err != nil {
 		t.Fatalf("call %s: %v", in.ToolCallID, err)
 	}
@@ -136,7 +136,7 @@ func TestCallIDsMapBackToOnePair(t *testing.T) {
 		{Tool: "get_stock", ToolCallID: "c/1", Args: json.RawMessage(`{"articleId":40211}`), Session: ama("a")},
 		{Tool: "get_stock", ToolCallID: strings.Repeat("c", 65), Args: json.RawMessage(`{"articleId":40211}`), Session: ama("a")},
 	} {
-		_, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, bad)
+		_, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, bad)
 		if err == nil || !strings.Contains(err.Error(), "toolCallId") {
 			t.Errorf("%q: %v", bad.ToolCallID, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -28,7 +30,7 @@ func TestOneCardPerIntent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", id, fortyCases, ama("")))
+			first, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("intent", id, fortyCases, ama("")))
 			if err != nil {
 				t.Error(err)
 			}
@@ -66,11 +68,11 @@ func TestOneCardPerIntent(t *testing.T) {
 
 	// The assistant's justification is not part of the intent.
 	said := `{"articleId":40211,"quantity":40,"reason":"stockout_risk","justification":"We sold out last Friday."}`
-	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "j", said, ama(""))); err != nil || f.Code != policy.CodeAlreadyPending {
+	if f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("intent", "j", said, ama(""))); err != nil || f.Code != policy.CodeAlreadyPending {
 		t.Fatalf("the same transfer with a justification: %v %+v", err, f.ToolCallResult)
 	}
 	// Other args: their own card.
-	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "c", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+	if f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("intent", "c", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
 		t.Fatalf("41 cases: %v %+v", err, f.ToolCallResult)
 	}
 	// The card ends (rejected): the intent is free again.
@@ -81,7 +83,7 @@ func TestOneCardPerIntent(t *testing.T) {
 	if err := s.Client.GetWorkflow(ctx, card.IdempotencyKey, "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "d", fortyCases, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+	if f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("intent", "d", fortyCases, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
 		t.Fatalf("after the card ended: %v %+v", err, f.ToolCallResult)
 	}
 	// An operator terminates the 41-case call: its card never says it ended,
@@ -89,7 +91,7 @@ func TestOneCardPerIntent(t *testing.T) {
 	if err := s.Client.TerminateWorkflow(ctx, workflows.WorkflowID("intent", "c"), "", "operator ended it"); err != nil {
 		t.Fatal(err)
 	}
-	if f, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("intent", "e", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
+	if f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("intent", "e", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, ama(""))); err != nil || f.Status != workflows.StatusPendingApproval {
 		t.Fatalf("after the holder was terminated: %v %+v", err, f.ToolCallResult)
 	}
 }
@@ -102,12 +104,12 @@ func TestOneCardPerIntent(t *testing.T) {
 func TestAlreadyPendingNamesNoOnesCall(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	card, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ama.conv", "c1", fortyCases, ama("")))
+	card, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("ama.conv", "c1", fortyCases, ama("")))
 	if err != nil || card.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, card.ToolCallResult)
 	}
-	kofi := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{112, 113}, SessionID: "k1", CredentialRef: "cred-kofi"}
-	other, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("kofi.conv", "c1", fortyCases, kofi))
+	kofi := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{112, 113}, SessionID: "k1", CredentialRef: "cred-kofi"}
+	other, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("kofi.conv", "c1", fortyCases, kofi))
 	if err != nil || other.Code != policy.CodeAlreadyPending {
 		t.Fatalf("kofi's equivalent call: %v %+v", err, other.ToolCallResult)
 	}
@@ -121,7 +123,7 @@ func TestAlreadyPendingNamesNoOnesCall(t *testing.T) {
 	if row == "" || strings.Contains(row, "toolcall-") {
 		t.Fatalf("kofi's audit row names ama's call: %q", row)
 	}
-	again, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("ama.conv", "c2", fortyCases, ama("")))
+	again, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("ama.conv", "c2", fortyCases, ama("")))
 	if err != nil || again.Code != policy.CodeAlreadyPending || strings.Contains(again.Message, "toolcall-") ||
 		!strings.Contains(string(again.Result), `"pendingWorkflowId":"`+card.IdempotencyKey+`"`) {
 		t.Fatalf("ama asking again: %v %q %s", err, again.Message, again.Result)

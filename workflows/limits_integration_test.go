@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -20,7 +22,7 @@ func kofi(conv string) policy.Session {
 	for id := int64(110); id <= 121; id++ {
 		stores = append(stores, id)
 	}
-	return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: stores, SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
+	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: stores, SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
 }
 
 // task is a recount of UHT milk at a store, due today, with a note.
@@ -50,7 +52,7 @@ func TestDuplicateStartIsOneRunAndOneTask(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run, err := workflows.Start(context.Background(), s.Client, s.TaskQueue, in)
+			run, err := workflows.Start(context.Background(), s.Client, s.Policy, s.TaskQueue, in)
 			if err != nil {
 				t.Error(err)
 				return
@@ -138,7 +140,7 @@ func TestConcurrentCallsCannotPassALimit(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			run, err := workflows.Start(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("race", i),
+			run, err := workflows.Start(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "create_task", ToolCallID: fmt.Sprint("race", i),
 				Args: task(115, fmt.Sprint("Race task ", i)), Session: kofi("conc")})
 			if err != nil {
 				t.Error(err)
@@ -180,7 +182,7 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 	gone.CredentialRef = "cred-ama-gone"
 	var ids []string
 	for q := 1; q <= 5; q++ {
-		first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("budget", fmt.Sprint("c", q),
+		first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("budget", fmt.Sprint("c", q),
 			fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, q), gone))
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %d: %v %+v", q, err, first)
@@ -200,7 +202,7 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 			t.Fatalf("%s with a revoked credential: %+v", id, res)
 		}
 	}
-	first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, transferIn("budget", "retry", `{"articleId":40211,"quantity":3,"reason":"stockout_risk"}`, ama("")))
+	first, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("budget", "retry", `{"articleId":40211,"quantity":3,"reason":"stockout_risk"}`, ama("")))
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("the retry with a good credential, after five calls that ran nothing: %v %+v", err, first)
 	}

@@ -15,20 +15,20 @@ const (
 // countDecision records the chain's verdict once per call.
 func (c *call) countDecision(v policy.Verdict) {
 	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{
-		"tool": metricTool(c.in.Tool), "decision": string(v.Decision), "code": string(v.Code),
+		"tool": c.metricTool(), "decision": string(v.Decision), "code": string(v.Code),
 	}).Counter(MetricDecisions).Inc(1)
 }
 
 // countApproval records what happened to a card or to one decision on it.
 func (c *call) countApproval(outcome string) {
-	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{"tool": metricTool(c.in.Tool), "outcome": outcome}).
+	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{"tool": c.metricTool(), "outcome": outcome}).
 		Counter(MetricApprovals).Inc(1)
 }
 
 // metricTool keeps unknown (model-made) names from growing the label set.
-func metricTool(name string) string {
-	if _, ok := policy.Default().Spec(name); ok {
-		return name
+func (c *call) metricTool() string {
+	if _, ok := c.settings.Policy.Spec(c.in.Tool); ok {
+		return c.in.Tool
 	}
 	return "unknown"
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/internal/testenv"
+
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -12,23 +15,24 @@ import (
 // limit cut below $384.00, every recorded call still replays to the same
 // outcome (the verdict is in its history), while a new call is refused.
 func TestLoweringTheTransferLimitKeepsCallsInFlight(t *testing.T) {
-	for i := range policy.Table {
-		if policy.Table[i].Tool == "request_stock_transfer" {
-			saved := policy.Table[i]
-			policy.Table[i].HardLimitCents = 20000
-			t.Cleanup(func() { policy.Table[i] = saved })
+	lowered := testenv.Mangrove(t, func(d *policy.Domain) {
+		for i := range d.Rows {
+			if d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
+				d.Rows[i].HardLimitCents = 20000
+			}
 		}
-	}
+	})
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "transfer_*.json"))
 	if len(files) < 5 {
 		t.Fatalf("only %d transfer histories", len(files))
 	}
 	for _, f := range files {
-		if err := replayFile(f); err != nil {
+		if err := replayFileWith(f, lowered); err != nil {
 			t.Errorf("%s does not replay under the lowered limit: %v", f, err)
 		}
 	}
 	f := newFixture(t)
+	f.policy = lowered
 	res := f.run(t, "lowered", "c1", "request_stock_transfer", fortyCases, ama(""), nil)
 	if res.Code != policy.CodeOverLimit || !strings.Contains(res.Message, "$200.00") {
 		t.Fatalf("a new 40-case call under a $200.00 limit: %s/%s %s", res.Status, res.Code, res.Message)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -20,10 +22,10 @@ import (
 func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
-	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != policy.RoleAreaManager ||
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != mangrove.RoleAreaManager ||
 		!strings.Contains(first.Message, "Waiting for 2 different people with the role area_manager") {
 		t.Fatalf("%v %+v", err, first)
 	}
@@ -61,7 +63,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	// Two more signed approvals, sent at once: the second of them finds the
 	// card decided.
 	var wg sync.WaitGroup
-	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: policy.RoleAreaManager, StoreIDs: []int64{113}}} {
+	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}}} {
 		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}, first.CardRef())
 		wg.Add(1)
 		go func() {
@@ -92,8 +94,8 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 func TestAnEditClearsWhatWasApproved(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
@@ -154,15 +156,15 @@ func TestOnePersonIsOnePerson(t *testing.T) {
 		SELECT 'cred-kofi-7', user_id, client_secret, $1, 'kofi-7', role, store_ids, 'mfa', now() FROM vault.credentials WHERE ref = 'cred-kofi'`, testenv.Issuer); err != nil {
 		t.Fatal(err)
 	}
-	sess := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "one-person", CredentialRef: "cred-kofi-7"}
-	first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "one-person", CredentialRef: "cred-kofi-7"}
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
 	as := func(userID, subject string) {
 		t.Helper()
-		who := policy.Identity{UserID: userID, Role: policy.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+		who := policy.Identity{UserID: userID, Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
 		ev := testenv.Evidence(subject, time.Now())
 		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -42,7 +44,7 @@ func TestSignInThroughTheStack(t *testing.T) {
 		t.Fatalf("first outcome of a signed-out call: %+v", first)
 	}
 	id := workflows.WorkflowID("signin", "resumed")
-	ref := issueCredential(t, s, "ama", policy.RoleStoreManager, []int64{112}, policy.ACRPassword)
+	ref := issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRPassword)
 	if err := workflows.Resume(ctx, s.Client, id, ref); err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,10 @@ package workflows_test
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
 
 	"github.com/toolgate/toolgate/policy"
 	historypb "go.temporal.io/api/history/v1"
@@ -40,16 +41,13 @@ func TestSpecChangesDoNotBreakCallsInFlight(t *testing.T) {
 			}
 		}
 	}
-	shipped := slices.Clone(policy.Tools)
-	t.Cleanup(func() { policy.Tools = shipped })
 	replays := 0
-	for i, spec := range shipped {
+	for i, spec := range mangrove.Tools {
 		for field, flip := range specFlips {
-			policy.Tools = slices.Clone(shipped)
-			flip(&policy.Tools[i])
+			flipped := flippedPolicy(t, i, flip)
 			for _, f := range byTool[spec.Name] {
 				replays++
-				if err := replayFile(f); err != nil {
+				if err := replayFileWith(f, flipped); err != nil {
 					t.Errorf("%s with %s flipped: %s no longer replays: %v", spec.Name, field, filepath.Base(f), err)
 				}
 			}
@@ -63,19 +61,36 @@ func TestSpecChangesDoNotBreakCallsInFlight(t *testing.T) {
 
 // replayWithFlips replays a history once per spec flip of its tool.
 func replayWithFlips(h *historypb.History, tool, workflowID string) error {
-	shipped := slices.Clone(policy.Tools)
-	defer func() { policy.Tools = shipped }()
-	for i, spec := range shipped {
+	for i, spec := range mangrove.Tools {
 		if spec.Name != tool {
 			continue
 		}
 		for field, flip := range specFlips {
-			policy.Tools = slices.Clone(shipped)
-			flip(&policy.Tools[i])
-			if err := replay(h, workflowID); err != nil {
+			flipped, err := flipped(i, flip)
+			if err != nil {
+				return err
+			}
+			if err := replayWith(h, workflowID, flipped); err != nil {
 				return fmt.Errorf("with %s's %s flipped the history no longer replays: %w", tool, field, err)
 			}
 		}
 	}
 	return nil
+}
+
+// flipped is the Mangrove pack's policy with one field of tool i's spec flipped.
+func flipped(i int, flip func(*policy.ToolSpec)) (*policy.Policy, error) {
+	d := mangrove.Domain()
+	flip(&d.Tools[i])
+	return policy.New(d)
+}
+
+// flippedPolicy is flipped, for a test.
+func flippedPolicy(t *testing.T, i int, flip func(*policy.ToolSpec)) *policy.Policy {
+	t.Helper()
+	p, err := flipped(i, flip)
+	if err != nil {
+		t.Fatalf("flipped spec: %v", err)
+	}
+	return p
 }

@@ -28,7 +28,7 @@ func TestStoppingTheWorkerLetsACallFinish(t *testing.T) {
 	}})
 	ctx := context.Background()
 	in := workflows.ToolCallInput{Tool: "create_task", ToolCallID: "c1", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`), Session: ama("stop")}
-	run, err := workflows.Start(ctx, s.Client, s.TaskQueue, in)
+	run, err := workflows.Start(ctx, s.Client, s.Policy, s.TaskQueue, in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,10 @@ type Status struct {
 // Settings are a deployment's choices. The workflow records the ones it
 // uses in its history, so a replay or a redeploy never changes them.
 type Settings struct {
+	// Policy is the packs the worker gates (internal/packs). The chain's
+	// verdict is recorded, so a pack changed under a call in flight never
+	// changes what that call does.
+	Policy *policy.Policy
 	// ApprovalTTL is how long a card waits for a decision; 30 minutes when zero.
 	ApprovalTTL time.Duration
 	// ApprovalKeys verify decisions; with none, every decision is refused.
@@ -103,6 +107,9 @@ const DefaultApprovalTTL = 30 * time.Minute
 
 // Register registers the workflows on the worker.
 func Register(w worker.WorkflowRegistry, s Settings) {
+	if s.Policy == nil {
+		panic("workflows: Settings.Policy is nil; build it from the packs (internal/packs)")
+	}
 	w.RegisterWorkflowWithOptions(s.ToolCall, workflow.RegisterOptions{Name: WorkflowType})
 }
 
@@ -294,7 +301,7 @@ func (c *call) check(value *int64) policy.Verdict {
 	if value != nil {
 		summary = fmt.Sprintf("policy check, steps 0-6 at %s", policy.Dollars(*value))
 	}
-	enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return policy.Default().Check(req, value) })
+	enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return c.settings.Policy.Check(req, value) })
 	if err := enc.Get(&v); err != nil {
 		return policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Message: "The call could not be read. Check the arguments and call again."}
 	}

@@ -5,13 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
 
 func ama(conv string) policy.Session {
-	return policy.Session{UserID: "ama", Role: policy.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
+	return policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
 }
 
 // TestReadmeCalls runs the calls of the README and the "done when"

@@ -31,9 +31,9 @@ var SearchAttributes = []struct{ Name, Type string }{
 
 // StartAttributes are the search attributes a client sets when it starts a
 // call, so it is findable before its first workflow task runs.
-func StartAttributes(in ToolCallInput) temporal.SearchAttributes {
+func StartAttributes(p *policy.Policy, in ToolCallInput) temporal.SearchAttributes {
 	updates := []temporal.SearchAttributeUpdate{
-		ToolNameKey.ValueSet(toolLabel(in.Tool)), ToolStatusKey.ValueSet(string(StatusDeciding)), RequestedByKey.ValueSet(label(in.Session.UserID)),
+		ToolNameKey.ValueSet(toolLabel(p, in.Tool)), ToolStatusKey.ValueSet(string(StatusDeciding)), RequestedByKey.ValueSet(label(in.Session.UserID)),
 	}
 	if len(in.Session.StoreIDs) > 0 {
 		updates = append(updates, StoreIDKey.ValueSet(in.Session.StoreIDs[0]))
@@ -42,19 +42,19 @@ func StartAttributes(in ToolCallInput) temporal.SearchAttributes {
 }
 
 // StaticSummary is the one line Temporal Web shows for a call.
-func StaticSummary(in ToolCallInput) string {
+func StaticSummary(p *policy.Policy, in ToolCallInput) string {
 	store := "no store"
 	if len(in.Session.StoreIDs) > 0 {
 		store = fmt.Sprintf("store %d", in.Session.StoreIDs[0])
 	}
-	return fmt.Sprintf("%s by %s (%s) for %s", toolLabel(in.Tool), label(in.Session.UserID), label(string(in.Session.Role)), store)
+	return fmt.Sprintf("%s by %s (%s) for %s", toolLabel(p, in.Tool), label(in.Session.UserID), label(string(in.Session.Role)), store)
 }
 
 // toolLabel names a tool for search attributes, summaries and metrics: a
 // registered name as is; anything else, which came from the model, marked
 // and cut short, so it cannot exceed Temporal's size limits or mislead.
-func toolLabel(name string) string {
-	if _, ok := policy.Default().Spec(name); ok {
+func toolLabel(p *policy.Policy, name string) string {
+	if _, ok := p.Spec(name); ok {
 		return name
 	}
 	return "unknown_tool:" + label(name)
@@ -89,7 +89,7 @@ func (c *call) setStatus(status CallStatus, code policy.Code) {
 			return
 		}
 	}
-	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
+	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.settings.Policy, c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
 	}
@@ -110,7 +110,7 @@ func (c *call) setStatus(status CallStatus, code policy.Code) {
 
 // details is the Markdown Temporal Web shows as the call's current details.
 func (c *call) details(code policy.Code) string {
-	d := fmt.Sprintf("**%s** · %s by %s (%s)", c.status.Status, toolLabel(c.in.Tool), label(c.in.Session.UserID), label(string(c.in.Session.Role)))
+	d := fmt.Sprintf("**%s** · %s by %s (%s)", c.status.Status, toolLabel(c.settings.Policy, c.in.Tool), label(c.in.Session.UserID), label(string(c.in.Session.Role)))
 	if code != "" && code != policy.CodeOK {
 		d += fmt.Sprintf(" · code `%s`", code)
 	}

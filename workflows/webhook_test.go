@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/activities"
-	"github.com/toolgate/toolgate/policy"
 )
 
 // TestWebhookTellsApprovers: with a webhook in force, the receiver hears of
@@ -69,7 +70,7 @@ func TestWebhookTellsApprovers(t *testing.T) {
 		}
 	}
 	last := events[len(events)-1]
-	if events[0].ValueCents != 38400 || events[1].ValueCents != 43200 || events[2].EscalatedTo != policy.RoleAreaManager ||
+	if events[0].ValueCents != 38400 || events[1].ValueCents != 43200 || events[2].EscalatedTo != mangrove.RoleAreaManager ||
 		last.Status != activities.CardApproved || last.DecidedBy != "kofi" || last.URL != "http://127.0.0.1:8080/cards/toolcall-hooks-w1" {
 		t.Fatalf("events: %+v", events)
 	}

@@ -11,16 +11,17 @@ import (
 
 // WorkerOptions are the options every toolgate worker runs with, so the
 // worker process and the tests stop the same way.
-func WorkerOptions() worker.Options {
-	return worker.Options{WorkerStopTimeout: StopTimeout()}
+func WorkerOptions(p *policy.Policy) worker.Options {
+	return worker.Options{WorkerStopTimeout: StopTimeout(p)}
 }
 
 // StopTimeout is how long a stopping worker (SIGTERM) lets running
 // activities finish: longer than the longest attempt any of them may take,
 // so a write in flight ends with its real outcome, not a cancellation.
-func StopTimeout() time.Duration {
+func StopTimeout(p *policy.Policy) time.Duration {
 	longest := bookkeepingTimeout
-	for _, spec := range policy.Tools {
+	for _, n := range p.Names() {
+		spec, _ := p.Spec(n)
 		longest = max(longest, spec.Timeout)
 	}
 	return longest + 5*time.Second
@@ -30,7 +31,7 @@ func StopTimeout() time.Duration {
 // the ToolCall workflow with its settings and every activity. The worker
 // process and the tests' stacks both build theirs here.
 func NewWorker(c client.Client, taskQueue string, s Settings, a *activities.Activities) worker.Worker {
-	w := worker.New(c, taskQueue, WorkerOptions())
+	w := worker.New(c, taskQueue, WorkerOptions(s.Policy))
 	Register(w, s)
 	activities.Register(w, a)
 	return w

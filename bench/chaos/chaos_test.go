@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -231,7 +233,7 @@ func TestChaos(t *testing.T) {
 		go func(i int, p plan) {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * spacing)
-			in := workflows.ToolCallInput{ToolCallID: p.id, Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager,
+			in := workflows.ToolCallInput{ToolCallID: p.id, Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager,
 				StoreIDs: []int64{store, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}, SessionID: "chaos", ConversationID: conversation, CredentialRef: "cred-kofi"}}
 			switch p.kind {
 			case "read":
@@ -247,7 +249,7 @@ func TestChaos(t *testing.T) {
 			var first workflows.Outcome
 			var err error
 			for attempt := 0; ; attempt++ { // the agent retries its start while the stack is in trouble
-				first, _, err = workflows.Call(ctx, c, queue, in)
+				first, _, err = workflows.Call(ctx, c, testenv.Policy, queue, in)
 				if err == nil || attempt == 20 {
 					break
 				}
@@ -264,7 +266,7 @@ func TestChaos(t *testing.T) {
 				if p.kind == "reject" {
 					decision = policy.Reject
 				}
-				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: policy.RoleStoreManager, StoreIDs: []int64{store}}
+				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}
 				a := testenv.Sign(policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, first.CardRef())
 				for attempt := 0; attempt < 20; attempt++ {
 					if err := c.SignalWorkflow(ctx, p.workflow, "", workflows.ApprovalSignal, a); err == nil {

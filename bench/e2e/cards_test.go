@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -42,8 +44,7 @@ func TestCardThroughput(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
-	liftTransferLimits(t)
-	s := testenv.NewStackTTL(t, time.Hour)
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: time.Hour, Policy: liftedTransferLimits(t)})
 	ctx := context.Background()
 	bareQueue := s.TaskQueue + "-bare"
 	bw := bareWorker(t, s.Client, bareQueue)
@@ -164,7 +165,7 @@ func measureCPU(t *testing.T, name string, window time.Duration, put func()) (ra
 func putCard(t *testing.T, s *testenv.Stack, conv string, k int) {
 	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 	store, args := distinctTransfer(stores, k)
-	first, _, err := workflows.Call(context.Background(), s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer",
+	first, _, err := workflows.Call(context.Background(), s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer",
 		ToolCallID: fmt.Sprint("card", k), Args: json.RawMessage(args), Session: kofiAt(conv, store)})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Errorf("card %d: %v %+v", k, err, first)
@@ -173,7 +174,7 @@ func putCard(t *testing.T, s *testenv.Stack, conv string, k int) {
 
 // kofiAt is kofi, the area manager, signed in for one store.
 func kofiAt(conv string, store int64) policy.Session {
-	return policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
+	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
 }
 
 // cpuByPart reads the CPU time (user + system) used so far by this

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -142,7 +144,9 @@ func events(t *testing.T, c client.Client, id string) (int, int) {
 
 func TestEndToEnd(t *testing.T) {
 	reads, approvals, window := 150, 40, 8*time.Second
-	s := testenv.NewStack(t)
+	// The shipped transfer limits (5 a store a day) would stop the cards'
+	// throughput run; lifting them leaves every check in place.
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: liftedTransferLimits(t)})
 	ctx := context.Background()
 	ba = &bare{upstream: s.Upstream.URL, http: &http.Client{Timeout: 10 * time.Second}}
 	bareQueue := s.TaskQueue + "-bare"
@@ -204,13 +208,13 @@ func TestEndToEnd(t *testing.T) {
 		// 11 stores of the area (118 is the source), 5 transfers each per day.
 		stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 		store := stores[i%len(stores)]
-		first, run, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("a", i),
+		first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("a", i),
 			Args: json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`), Session: kofi("bench", store)})
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %d: %v %+v", i, err, first)
 		}
 		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash,
-			Approver: policy.Identity{UserID: "sm", Role: policy.RoleStoreManager, StoreIDs: []int64{store}}}, first.CardRef())
+			Approver: policy.Identity{UserID: "sm", Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}}, first.CardRef())
 		start := time.Now()
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)
@@ -261,7 +265,6 @@ func TestEndToEnd(t *testing.T) {
 	// Cards up per second at 32 concurrent callers: each call returns once its
 	// card is up (pending_approval); the bare one once its workflow has
 	// workflow started (it then waits for a signal).
-	liftTransferLimits(t)
 	var cards atomic.Int64
 	tgCards := throughput(func(int) { putCard(t, s, "cards", int(cards.Add(1))) })
 	bareCards := throughput(func(i int) {

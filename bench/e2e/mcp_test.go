@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -36,7 +38,7 @@ func TestMCPLatency(t *testing.T) {
 	}
 	srv := httptest.NewServer(nil)
 	defer srv.Close()
-	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Verify: verify,
+	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
 		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp")), Revoked: mcpgate.VaultRevocations(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
 		Resource:            srv.URL + mcpgate.Path,
 		AuthorizationServer: p.URL, Logger: zap.NewNop()}).Handler()
@@ -58,11 +60,11 @@ func TestMCPLatency(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	session := policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121},
+	session := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121},
 		SessionID: "b", ConversationID: "mcpbench", CredentialRef: "cred-kofi"}
 	viaGo := func(i int) time.Duration {
 		start := time.Now()
-		out, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: fmt.Sprint("g", i),
+		out, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: fmt.Sprint("g", i),
 			Args: json.RawMessage(`{"articleId":40211,"storeId":113}`), Session: session})
 		if err != nil || out.Status != workflows.StatusExecuted {
 			t.Fatalf("Go read: %v %+v", err, out)

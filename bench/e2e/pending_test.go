@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
+
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -66,16 +68,16 @@ func distinctTransfer(stores []int64, i int) (int64, string) {
 	return store, ""
 }
 
-// liftTransferLimits lets a run put up many more cards than the shipped
-// table's 5 transfers per store per day, until the test ends.
-func liftTransferLimits(t *testing.T) {
-	for i := range policy.Table {
-		if policy.Table[i].Tool == "request_stock_transfer" {
-			saved := policy.Table[i]
-			policy.Table[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
-			t.Cleanup(func() { policy.Table[i] = saved })
+// liftedTransferLimits is the Mangrove pack with room for many more cards
+// than the shipped table's 5 transfers per store per day.
+func liftedTransferLimits(t *testing.T) *policy.Policy {
+	return testenv.Mangrove(t, func(d *policy.Domain) {
+		for i := range d.Rows {
+			if d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
+				d.Rows[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
+			}
 		}
-	}
+	})
 }
 
 func TestPendingApprovals(t *testing.T) {
@@ -87,12 +89,11 @@ func TestPendingApprovals(t *testing.T) {
 	if n < 2000 {
 		ttl = time.Minute
 	}
-	liftTransferLimits(t)
 	cache := 1000 // as the worker runs by default (TOOLGATE_WORKFLOW_CACHE_SIZE)
 	if v, err := strconv.Atoi(os.Getenv("BENCH_CACHE")); err == nil && v > 0 {
 		cache = v
 	}
-	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, WorkflowCacheSize: cache})
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, WorkflowCacheSize: cache, Policy: liftedTransferLimits(t)})
 	ctx := context.Background()
 	runtime.GC()
 	before := rssMB()
@@ -117,9 +118,9 @@ func TestPendingApprovals(t *testing.T) {
 					time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 				}
 				store, args := distinctTransfer(stores, int(i))
-				first, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
+				first, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
 					Args:    json.RawMessage(args),
-					Session: policy.Session{UserID: "kofi", Role: policy.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
+					Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
 				if err != nil || first.Status != workflows.StatusPendingApproval {
 					failed.Add(1)
 					continue

@@ -12,6 +12,7 @@ import (
 	"github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/toolgate/toolgate/domains/mangrove"
 	tg "github.com/toolgate/toolgate/policy"
 )
 
@@ -36,10 +37,19 @@ type row struct {
 	scoped    bool
 }
 
+// shipped is the Mangrove pack's policy, the table the engines are compared on.
+var shipped = func() *tg.Policy {
+	p, err := tg.New(mangrove.Domain())
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
 func rows() map[string]row {
-	p := tg.Default()
+	p := shipped
 	out := map[string]row{}
-	for _, r := range tg.Table {
+	for _, r := range mangrove.Table {
 		spec, _ := p.Spec(r.Tool)
 		x := row{decision: string(p.Effective(r.Tool)), hardLimit: r.HardLimitCents, scoped: scoped(spec)}
 		for _, role := range r.Roles {
@@ -55,7 +65,7 @@ func rows() map[string]row {
 
 func scoped(spec tg.ToolSpec) bool {
 	for _, f := range []string{"storeId"} {
-		if s := tg.Schema(spec.Args)["properties"].(map[string]any); s[f] != nil {
+		if s := shipped.Schema(spec.Args)["properties"].(map[string]any); s[f] != nil {
 			return true
 		}
 	}

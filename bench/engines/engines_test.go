@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
 	tg "github.com/toolgate/toolgate/policy"
 )
 
@@ -12,7 +13,7 @@ import (
 // fails at each step the row can fail at.
 func cases(t testing.TB) []Input {
 	var out []Input
-	for _, r := range tg.Table {
+	for _, r := range mangrove.Table {
 		base := Input{Tool: r.Tool, Role: "store_manager", Credential: true, Stores: []int64{112}, Value: 960}
 		if scopedTool(r.Tool) {
 			base.Store = 112
@@ -38,7 +39,7 @@ func cases(t testing.TB) []Input {
 }
 
 func scopedTool(name string) bool {
-	spec, _ := tg.Default().Spec(name)
+	spec, _ := shipped.Spec(name)
 	return scoped(spec)
 }
 
@@ -49,9 +50,9 @@ type toolgateDecide struct {
 }
 
 func newToolgate(t testing.TB) *toolgateDecide {
-	d := &toolgateDecide{p: tg.Default(), args: map[string]any{}}
-	for _, spec := range tg.Tools {
-		a, err := tg.Decode(spec, json.RawMessage(spec.Example))
+	d := &toolgateDecide{p: shipped, args: map[string]any{}}
+	for _, spec := range mangrove.Tools {
+		a, err := shipped.Decode(spec, json.RawMessage(spec.Example))
 		if err != nil {
 			t.Fatal(err)
 		}

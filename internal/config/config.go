@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
@@ -47,7 +48,7 @@ var Vars = []string{
 	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
 	"MCP_ADDR", "MCP_RESOURCE", "MCP_AUDIENCE", "MCP_OIDC_ISSUER", "MCP_OIDC_CLIENT_ID", "MCP_MAX_WAIT", "MCP_DATABASE_URL", "IDP_MCP_CLIENT_ID", "IDP_MCP_AUDIENCE",
 	"IDP_MCP_BACKCHANNEL_LOGOUT_URI",
-	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL",
+	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL", "TOOLGATE_PACKS",
 }
 
 // Config is the environment a process runs with.
@@ -102,6 +103,9 @@ type Config struct {
 	// WorkflowCacheSize caps the calls a worker keeps in memory between
 	// tasks; an evicted call is replayed from its history when it wakes.
 	WorkflowCacheSize int
+	// Policy is the tools and tables of the packs TOOLGATE_PACKS names
+	// (internal/packs; mangrove when unset), checked whole at start.
+	Policy *policy.Policy
 }
 
 // ClientOptions are the Temporal client options every process uses:
@@ -195,6 +199,11 @@ func FromEnv() (Config, error) {
 		ApprovalTTL:       30 * time.Minute,
 		SignInTTL:         10 * time.Minute,
 	}
+	p, err := packs.Load(env("TOOLGATE_PACKS", packs.Default))
+	if err != nil {
+		return c, err
+	}
+	c.Policy = p
 	t, err := TemporalClient()
 	if err != nil {
 		return c, err

@@ -27,8 +27,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/logging"
+	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -393,11 +395,39 @@ type Stack struct {
 	App         *pgxpool.Pool
 	Upstream    *httptest.Server
 	Client      client.Client
-	TaskQueue   string
-	Logs        *observer.ObservedLogs
-	Activities  *activities.Activities
-	settings    workflows.Settings
-	worker      worker.Worker
+	// Policy is the packs the stack's worker gates (Policy unless
+	// StackOptions.Policy says otherwise).
+	Policy     *policy.Policy
+	TaskQueue  string
+	Logs       *observer.ObservedLogs
+	Activities *activities.Activities
+	settings   workflows.Settings
+	worker     worker.Worker
+}
+
+// Policy is the packs the tests gate by default: the shipped ones.
+var Policy = packs.MustLoad(packs.Default)
+
+// Mangrove is the policy of the Mangrove pack after edit changed it (a
+// row's limit, a tool's spec): what a test that changes the table runs.
+func Mangrove(t testing.TB, edit func(*policy.Domain)) *policy.Policy {
+	t.Helper()
+	d := mangrove.Domain()
+	edit(&d)
+	p, err := policy.New(d)
+	if err != nil {
+		t.Fatalf("the edited Mangrove pack: %v", err)
+	}
+	return p
+}
+
+// UsePolicy restarts the stack's worker gating p: the calls in flight
+// carry their recorded verdicts, new calls are judged by p.
+func (s *Stack) UsePolicy(t testing.TB, p *policy.Policy) {
+	t.Helper()
+	s.StopWorker()
+	s.Policy, s.settings.Policy, s.Activities.Policy = p, p, p
+	s.StartWorker(t)
 }
 
 // NewStack starts a database, the upstream, and a worker on its own task
@@ -416,6 +446,8 @@ func NewStackTTL(t testing.TB, ttl time.Duration) *Stack {
 // StackOptions change how NewStackWith builds the stack.
 type StackOptions struct {
 	ApprovalTTL time.Duration
+	// Policy, when set, is the packs the worker gates instead of Policy.
+	Policy *policy.Policy
 	// Metrics, when set, receives the worker's and client's SDK metrics.
 	Metrics client.MetricsHandler
 	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
@@ -454,13 +486,18 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	}
 	core, logs := observer.New(zap.DebugLevel)
 	s.Logs = logs
+	s.Policy = Policy
+	if o.Policy != nil {
+		s.Policy = o.Policy
+	}
 	s.Activities = NewActivities(s.App, s.Upstream.URL, zap.New(core))
+	s.Activities.Policy = s.Policy
 	s.Activities.Temporal = s.Client
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	s.Activities.Webhook = o.Webhook
-	s.settings = workflows.Settings{ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
+	s.settings = workflows.Settings{Policy: s.Policy, ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
 		Webhooks: o.Webhook != nil, EscalateAfter: o.EscalateAfter}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)
@@ -499,7 +536,7 @@ func (s *Stack) StopWorker() {
 // NewActivities builds the activities as a dev-mode worker does (without
 // a Temporal client; NewStack sets one).
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
-	a := activities.New(pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
+	a := activities.New(Policy, pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
 	a.DevMode = true // the tests use the seeded demo credentials
 	return a
 }
@@ -511,7 +548,7 @@ func (s *Stack) First(t testing.TB, in workflows.ToolCallInput) workflows.Outcom
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, _, err := workflows.Call(ctx, s.Client, s.TaskQueue, in)
+	out, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, in)
 	if err != nil {
 		t.Fatalf("call %s: %v", in.Tool, err)
 	}
@@ -523,7 +560,7 @@ func (s *Stack) Run(t testing.TB, in workflows.ToolCallInput) workflows.ToolCall
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run, err := workflows.Start(ctx, s.Client, s.TaskQueue, in)
+	run, err := workflows.Start(ctx, s.Client, s.Policy, s.TaskQueue, in)
 	if err != nil {
 		t.Fatalf("start %s: %v", in.Tool, err)
 	}
