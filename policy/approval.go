@@ -307,14 +307,19 @@ func Fingerprint(req Request) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Intent names what an approve call asks for, whoever asks and under
-// whichever tool-call ID: the hex SHA-256 of the tool, the store and the
-// canonical args. Two calls with one intent want one card.
-func Intent(tool string, store int64, args json.RawMessage) (string, error) {
+// Intent names what an approve call asks for under whichever tool-call
+// ID: the hex SHA-256 of the tool, the store, the canonical args and, when
+// requester is not "" (the tool is not Shared), who asks. Two calls with
+// one intent want one card.
+func Intent(tool string, store int64, args json.RawMessage, requester string) (string, error) {
 	canon, err := Canonical(args)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append([]byte(fmt.Sprintf("%s\n%d\n", tool, store)), canon...))
+	head := fmt.Sprintf("%s\n%d\n", tool, store)
+	if requester != "" {
+		head = fmt.Sprintf("%s\n%d\n%d:%s\n", tool, store, len(requester), requester)
+	}
+	sum := sha256.Sum256(append([]byte(head), canon...))
 	return hex.EncodeToString(sum[:]), nil
 }

@@ -324,6 +324,9 @@ type ToolFacts struct {
 	Tier       Tier          `json:"tier"`
 	Idempotent bool          `json:"idempotent"`
 	Timeout    time.Duration `json:"timeout"`
+	// PerRequester keys the call's intent by its requester too (the tool
+	// is not Shared); false on facts recorded before it was.
+	PerRequester bool `json:"perRequester,omitempty"`
 }
 
 // Allowed reports whether the call may proceed (now or after approval).
@@ -364,7 +367,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
 	}
 	v.Args = canonical
-	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout}
+	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout, PerRequester: !e.spec.Shared}
 	if len(e.row.Limits) > 0 {
 		v.Limits = make([]LimitKey, 0, len(e.row.Limits))
 		for _, l := range e.row.Limits {

@@ -53,6 +53,10 @@ type ToolSpec struct {
 	// Route is the upstream request an authorized call makes; a tool
 	// without one cannot run.
 	Route Route
+	// Shared says the tool acts on something several people share (a
+	// store's stock): two of them asking the same thing want one card.
+	// Otherwise each requester's intent is their own.
+	Shared bool
 }
 
 // Route is how a call's authorized args (canonical JSON, session filled)

@@ -77,7 +77,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	if a.Reason != "" {
 		msg += " Their note: " + a.Reason
 	}
-	intent, _ := policy.Intent(c.in.Tool, nv.StoreID, action)
+	intent, _ := policy.Intent(c.in.Tool, nv.StoreID, action, c.intentRequester())
 	in := activities.ReviseInput{Verdict: nv, ValueCents: pv.ValueCents, PrevValueCents: prev, Intent: intent, Card: card,
 		Audit: activities.AuditInput{Key: fmt.Sprintf("edited-%d", card.CardVersion), Event: activities.EventEdited, Reason: policy.CodeOK, Message: msg,
 			Args: action, StoreID: nv.StoreID, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}

@@ -129,3 +129,36 @@ func TestAlreadyPendingNamesNoOnesCall(t *testing.T) {
 		t.Fatalf("ama asking again: %v %q %s", err, again.Message, again.Result)
 	}
 }
+
+// TestOneCardPerIntentPerRequester: for a tool whose resource is each
+// requester's own (a library loan), two members asking the same thing get
+// a card each, and neither is told the other's workflow ID; one member
+// asking twice still gets one card.
+func TestOneCardPerIntentPerRequester(t *testing.T) {
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: testenv.WithLibrary})
+	ctx := context.Background()
+	renew := func(user, id string) workflows.Outcome {
+		in := workflows.ToolCallInput{Tool: testenv.LibraryRenew, ToolCallID: id, Args: json.RawMessage(`{"loanId":"LN-2041","weeks":2}`),
+			Session: policy.Session{UserID: user, Role: testenv.LibraryMember, SessionID: "s-" + user, ConversationID: "loans", CredentialRef: "cred-" + user}}
+		f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	ama, kofi := renew("ama", "a"), renew("kofi", "k")
+	if ama.Status != workflows.StatusPendingApproval || kofi.Status != workflows.StatusPendingApproval || ama.IdempotencyKey == kofi.IdempotencyKey {
+		t.Fatalf("two members renewing alike: %+v / %+v (%s)", ama.ToolCallResult, kofi.ToolCallResult, kofi.Result)
+	}
+	again := renew("ama", "a2")
+	var named struct{ PendingWorkflowID string }
+	_ = json.Unmarshal(again.Result, &named)
+	if again.Code != policy.CodeAlreadyPending || named.PendingWorkflowID != ama.IdempotencyKey {
+		t.Fatalf("one member renewing twice: %+v %s", again.ToolCallResult, again.Result)
+	}
+	var cards int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE workflow_id LIKE 'toolcall-loans-%'`).Scan(&cards)
+	if cards != 2 {
+		t.Fatalf("%d cards, want one per member", cards)
+	}
+}

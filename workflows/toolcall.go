@@ -378,7 +378,7 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 		if c.preview_ != nil && len(c.preview_.Action) > 0 {
 			args = c.preview_.Action
 		}
-		if intent, err := policy.Intent(c.in.Tool, v.StoreID, args); err == nil {
+		if intent, err := policy.Intent(c.in.Tool, v.StoreID, args, c.intentRequester()); err == nil {
 			in.Intent, in.TTLSeconds = intent, int64(c.settings.ApprovalTTL.Seconds())
 		}
 	}
@@ -398,6 +398,15 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	// decision there; it equals the recorded one unless a limit refused.
 	v.Decision = res.Decision
 	return v, nil
+}
+
+// intentRequester is who the call's intent is keyed by: its user, unless
+// the tool acts on something shared (then "", everyone's).
+func (c *call) intentRequester() string {
+	if c.facts != nil && c.facts.PerRequester {
+		return c.in.Session.UserID
+	}
+	return ""
 }
 
 // idProblem says why the call's IDs cannot name it: they must be valid and

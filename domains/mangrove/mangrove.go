@@ -209,6 +209,8 @@ var Tools = []policy.ToolSpec{
 			"and a manager always approves a card before anything moves. Use it only when stock will run out before the next delivery: check get_stock and get_deliveries first. " +
 			"Not for ordering from a supplier.",
 		Args: reflect.TypeFor[RequestStockTransferArgs](), Tier: policy.TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
+		// A store's stock is everyone's at the store: one card per transfer, whoever asks.
+		Shared: true,
 	},
 	{
 		Name:        ToolChangePrice,
