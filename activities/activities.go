@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/activity"
@@ -41,6 +42,8 @@ type StepUp struct {
 type Activities struct {
 	// Policy is the deployment's packs: each tool's route and spec.
 	Policy *policy.Policy
+	// Previewers are the packs' dry runs, by tool.
+	Previewers map[string]pack.Previewer
 	// DevMode lets demo credentials (readable refs such as cred-ama) through.
 	DevMode bool
 	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.

@@ -337,18 +337,18 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 	}
 	if err != nil {
 		// The URL error text holds no header, so no token leaks through it.
-		return nil, temporal.NewApplicationError("the store system did not answer: "+err.Error(), ErrUnavailable)
+		return nil, temporal.NewApplicationError("the upstream did not answer: "+err.Error(), ErrUnavailable)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, temporal.NewApplicationError("the store system's answer was cut off", ErrUnavailable)
+		return nil, temporal.NewApplicationError("the upstream's answer was cut off", ErrUnavailable)
 	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return data, nil
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return nil, temporal.NewApplicationError("the store system is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
+		return nil, temporal.NewApplicationError("the upstream is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
 	}
 	var e api.Error
 	_ = json.Unmarshal(data, &e)

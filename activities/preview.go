@@ -3,14 +3,13 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
-	"github.com/toolgate/toolgate/upstream/api"
+	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -40,42 +39,38 @@ type PreviewResult struct {
 	Shortfall string `json:"shortfall,omitempty"`
 }
 
-// Preview runs a tool's read-only dry run as the signed-in person.
+// Preview runs a tool's read-only dry run (its pack's Previewer) as the
+// signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
-	if in.Tool != mangrove.ToolRequestStockTransfer {
+	preview := a.Previewers[in.Tool]
+	if preview == nil {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
-	}
-	var args mangrove.RequestStockTransferArgs
-	if err := json.Unmarshal(in.Args, &args); err != nil {
-		return PreviewResult{}, badArgs(err)
 	}
 	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, StoreIDs: in.StoreIDs, RequiredTier: in.RequiredTier,
 		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt})
 	if err != nil {
 		return PreviewResult{}, err
 	}
-	q := url.Values{"articleId": {fmt.Sprint(args.ArticleID)}, "quantity": {fmt.Sprint(args.Quantity)}}
-	body, err := a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/stores/%d/transfer-preview?%s", in.StoreID, q.Encode()), token, "", nil)
-	if err != nil {
-		return PreviewResult{}, err
+	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, StoreID: in.StoreID}, system{a: a, token: token})
+	var app *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return PreviewResult{Action: p.Action, ValueCents: p.ValueCents, Card: p.Card, Shortfall: p.Shortfall}, nil
+	case errors.As(err, &app):
+		return PreviewResult{}, err // the system's own refusal or outage, from Get
+	case errors.Is(err, pack.ErrUnavailable):
+		return PreviewResult{}, temporal.NewApplicationError(sanitize.Text(err.Error()), ErrUnavailable)
 	}
-	var p api.TransferPreview
-	if err := json.Unmarshal(body, &p); err != nil || p.ToStoreID != in.StoreID || int64(p.Quantity) != args.Quantity {
-		return PreviewResult{}, temporal.NewApplicationError("the transfer preview did not match the request", ErrUnavailable)
-	}
-	if p.FromStoreID == 0 {
-		return PreviewResult{ValueCents: p.ValueCents, Shortfall: p.Shortfall}, nil
-	}
-	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: in.StoreID, FromStoreID: p.FromStoreID})
-	return PreviewResult{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil
+	return PreviewResult{}, temporal.NewNonRetryableApplicationError(sanitize.Text(err.Error()), ErrBadInput, nil)
 }
 
-// TransferCard is the sentence an approver decides on, from the preview alone.
-func TransferCard(p api.TransferPreview) string {
-	unit := p.Unit
-	if p.Quantity != 1 {
-		unit += "s"
-	}
-	return fmt.Sprintf("Move %d %s of %s (%s at cost) from store %d to store %d, arriving %s.",
-		p.Quantity, unit, p.Article, policy.Dollars(p.ValueCents), p.FromStoreID, p.ToStoreID, strings.TrimSuffix(p.Arrival, "."))
+// system is a pack's upstream as one person: the token stays in here.
+type system struct {
+	a     *Activities
+	token string
+}
+
+// Get reads path as the person.
+func (s system) Get(ctx context.Context, path string) ([]byte, error) {
+	return s.a.do(ctx, http.MethodGet, path, s.token, "", nil)
 }

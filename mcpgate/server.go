@@ -292,7 +292,7 @@ func (s *Server) credential(ctx context.Context, id Identity) (string, error) {
 	ref, err := s.Credential(ctx, id)
 	if err != nil {
 		s.Logger.Warn("no credential for the sign-in", zap.String("user", id.UserID), zap.Error(err))
-		return "", errors.New("the signed-in person has no credential for the store systems; ask them to sign in again")
+		return "", errors.New("the signed-in person has no credential for the tools' systems; ask them to sign in again")
 	}
 	s.mu.Lock()
 	if s.credentials == nil {

@@ -147,6 +147,7 @@ var Catalogue = []Check{
 	{"deployment.codec", "the codec endpoint demands its token", nil},
 	{"deployment.mcp", "the MCP server refuses batches, cross-site requests and another person's session", nil},
 	{"deployment.worker", "a stopping worker lets running activities finish", nil},
+	{"deployment.packs", "a pack that does not hold together stops every process at start, naming the pack and the tool; what the model is told of an upstream names the tool's own system", nil},
 	{"deployment.upstream", "the demo upstream tells an outage from a wrong secret", nil},
 	{"deployment.temporal_config", "every process reaches Temporal through Temporal's client configuration (TLS, API key, namespace, profiles)", nil},
 	{"deployment.audit_views", "the insights page and stories are for auditors, read through a login that can only read the audit log", nil},

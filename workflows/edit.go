@@ -39,7 +39,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	var pv activities.PreviewResult
 	if nv.Allowed() && nv.NeedsPreview {
 		if pv, err = c.dryRun(nv, "dry run of the edited "+c.in.Tool); err != nil {
-			code, msg, _, _ := upstreamFailure(err, true)
+			code, msg, _, _ := upstreamFailure(err, true, c.system())
 			return refuse(code, "its dry run failed: "+msg)
 		}
 		if nv = c.checkArgs(args, &pv.ValueCents); nv.Allowed() && pv.Shortfall != "" {

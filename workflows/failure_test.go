@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/activities"
@@ -26,9 +27,12 @@ func TestUpstreamFailureCodes(t *testing.T) {
 	}
 	for _, idempotent := range []bool{true, false} {
 		for _, c := range cases {
-			code, msg, retryable, auth := upstreamFailure(c.err, idempotent)
-			if code != c.code || auth != c.auth || msg == "" || !code.Valid() {
+			code, msg, retryable, auth := upstreamFailure(c.err, idempotent, "the library system")
+			if code != c.code || auth != c.auth || msg == "" || !code.Valid() || strings.Contains(msg, "store") {
 				t.Errorf("%v (idempotent=%v): got %s auth=%v %q", c.err, idempotent, code, auth, msg)
+			}
+			if named := strings.Contains(msg, "The library system"); named != (code != policy.CodeCredentialUnavailable && c.err.Error() != "surprise") {
+				t.Errorf("%v: the message %q names the pack's system %v", c.err, msg, named)
 			}
 			transient := code == policy.CodeTimeout || code == policy.CodeUpstreamUnavailable
 			if retryable != (transient && idempotent) {

@@ -315,12 +315,12 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 		return pv, nil, nil
 	}
 	failure := err
-	code, msg, retryable, auth := upstreamFailure(failure, true)
+	code, msg, retryable, auth := upstreamFailure(failure, true, c.system())
 	if c.needSignIn(code, refusalResult(failure, nil)) {
 		return pv, &ToolCallResult{}, nil
 	}
 	if code == policy.CodeUpstreamError {
-		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, "The store system refused the call: ")
+		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, sentence(c.system())+" refused the call: ")
 	}
 	res, err := c.failed(v, code, msg, retryable, auth)
 	if err == nil && res.Status == StatusFailed {
@@ -517,7 +517,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	}
 	err := call.Get(c.ctx, &res)
 	if err != nil {
-		code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent)
+		code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent, c.system())
 		// The credential is exchanged before anything is sent upstream, so a
 		// call refused for it ran nothing and may wait for a sign-in.
 		if c.needSignIn(code, refusalResult(err, nil)) {
@@ -577,14 +577,28 @@ func (c *call) recordOutcome(in activities.AuditInput) error {
 	return c.record(in, card, true)
 }
 
-// upstreamFailure turns an activity error into a code and a note for the model.
-func upstreamFailure(err error, idempotent bool) (policy.Code, string, bool, bool) {
+// system is how messages to the model name the call's upstream: its pack's
+// own name for it.
+func (c *call) system() string { return c.settings.Policy.System(c.in.Tool) }
+
+// sentence is s with its first letter upper-case, to begin a sentence.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// upstreamFailure turns an activity error into a code and a note for the
+// model, naming the upstream as system (e.g. "the store system").
+func upstreamFailure(err error, idempotent bool, system string) (policy.Code, string, bool, bool) {
+	sys := sentence(system)
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		if idempotent {
-			return policy.CodeTimeout, "The store system did not answer in time. It is safe to call again with the same arguments.", true, false
+			return policy.CodeTimeout, sys + " did not answer in time. It is safe to call again with the same arguments.", true, false
 		}
-		return policy.CodeTimeout, "The store system did not answer in time, so it is unknown whether this took effect. Do not call again; tell the person to check before trying again.", false, false
+		return policy.CodeTimeout, sys + " did not answer in time, so it is unknown whether this took effect. Do not call again; tell the person to check before trying again.", false, false
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
@@ -595,11 +609,11 @@ func upstreamFailure(err error, idempotent bool) (policy.Code, string, bool, boo
 			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:
 			if idempotent {
-				return policy.CodeUpstreamUnavailable, "The store system is unavailable right now. Call again in a minute with the same arguments.", true, false
+				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. Call again in a minute with the same arguments.", true, false
 			}
-			return policy.CodeUpstreamUnavailable, "The store system is unavailable right now and it is unknown whether this took effect. Do not call again; tell the person to check shortly.", false, false
+			return policy.CodeUpstreamUnavailable, sys + " is unavailable right now and it is unknown whether this took effect. Do not call again; tell the person to check shortly.", false, false
 		case activities.ErrUpstream:
-			return policy.CodeUpstreamError, fmt.Sprintf("The store system refused the call: %s. Fix the request if you can; otherwise tell the person.", app.Message()), false, false
+			return policy.CodeUpstreamError, fmt.Sprintf("%s refused the call: %s. Fix the request if you can; otherwise tell the person.", sys, app.Message()), false, false
 		}
 	}
 	return policy.CodeUpstreamError, "The call failed in an unexpected way. Do not retry; tell the person.", false, false

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
+	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -104,8 +105,10 @@ type Config struct {
 	// tasks; an evicted call is replayed from its history when it wakes.
 	WorkflowCacheSize int
 	// Policy is the tools and tables of the packs TOOLGATE_PACKS names
-	// (internal/packs; mangrove when unset), checked whole at start.
-	Policy *policy.Policy
+	// (internal/packs; mangrove when unset), checked whole at start;
+	// Previewers are their dry runs, by tool.
+	Policy     *policy.Policy
+	Previewers map[string]pack.Previewer
 }
 
 // ClientOptions are the Temporal client options every process uses:
@@ -199,11 +202,11 @@ func FromEnv() (Config, error) {
 		ApprovalTTL:       30 * time.Minute,
 		SignInTTL:         10 * time.Minute,
 	}
-	p, err := packs.Load(env("TOOLGATE_PACKS", packs.Default))
+	set, err := packs.Load(env("TOOLGATE_PACKS", packs.Default))
 	if err != nil {
 		return c, err
 	}
-	c.Policy = p
+	c.Policy, c.Previewers = set.Policy, set.Previewers
 	t, err := TemporalClient()
 	if err != nil {
 		return c, err

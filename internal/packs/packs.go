@@ -5,10 +5,12 @@ package packs
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -16,8 +18,15 @@ import (
 const Default = mangrove.Name
 
 // builtIn are the Go packs compiled into toolgate's processes, by name.
-var builtIn = map[string]func() policy.Domain{
-	mangrove.Name: mangrove.Domain,
+var builtIn = map[string]func() pack.Pack{
+	mangrove.Name: mangrove.Pack,
+}
+
+// Set is the packs a deployment gates: their policy, and their code.
+type Set struct {
+	Policy *policy.Policy
+	// Previewers are the packs' dry runs, by tool.
+	Previewers map[string]pack.Previewer
 }
 
 // Names lists the built-in Go packs.
@@ -30,21 +39,27 @@ func Names() []string {
 	return out
 }
 
-// Load builds the policy of the packs named, comma-separated, in order.
-// An unknown name, or packs that do not hold together (policy.New), stop
-// the process at start with what to fix.
-func Load(names string) (*policy.Policy, error) {
+// Load builds the packs named, comma-separated, in order. An unknown name,
+// or packs that do not hold together (policy.New, pack.Check), stop the
+// process at start with what to fix.
+func Load(names string) (*Set, error) {
 	var domains []policy.Domain
+	set := &Set{Previewers: map[string]pack.Previewer{}}
 	for _, n := range strings.Split(names, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			continue
 		}
-		d, ok := builtIn[n]
+		build, ok := builtIn[n]
 		if !ok {
 			return nil, fmt.Errorf("TOOLGATE_PACKS: %q is not a pack; the built-in packs are %s", n, strings.Join(Names(), ", "))
 		}
-		domains = append(domains, d())
+		p := build()
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("TOOLGATE_PACKS=%s: %w", names, err)
+		}
+		domains = append(domains, p.Domain)
+		maps.Copy(set.Previewers, p.Previewers)
 	}
 	if len(domains) == 0 {
 		return nil, fmt.Errorf("TOOLGATE_PACKS names no pack; set it to one or more of %s, comma-separated", strings.Join(Names(), ", "))
@@ -53,14 +68,15 @@ func Load(names string) (*policy.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TOOLGATE_PACKS=%s: %w", names, err)
 	}
-	return p, nil
+	set.Policy = p
+	return set, nil
 }
 
 // MustLoad is Load for tests and tools that gate the default packs.
-func MustLoad(names string) *policy.Policy {
-	p, err := Load(names)
+func MustLoad(names string) *Set {
+	s, err := Load(names)
 	if err != nil {
 		panic(err)
 	}
-	return p
+	return s
 }

@@ -405,8 +405,12 @@ type Stack struct {
 	worker     worker.Worker
 }
 
-// Policy is the packs the tests gate by default: the shipped ones.
-var Policy = packs.MustLoad(packs.Default)
+// Shipped is the packs the tests gate by default, the shipped ones;
+// Policy is their policy.
+var (
+	Shipped = packs.MustLoad(packs.Default)
+	Policy  = Shipped.Policy
+)
 
 // Mangrove is the policy of the Mangrove pack after edit changed it (a
 // row's limit, a tool's spec): what a test that changes the table runs.
@@ -537,6 +541,7 @@ func (s *Stack) StopWorker() {
 // a Temporal client; NewStack sets one).
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
 	a := activities.New(Policy, pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
+	a.Previewers = Shipped.Previewers
 	a.DevMode = true // the tests use the seeded demo credentials
 	return a
 }

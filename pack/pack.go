@@ -1,0 +1,86 @@
+// Package pack is what a Go pack brings beyond its policy.Domain: the code a
+// file cannot say. Today that is a dry run per approve tool, which reads the
+// pack's own system as the signed-in person and tells the approver what
+// would run and what it is worth. It holds no Temporal and no database: a
+// pack depends on this package and policy, never on the engine's insides.
+package pack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Pack is one team's tools and tables (Domain) and the dry runs of the
+// tools whose spec says DryRun, by tool name.
+type Pack struct {
+	Domain     policy.Domain
+	Previewers map[string]Previewer
+}
+
+// Check refuses a pack whose dry runs and specs disagree: a DryRun tool
+// without a previewer, or a previewer for a tool that is not a DryRun tool
+// of this pack.
+func (p Pack) Check() error {
+	dry := map[string]bool{}
+	for _, t := range p.Domain.Tools {
+		if t.DryRun {
+			dry[t.Name] = true
+			if p.Previewers[t.Name] == nil {
+				return fmt.Errorf("pack %s: tool %q has DryRun set but no previewer", p.Domain.Name, t.Name)
+			}
+		}
+	}
+	for name := range p.Previewers {
+		if !dry[name] {
+			return fmt.Errorf("pack %s: a previewer is given for %q, which is not one of its DryRun tools", p.Domain.Name, name)
+		}
+	}
+	return nil
+}
+
+// Previewer is a tool's dry run. It must change nothing: it runs before a
+// person has decided, and again when an approver edits the card.
+type Previewer func(ctx context.Context, req PreviewRequest, sys System) (Preview, error)
+
+// PreviewRequest is the call to preview: the tool, its canonical args as
+// authorized (session filled) and the store it acts on (0 when none).
+type PreviewRequest struct {
+	Tool    string
+	Args    json.RawMessage
+	StoreID int64
+}
+
+// Preview is what a dry run decided.
+type Preview struct {
+	// Action is exactly what runs if the card is approved: the args with the
+	// dry run's choices filled in.
+	Action json.RawMessage
+	// ValueCents is the call's value, judged against the row's hard limit,
+	// spend limits and approver routing.
+	ValueCents int64
+	// Card is the sentence the approver decides on, from the preview alone.
+	Card string
+	// Shortfall, when set, says why nothing can be planned, though the call
+	// was valued: the call ends without a card.
+	Shortfall string
+}
+
+// System is the pack's upstream, reached as the signed-in person with the
+// short-lived token of the call's credential.
+type System interface {
+	// Get reads path (with its query) and returns the answer's body; a
+	// refusal or an outage comes back as the engine's own error, to be
+	// returned as is.
+	Get(ctx context.Context, path string) ([]byte, error)
+}
+
+// ErrUnavailable marks a dry run that could not be made now (its system's
+// answer did not match the request, say): the engine may try it again.
+var ErrUnavailable = errors.New("the dry run could not be made")
+
+// Unavailable is an ErrUnavailable with what went wrong.
+func Unavailable(why string) error { return fmt.Errorf("%w: %s", ErrUnavailable, why) }

@@ -1,0 +1,29 @@
+package pack_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/pack"
+)
+
+// TestCheckRefusesDryRunsThatDoNotMatch: a DryRun tool without its
+// previewer, and a previewer for a tool that has no dry run, stop the
+// start with the pack and the tool named.
+func TestCheckRefusesDryRunsThatDoNotMatch(t *testing.T) {
+	if err := mangrove.Pack().Check(); err != nil {
+		t.Fatalf("the shipped pack: %v", err)
+	}
+	missing := mangrove.Pack()
+	missing.Previewers = nil
+	if err := missing.Check(); err == nil || !strings.Contains(err.Error(), `pack mangrove: tool "request_stock_transfer" has DryRun set but no previewer`) {
+		t.Errorf("a dry-run tool without a previewer: %v", err)
+	}
+	stray := mangrove.Pack()
+	stray.Previewers[mangrove.ToolGetStock] = func(context.Context, pack.PreviewRequest, pack.System) (pack.Preview, error) { return pack.Preview{}, nil }
+	if err := stray.Check(); err == nil || !strings.Contains(err.Error(), `a previewer is given for "get_stock", which is not one of its DryRun tools`) {
+		t.Errorf("a previewer for a tool without a dry run: %v", err)
+	}
+}

@@ -1,0 +1,35 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// TestAPackNamesItsOwnSystem: a call of a second pack's tool runs through
+// the same chain beside Mangrove's, and what the model is told about its
+// upstream names that pack's system, never the store system.
+func TestAPackNamesItsOwnSystem(t *testing.T) {
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: testenv.WithLibrary})
+	member := policy.Session{UserID: "ama", Role: testenv.LibraryMember, SessionID: "s-lib", ConversationID: "library",
+		CredentialRef: issueCredential(t, s, "ama", testenv.LibraryMember, nil, policy.ACRPassword)}
+	// Mangrove's upstream stands in for the library's and knows no books.
+	res := s.Run(t, workflows.ToolCallInput{Tool: testenv.LibraryTool, ToolCallID: "find", Args: json.RawMessage(`{"title":"Middlemarch"}`), Session: member})
+	if res.Code != policy.CodeUpstreamError || !strings.HasPrefix(res.Message, "The library system refused the call: ") || strings.Contains(res.Message, "store") {
+		t.Fatalf("a refused library read: %s/%s %q", res.Status, res.Code, res.Message)
+	}
+	// The chain is the same: a Mangrove role is not a library role.
+	asManager := ama("library")
+	res = s.Run(t, workflows.ToolCallInput{Tool: testenv.LibraryTool, ToolCallID: "find2", Args: json.RawMessage(`{"title":"Middlemarch"}`), Session: asManager})
+	if res.Code != policy.CodeRole {
+		t.Fatalf("a store manager calling the library: %s/%s %q", res.Status, res.Code, res.Message)
+	}
+	res = s.Run(t, workflows.ToolCallInput{Tool: testenv.LibraryRenew, ToolCallID: "bad", Args: json.RawMessage(`{"loanId":"L-1","weeks":2}`), Session: member})
+	if res.Code != policy.CodeInvalidArguments || !strings.Contains(res.Message, `must be a loan id such as "LN-2041"`) {
+		t.Fatalf("a malformed loan id: %s/%s %q", res.Status, res.Code, res.Message)
+	}
+}
