@@ -22,7 +22,9 @@ func TestCheckRefusesDryRunsThatDoNotMatch(t *testing.T) {
 		t.Errorf("a dry-run tool without a previewer: %v", err)
 	}
 	stray := mangrove.Pack()
-	stray.Previewers[mangrove.ToolGetStock] = func(context.Context, pack.PreviewRequest, pack.System) (pack.Preview, error) { return pack.Preview{}, nil }
+	stray.Previewers[mangrove.ToolGetStock] = func(context.Context, pack.PreviewRequest, pack.System) (pack.Preview, error) {
+		return pack.Preview{}, nil
+	}
 	if err := stray.Check(); err == nil || !strings.Contains(err.Error(), `a previewer is given for "get_stock", which is not one of its DryRun tools`) {
 		t.Errorf("a previewer for a tool without a dry run: %v", err)
 	}

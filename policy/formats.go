@@ -74,7 +74,7 @@ func (p *Policy) DefinitionsAs(role Role, format string) (any, error) {
 				ReadOnlyHint:    d.Tier == TierRead,
 				DestructiveHint: d.Tier == TierWrite || d.Tier == TierIrreversible,
 				IdempotentHint:  d.Idempotent,
-				// The tools reach Mangrove's own systems, not the open web.
+				// The tools reach their packs' own systems, not the open web.
 				OpenWorldHint: false,
 			}})
 		}

@@ -39,7 +39,8 @@ func Names() []string {
 	return out
 }
 
-// Load builds the packs named, comma-separated, in order. An unknown name,
+// Load builds the packs named, comma-separated, in order: a built-in pack
+// by its name, a pack file by its path. An unknown name,
 // or packs that do not hold together (policy.New, pack.Check), stop the
 // process at start with what to fix.
 func Load(names string) (*Set, error) {
@@ -50,11 +51,19 @@ func Load(names string) (*Set, error) {
 		if n == "" {
 			continue
 		}
-		build, ok := builtIn[n]
-		if !ok {
-			return nil, fmt.Errorf("TOOLGATE_PACKS: %q is not a pack; the built-in packs are %s", n, strings.Join(Names(), ", "))
+		var p pack.Pack
+		if IsFile(n) {
+			var err error
+			if p, err = LoadFile(n); err != nil {
+				return nil, fmt.Errorf("TOOLGATE_PACKS: %w", err)
+			}
+		} else {
+			build, ok := builtIn[n]
+			if !ok {
+				return nil, fmt.Errorf("TOOLGATE_PACKS: %q is neither a built-in pack (%s) nor a pack file (.yaml, .yml or .json)", n, strings.Join(Names(), ", "))
+			}
+			p = build()
 		}
-		p := build()
 		if err := p.Check(); err != nil {
 			return nil, fmt.Errorf("TOOLGATE_PACKS=%s: %w", names, err)
 		}

@@ -1,0 +1,106 @@
+package packs_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// TestAPackFileIsAPack: the handbook file loads beside Mangrove, and its
+// tools are judged by the same chain: an allowed read, strict args with the
+// schema's bounds and pattern, a redacted note, an approve row routed to
+// its editor, and the schema the model is offered says what is enforced.
+func TestAPackFileIsAPack(t *testing.T) {
+	set, err := packs.Load("mangrove, ../../examples/packs/handbook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.Policy
+	reader := policy.Session{UserID: "ama", Role: "reader", SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	check := func(tool, args string) policy.Verdict {
+		return p.Check(policy.Request{Tool: tool, Args: json.RawMessage(args), Session: reader}, nil)
+	}
+	if v := check("search_handbook", `{"query":"cold chain"}`); v.Decision != policy.DecisionAllow || string(v.Args) != `{"query":"cold chain"}` || v.Tool.Timeout.String() != "5s" {
+		t.Fatalf("a handbook search: %+v %s", v, v.Args)
+	}
+	for args, want := range map[string]string{
+		`{"query":"x"}`:                   `Field "query" must be at least 2 characters long`,
+		`{"query":"cold","cursor":"abc"}`: `Field "cursor" must match the pattern ^[0-9]{1,6}$`,
+		`{"query":"cold","page":"x"}`:     `Unknown field "page"`,
+		`{"cursor":"1"}`:                  `Field "query" is required`,
+		`{"query":"cold","cursor":12}`:    `Field "cursor" must be a string`,
+	} {
+		if v := check("search_handbook", args); v.Code != policy.CodeInvalidArguments || !strings.Contains(v.Message, want) {
+			t.Errorf("%s: %s %q, want %q", args, v.Code, v.Message, want)
+		}
+	}
+	v := check("suggest_edit", `{"page":"cold-chain","change":"Call me on +44 7700 900123.","urgent":false}`)
+	if v.Decision != policy.DecisionApprove || v.ApproverRole != "editor" || v.Evidence == nil || v.Evidence.ACR != policy.ACRPassword ||
+		strings.Contains(string(v.Args), "7700") || !strings.Contains(string(v.Args), `"urgent":false`) {
+		t.Fatalf("a suggested edit: %+v %s", v, v.Args)
+	}
+	if v := check("get_stock", `{"articleId":40211}`); v.Code != policy.CodeRole {
+		t.Fatalf("a handbook reader calling Mangrove: %s", v.Code)
+	}
+	defs := p.DefinitionsFor("reader")
+	if len(defs) != 2 {
+		t.Fatalf("a reader is offered %d tools, want the handbook's two", len(defs))
+	}
+	schema, _ := json.Marshal(defs[0].InputSchema)
+	for _, want := range []string{`"pattern":"^[0-9]{1,6}$"`, `"maxLength":200`, `"required":["query"]`, `"additionalProperties":false`} {
+		if !strings.Contains(string(schema), want) {
+			t.Errorf("the offered schema %s lacks %s", schema, want)
+		}
+	}
+}
+
+// TestABadPackFileSaysWhereAndWhat: each mistake in a pack file stops the
+// start with the file, the line and the field, and what to write.
+func TestABadPackFileSaysWhereAndWhat(t *testing.T) {
+	good, err := os.ReadFile("../../examples/packs/handbook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ from, to, want string }{
+		{"    tier: read\n", "    tierr: read\n", `:13: tools[0].tierr: unknown field; the fields here are name, description, tier`},
+		{"decision: allow", "decision: maybe", `:26: tools[0].policy.decision: "maybe": use allow, approve or deny`},
+		{"tier: write\n", "tier: dangerous\n", `:30: tools[1].tier: "dangerous" is not a tier`},
+		{"timeout: 5s", "timeout: soon", `:15: tools[0].timeout: "soon" is not a duration`},
+		{`path: "/v1/handbook/{page}/suggestions"`, `path: "/v1/handbook/{slug}/suggestions"`, `:44: tools[1].route.path: {slug} is not one of the args (change, page, urgent)`},
+		{"body: [change, urgent]", "body: [change, reason]", `tools[1].route.body[1]: "reason" is not one of the args`},
+		{"{type: boolean, title: Urgent,", "{type: number,", `:42: tools[1].args.properties.urgent.type: "number": an arg is a string, an integer`},
+		{`, title: Query, description: "What to look for, in plain words."}`, "}", `:20: tools[0].args.properties.query.description: required: the model needs to know what query is`},
+		{"pattern: \"^[0-9]{1,6}$\"", "pattern: \"^[0-9\"", `:21: tools[0].args`},
+		{"minLength: 2,", "minLength: 2, format: email,", `:20: tools[0].args.properties.query.format: not supported`},
+		{"      required: [query]\n", "      required: [query, q]\n", `:22: tools[0].args.required: "q" is not one of the properties`},
+		{"approvers: [{role: editor}]", "approvers: []", `:48: tools[1].policy.approvers: an approve row routes its cards`},
+		{"roles: [reader]\n", "roles: [writer]\n", `the row of suggest_edit names the role "writer", which the pack does not declare`},
+		{"maxAge: 8h", "maxAge: a while", `:49: tools[1].policy.evidence[0].maxAge: "a while" is not a duration`},
+		{"scope: user", "scope: store", `:27: tools[0].policy.limits[0].scope: "store": use user`},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		if !strings.Contains(string(good), c.from) {
+			t.Fatalf("the good file has no %q", c.from)
+		}
+		path := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(path, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := packs.Load(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q → %q: %v\nwant %s", c.from, c.to, err, c.want)
+		}
+	}
+	if _, err := packs.Load("nowhere.yaml"); err == nil || !strings.Contains(err.Error(), "nowhere.yaml") {
+		t.Errorf("a missing file: %v", err)
+	}
+	if _, err := packs.Load("mangrove,warehouse"); err == nil || !strings.Contains(err.Error(), `"warehouse" is neither a built-in pack (mangrove) nor a pack file`) {
+		t.Errorf("an unknown pack: %v", err)
+	}
+}
