@@ -56,7 +56,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
+	h.Set((&approvals.Server{Policy: s.Policy, Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: key, Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second, Now: u.now,
 		Auditor: insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}, TemporalWeb: "http://temporal-web.test/", Namespace: testenv.Namespace()}).Handler())
 	u.Stack, u.IdP = s, id

@@ -32,13 +32,21 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"dollars": policy.Dollars,
 	"short":   func(s string) string { return s[:min(12, len(s))] },
 	"words":   func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":   func(t time.Time) string { return t.UTC().Format("15:04 UTC, 2 Jan") },
 	"age":     age,
 }).ParseFS(assets, "templates/*.html"))
+
+// value writes a card's value in its tool's pack's unit; a tool whose
+// calls have no value says so, never $0.00.
+func (s *Server) value(tool string, cents int64) string {
+	if s.Policy == nil || !s.Policy.Valued(tool) {
+		return "none"
+	}
+	return s.Policy.FormatValue(tool, cents)
+}
 
 // age says a whole number of hours or minutes in words.
 func age(sec int64) string {
@@ -53,6 +61,8 @@ func age(sec int64) string {
 
 // Server serves the card UI.
 type Server struct {
+	// Policy is the deployment's packs: how each tool's values are written.
+	Policy *policy.Policy
 	// Pool reads pending_action and audit_log (as the app role).
 	Pool *pgxpool.Pool
 	// Temporal sends the approval signal.
@@ -167,10 +177,13 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, d any) {
 
 // Card is one pending_action row as an approver sees it.
 type Card struct {
-	WorkflowID   string
-	Tool         string
-	Text         string
-	ValueCents   int64
+	WorkflowID string
+	Tool       string
+	Text       string
+	ValueCents int64
+	// Value is ValueCents in the tool's pack's unit, or "none" for a tool
+	// whose calls have no value.
+	Value        string
 	RequestedBy  string
 	Reason       string
 	StoreID      int64
@@ -225,6 +238,7 @@ type CardVersion struct {
 	At         time.Time
 	By         string
 	ValueCents int64
+	Value      string
 	Note       string
 }
 
@@ -267,7 +281,11 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 		s.fail(w, err)
 		return
 	}
-	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) { return scanCard(row) })
+	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) {
+		c, err := scanCard(row)
+		c.Value = s.value(c.Tool, c.ValueCents)
+		return c, err
+	})
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -280,7 +298,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 		if s.Pool.QueryRow(r.Context(), `SELECT p.card_version, p.value_cents, p.approver_role FROM pending_action p WHERE p.workflow_id = $1
 			AND EXISTS (SELECT 1 FROM audit_log a WHERE a.workflow_id = p.workflow_id AND a.event = 'edited' AND a.approver_id = $2)`,
 			moved, sess.User.UserID).Scan(&version, &value, &role) == nil {
-			flash = fmt.Sprintf("Your edit was applied: version %d (%s) now waits for the %s.", version, policy.Dollars(value), strings.ReplaceAll(role, "_", " "))
+			var tool string
+			_ = s.Pool.QueryRow(r.Context(), `SELECT tool FROM pending_action WHERE workflow_id = $1`, moved).Scan(&tool)
+			flash = fmt.Sprintf("Your edit was applied: version %d (%s) now waits for the %s.", version, s.value(tool, value), strings.ReplaceAll(role, "_", " "))
 		}
 	}
 	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Flash: flash})
@@ -294,6 +314,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 	if err != nil {
 		return c, err
 	}
+	c.Value = s.value(c.Tool, c.ValueCents)
 	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || !slices.Contains(u.StoreIDs, c.StoreID) {
 		return Card{}, pgx.ErrNoRows
 	}
@@ -385,7 +406,7 @@ func (s *Server) versions(ctx context.Context, c Card) []CardVersion {
 		if err := rows.Scan(&event, &v.At, &v.By, &v.ValueCents, &v.Note); err != nil {
 			return out
 		}
-		v.Version = len(out) + 1
+		v.Version, v.Value = len(out)+1, s.value(c.Tool, v.ValueCents)
 		if event == "needs_approval" {
 			v.Note = "asked for by " + v.By
 		}

@@ -21,17 +21,19 @@ var ErrNoSuchCall = errors.New("the audit log has no row of this call")
 
 // Event is one audit row of a call.
 type Event struct {
-	At           time.Time       `json:"at"`
-	RunID        string          `json:"runId"`
-	Event        string          `json:"event"`
-	Reason       string          `json:"reason"`
-	Tool         string          `json:"tool"`
-	UserID       string          `json:"userId"`
-	Role         string          `json:"role"`
-	SessionID    string          `json:"sessionId"`
-	Conversation string          `json:"conversationId"`
-	StoreID      *int64          `json:"storeId,omitempty"`
-	ValueCents   *int64          `json:"valueCents,omitempty"`
+	At           time.Time `json:"at"`
+	RunID        string    `json:"runId"`
+	Event        string    `json:"event"`
+	Reason       string    `json:"reason"`
+	Tool         string    `json:"tool"`
+	UserID       string    `json:"userId"`
+	Role         string    `json:"role"`
+	SessionID    string    `json:"sessionId"`
+	Conversation string    `json:"conversationId"`
+	StoreID      *int64    `json:"storeId,omitempty"`
+	ValueCents   *int64    `json:"valueCents,omitempty"`
+	// Value is ValueCents written in the tool's pack's unit.
+	Value        string          `json:"value,omitempty"`
 	Args         json.RawMessage `json:"args,omitempty"`
 	Approver     string          `json:"approver,omitempty"`
 	ApproverRole string          `json:"approverRole,omitempty"`
@@ -79,6 +81,9 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 		err := row.Scan(&e.At, &e.RunID, &e.Event, &e.Reason, &e.Tool, &e.UserID, &e.Role, &e.SessionID, &e.Conversation, &e.StoreID, &e.ValueCents, &args,
 			&e.Approver, &e.ApproverRole, &e.Issuer, &e.ACR, &e.AuthTime, &e.Claimed, &e.Message, &result)
 		e.Args, e.Result = args, result
+		if e.ValueCents != nil && r.Policy != nil {
+			e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
+		}
 		return e, err
 	})
 	if err != nil {
@@ -257,8 +262,8 @@ func resultNote(result json.RawMessage) string {
 
 func what(e Event) string {
 	s := e.Event + " (" + e.Reason + ")"
-	if e.ValueCents != nil {
-		s += " " + policy.Dollars(*e.ValueCents)
+	if e.Value != "" {
+		s += " " + e.Value
 	}
 	if e.Approver != "" {
 		s += fmt.Sprintf(" by %s (%s)", e.Approver, e.ApproverRole)

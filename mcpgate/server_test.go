@@ -100,7 +100,7 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cards.Set((&approvals.Server{Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
+	cards.Set((&approvals.Server{Policy: s.Policy, Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: []byte(strings.Repeat("k", 32)), Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
 	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
 	if err != nil {

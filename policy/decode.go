@@ -224,6 +224,8 @@ type field struct {
 	// def is the value used when the field is left out (tag default).
 	def string
 	typ reflect.Type
+	// index finds the field in the args struct (through embedded ones).
+	index []int
 }
 
 // fieldCache holds fieldsOf per args type; types never change at run time.
@@ -234,17 +236,18 @@ func fieldsOf(t reflect.Type) []field {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.([]field)
 	}
-	f := collectFields(t)
+	f := collectFields(t, nil)
 	fieldCache.Store(t, f)
 	return f
 }
 
-func collectFields(t reflect.Type) []field {
+func collectFields(t reflect.Type, prefix []int) []field {
 	var out []field
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		index := append(append([]int(nil), prefix...), i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			out = append(out, collectFields(f.Type)...)
+			out = append(out, collectFields(f.Type, index)...)
 			continue
 		}
 		name := jsonName(f)
@@ -255,7 +258,7 @@ func collectFields(t reflect.Type) []field {
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), typ: ft})
+		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), typ: ft, index: index})
 	}
 	return out
 }

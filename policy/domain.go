@@ -30,6 +30,8 @@ type Domain struct {
 	// Formats are the validate tags the pack's args use beyond the
 	// validator's own.
 	Formats []Format
+	// Unit is what the pack's values count (a currency, or none).
+	Unit Unit
 }
 
 // RoleSpec is one of a pack's roles.
@@ -92,6 +94,9 @@ func (d Domain) check() error {
 		if !named[r.Name] {
 			return fmt.Errorf("pack %s: the role %q is declared but no row names it", d.Name, r.Name)
 		}
+	}
+	if err := d.Unit.check(); err != nil {
+		return fmt.Errorf("pack %s: %w", d.Name, err)
 	}
 	for _, f := range d.Formats {
 		if f.Tag == "" || f.Pattern == nil || f.Rule == "" {

@@ -50,6 +50,12 @@ type entry struct {
 	evidence []evidenceAt
 	// denied is step 1's refusal, worded once: a refusal need not allocate.
 	denied string
+	// unit writes the tool's values (its pack's Unit).
+	unit Unit
+	// value is the index of the ValueArg field, nil when none.
+	value []int
+	// routes are the row's approvers' compiled When rules (nil where none).
+	routes []*route
 }
 
 type evidenceAt struct {
@@ -158,6 +164,10 @@ func New(domains ...Domain) (*Policy, error) {
 		}
 		e.evidence = append(e.evidence, evidenceAt{req: StrictestEvidence})
 		e.denied = n + " is not available to assistants. Do not retry; tell the person this has to be done by the responsible team."
+		e.unit = d.Unit
+		if err := e.compile(); err != nil {
+			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
+		}
 		p.entries[n] = e
 		for len(p.byLen) <= len(n) {
 			p.byLen = append(p.byLen, nil)
@@ -311,6 +321,10 @@ type Verdict struct {
 	RequesterMaxAgeSeconds int64  `json:"requesterMaxAgeSeconds,omitempty"`
 	// EscalateTo is the role an unanswered card is also offered to.
 	EscalateTo Role `json:"escalateTo,omitempty"`
+	// ValueCents is the call's value when an arg holds it (ToolSpec.ValueArg).
+	ValueCents *int64 `json:"valueCents,omitempty"`
+	// Currency is the unit the value's messages are written in (its pack's).
+	Currency string `json:"currency,omitempty"`
 	// Approvals is how many distinct approvers the card needs, when more
 	// than one (Row.Quorum); the requester is never one of them.
 	Approvals int `json:"approvals,omitempty"`
@@ -390,10 +404,13 @@ func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
 	if len(usage) != len(v.Limits) {
 		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
 	}
+	if valueCents == nil {
+		valueCents = v.ValueCents
+	}
 	value := deref(valueCents)
 	for i, k := range v.Limits {
 		if l := (Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}); exceeds(&l, &usage[i], value) {
-			return limitDenial(k.Tool, l, v.StoreID, usage[i], value)
+			return limitDenial(k.Tool, l, v.StoreID, usage[i], value, Unit{Currency: v.Currency})
 		}
 	}
 	return v
@@ -424,7 +441,7 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
 	}
 	for i := range e.row.Limits {
 		if l := &e.row.Limits[i]; exceeds(l, &f.Usage[i], deref(f.ValueCents)) {
-			return limitDenial(tool, *l, v.StoreID, f.Usage[i], deref(f.ValueCents))
+			return limitDenial(tool, *l, v.StoreID, f.Usage[i], deref(f.ValueCents), e.unit)
 		}
 	}
 	return v
@@ -491,7 +508,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 	}
 	// v is still zero here: set fields one by one, not a whole Verdict
 	// through the pointer (a fifth of Decide's time).
-	v.Decision, v.Code, v.StoreID, v.Message, v.RequesterTier = decision, CodeOK, store, "Allowed.", row.RequesterTier
+	v.Decision, v.Code, v.StoreID, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, store, "Allowed.", row.RequesterTier, e.unit.Currency
 	if row.RequesterTier != "" {
 		age := row.RequesterMaxAge
 		if age <= 0 {
@@ -507,6 +524,13 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 		v.NeedsPreview, v.Message = true, "Needs a dry run."
 		return
 	}
+	if valueCents == nil && e.value != nil {
+		// The value is an arg's: decoding made it present (a required arg).
+		if n, ok := intAt(args, e.value); ok {
+			valueCents = &n
+			v.ValueCents = valueCents
+		}
+	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
 			*v = deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
@@ -514,14 +538,22 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 		}
 		if *valueCents > row.HardLimitCents {
 			*v = deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
-				spec.Name, Dollars(*valueCents), Dollars(row.HardLimitCents)))
+				spec.Name, e.unit.Format(*valueCents), e.unit.Format(row.HardLimitCents)))
 			return
 		}
 	}
 	if decision == DecisionApprove {
-		role, ok := row.ApproverFor(deref(valueCents))
+		role, ok, err := e.approverFor(deref(valueCents), args)
+		if err != nil {
+			*v = deny(StepNotDenied, fmt.Sprintf("The approver of this %s could not be worked out (%v). Do not retry; tell the person it needs a manual request.", spec.Name, err))
+			return
+		}
 		if !ok {
-			*v = deny(StepNotDenied, fmt.Sprintf("No one can approve a %s worth %s. Do not retry; tell the person it needs a manual request.", spec.Name, Dollars(deref(valueCents))))
+			worth := ""
+			if valueCents != nil {
+				worth = " worth " + e.unit.Format(*valueCents)
+			}
+			*v = deny(StepNotDenied, fmt.Sprintf("No one can approve a %s%s. Do not retry; tell the person it needs a manual request.", spec.Name, worth))
 			return
 		}
 		v.ApproverRole = role
@@ -548,7 +580,7 @@ func exceeds(l *Limit, u *Usage, value int64) bool {
 }
 
 // limitDenial says which bound a call would pass, and for whom.
-func limitDenial(tool string, l Limit, store int64, u Usage, value int64) Verdict {
+func limitDenial(tool string, l Limit, store int64, u Usage, value int64, unit Unit) Verdict {
 	who := "the signed-in person"
 	if l.Scope == PerStore {
 		who = fmt.Sprintf("store %d", store)
@@ -558,7 +590,7 @@ func limitDenial(tool string, l Limit, store int64, u Usage, value int64) Verdic
 			tool, l.MaxCalls, l.Window, who))
 	}
 	return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
-		tool, who, Dollars(l.MaxCents), l.Window, Dollars(u.Cents)))
+		tool, who, unit.Format(l.MaxCents), l.Window, unit.Format(u.Cents)))
 }
 
 func limitKey(tool string, l Limit, user string, store int64) LimitKey {
@@ -573,19 +605,6 @@ func limitKey(tool string, l Limit, user string, store int64) LimitKey {
 	}
 	k.Key = fmt.Sprintf("%s/%s/%s/%d", tool, l.Scope, who, l.Window)
 	return k
-}
-
-// Dollars formats cents as $1,234.56.
-func Dollars(cents int64) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	whole := strconv.FormatInt(cents/100, 10)
-	for i := len(whole) - 3; i > 0; i -= 3 {
-		whole = whole[:i] + "," + whole[i:]
-	}
-	return fmt.Sprintf("%s$%s.%02d", sign, whole, cents%100)
 }
 
 func joinIDs(ids []int64) string {

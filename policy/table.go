@@ -71,11 +71,17 @@ type Limit struct {
 	MaxCents int64
 }
 
-// Approver routes a card by its value: the first rule whose UpToCents
-// covers the value names the role that decides (0 means no upper bound).
+// Approver routes a card: the first approver whose UpToCents covers the
+// value (0 means no upper bound) and whose When holds names the role that
+// decides.
 type Approver struct {
 	Role      Role
 	UpToCents int64
+	// When, if set, is a CEL expression over the call's canonical args
+	// (args, a map) and its value (value, an int) that must be true, e.g.
+	// args.country != "GB" || value > 50000. It is compiled when the pack
+	// loads; one that fails to evaluate refuses the call.
+	When string
 }
 
 // Row is one line of the policy table.

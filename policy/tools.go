@@ -53,6 +53,11 @@ type ToolSpec struct {
 	// Route is the upstream request an authorized call makes; a tool
 	// without one cannot run.
 	Route Route
+	// ValueArg, for a tool without a dry run, names the required integer
+	// arg that is the call's value, in its pack's Unit (minor units of its
+	// currency): what the hard limit, the spend limits and the approver
+	// routing judge. A tool with neither has no value.
+	ValueArg string
 	// Shared says the tool acts on something several people share (a
 	// store's stock): two of them asking the same thing want one card.
 	// Otherwise each requester's intent is their own.

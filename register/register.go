@@ -67,6 +67,7 @@ type tool struct {
 	row      policy.Row
 	decision policy.Decision
 	evidence []policy.EvidenceRule
+	unit     policy.Unit
 }
 
 func (t tool) runs() bool     { return t.decision != policy.DecisionDeny }
@@ -140,6 +141,9 @@ var Catalogue = []Check{
 	{"approval.quorum", "above the quorum's value, several distinct people (issuer and subject, or user ID); the requester never counts", func(t tool) bool { return t.approves() && len(t.row.Quorum) > 0 }},
 	{"approval.edit", "an edit runs the chain again and puts the card up as a new version; the old hash is refused", func(t tool) bool {
 		return t.approves() && len(t.row.Editable) > 0
+	}},
+	{"approval.rules", "a card goes to the first approver whose bound and rule (CEL) hold; a rule that cannot be evaluated refuses the call", func(t tool) bool {
+		return t.approves() && slices.ContainsFunc(t.row.Approvers, func(a policy.Approver) bool { return a.When != "" })
 	}},
 	{"approval.escalation", "an unanswered card is also offered one role up", func(t tool) bool { return t.approves() && t.escalates() }},
 	{"deployment.defaults", "no demo secret, open endpoint or public listener outside dev mode; servers time out slow clients", nil},
@@ -231,7 +235,8 @@ func Build(p *policy.Policy, guards []Guard, locations map[string]string) (Regis
 	for _, name := range p.Names() {
 		spec, _ := p.Spec(name)
 		row, _ := p.Row(name)
-		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name)}
+		d, _ := p.DomainOf(name)
+		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name), unit: d.Unit}
 		e := describe(t)
 		for _, c := range Catalogue {
 			if c.applies == nil || !c.applies(t) {
@@ -277,7 +282,7 @@ func describe(t tool) Entry {
 	e := Entry{Tool: t.spec.Name, Tier: t.spec.Tier, Decision: t.decision, Roles: t.row.Roles, Idempotent: t.spec.Idempotent,
 		RequiresCredential: t.spec.RequiresCredential, Editable: t.row.Editable}
 	if t.row.HardLimitCents > 0 {
-		e.HardLimit = policy.Dollars(t.row.HardLimitCents) + " a call"
+		e.HardLimit = t.unit.Format(t.row.HardLimitCents) + " a call"
 	}
 	for _, l := range t.row.Limits {
 		var caps []string
@@ -285,7 +290,7 @@ func describe(t tool) Entry {
 			caps = append(caps, fmt.Sprintf("%d calls", l.MaxCalls))
 		}
 		if l.MaxCents > 0 {
-			caps = append(caps, policy.Dollars(l.MaxCents))
+			caps = append(caps, t.unit.Format(l.MaxCents))
 		}
 		e.Limits = append(e.Limits, fmt.Sprintf("%s per %s per %s", strings.Join(caps, " and "), l.Scope, l.Window))
 	}
@@ -294,12 +299,18 @@ func describe(t tool) Entry {
 	}
 	from := int64(0)
 	for _, a := range t.row.Approvers {
+		when := ""
+		if a.When != "" {
+			when = " when " + a.When
+		}
 		if a.UpToCents == 0 {
-			e.Routing = append(e.Routing, fmt.Sprintf("%s above %s", a.Role, policy.Dollars(from)))
+			e.Routing = append(e.Routing, fmt.Sprintf("%s above %s%s", a.Role, t.unit.Format(from), when))
 			continue
 		}
-		e.Routing = append(e.Routing, fmt.Sprintf("%s up to %s", a.Role, policy.Dollars(a.UpToCents)))
-		from = a.UpToCents
+		e.Routing = append(e.Routing, fmt.Sprintf("%s up to %s%s", a.Role, t.unit.Format(a.UpToCents), when))
+		if a.When == "" {
+			from = a.UpToCents
+		}
 	}
 	for _, a := range t.row.Approvers {
 		if up, ok := t.row.EscalationFor(a.Role); ok {
@@ -307,14 +318,14 @@ func describe(t tool) Entry {
 		}
 	}
 	for _, q := range t.row.Quorum {
-		e.Quorum = append(e.Quorum, fmt.Sprintf("%d distinct approvers above %s", q.Approvals, policy.Dollars(q.AboveCents)))
+		e.Quorum = append(e.Quorum, fmt.Sprintf("%d distinct approvers above %s", q.Approvals, t.unit.Format(q.AboveCents)))
 	}
 	rules := t.evidence
 	from = 0
 	for _, r := range rules {
-		bound := "above " + policy.Dollars(from)
+		bound := "above " + t.unit.Format(from)
 		if r.UpToCents > 0 {
-			bound, from = "up to "+policy.Dollars(r.UpToCents), r.UpToCents
+			bound, from = "up to "+t.unit.Format(r.UpToCents), r.UpToCents
 		}
 		e.Evidence = append(e.Evidence, fmt.Sprintf("%s: %s sign-in within %s", bound, r.ACR, span(r.MaxAge)))
 	}

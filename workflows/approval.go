@@ -44,6 +44,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if c.preview_ != nil {
 		action = c.preview_.Action
 		c.status.Card, c.status.ValueCents = c.preview_.Card, c.preview_.ValueCents
+	} else if c.argValue != nil {
+		c.status.ValueCents = *c.argValue
 	}
 	hash, err := policy.ArgsHash(c.in.Tool, action)
 	if err != nil {

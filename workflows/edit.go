@@ -46,6 +46,9 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 			return refuse(policy.CodeUpstreamError, "nothing can be planned: "+pv.Shortfall)
 		}
 	}
+	if !nv.NeedsPreview && nv.ValueCents != nil {
+		pv.ValueCents = *nv.ValueCents // the value is an arg's, edited with the rest
+	}
 	switch {
 	case !nv.Allowed():
 		return refuse(nv.Code, nv.Message)
@@ -73,7 +76,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 		card.EscalatedTo = nv.EscalateTo
 	}
 	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", card.CardVersion, a.Approver.UserID, editSummary(a.Edit),
-		policy.Dollars(pv.ValueCents), policy.Dollars(prev), strings.ReplaceAll(string(nv.ApproverRole), "_", " "))
+		c.settings.Policy.FormatValue(c.in.Tool, pv.ValueCents), c.settings.Policy.FormatValue(c.in.Tool, prev), strings.ReplaceAll(string(nv.ApproverRole), "_", " "))
 	if a.Reason != "" {
 		msg += " Their note: " + a.Reason
 	}

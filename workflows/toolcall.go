@@ -169,6 +169,7 @@ func (c *call) chain() (ToolCallResult, error) {
 			return c.failed(v, policy.CodeUpstreamError, fmt.Sprintf("Nothing can be planned: %s. Propose a smaller quantity, or tell the person.", pv.Shortfall), false, false)
 		}
 	}
+	c.argValue = v.ValueCents
 	if v.Allowed() {
 		var err error
 		if v, err = c.admit(v); err != nil {
@@ -209,6 +210,8 @@ type call struct {
 	conflicts int
 	// facts are the tool's spec facts recorded with the verdict.
 	facts *policy.ToolFacts
+	// argValue is the call's value when an arg holds it (the verdict's).
+	argValue *int64
 	// version is the shape of the call (the "search-attributes" change).
 	version workflow.Version
 	// fingerprint names what was asked (policy.Fingerprint of the input).
@@ -299,7 +302,7 @@ func (c *call) check(value *int64) policy.Verdict {
 	req := c.req
 	summary := "policy check, steps 0-5 (value pending the dry run)"
 	if value != nil {
-		summary = fmt.Sprintf("policy check, steps 0-6 at %s", policy.Dollars(*value))
+		summary = fmt.Sprintf("policy check, steps 0-6 at %s", c.settings.Policy.FormatValue(c.in.Tool, *value))
 	}
 	enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return c.settings.Policy.Check(req, value) })
 	if err := enc.Get(&v); err != nil {
@@ -369,6 +372,8 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	in := activities.AdmitInput{Verdict: v, Tool: c.in.Tool, Session: c.in.Session, Claim: c.claim(), CredentialRef: c.credential()}
 	if c.preview_ != nil {
 		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
+	} else {
+		in.ValueCents = c.argValue
 	}
 	if v.Decision == policy.DecisionApprove {
 		// One card per intent: an equivalent card already up ends this call.
@@ -649,7 +654,7 @@ func (c *call) outcome(res ToolCallResult) *Outcome {
 
 func (c *call) value() *int64 {
 	if c.preview_ == nil {
-		return nil
+		return c.argValue
 	}
 	return &c.preview_.ValueCents
 }

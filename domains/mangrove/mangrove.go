@@ -31,6 +31,8 @@ func Domain() policy.Domain {
 		Rows:     slices.Clone(Table),
 		Evidence: slices.Clone(Evidence),
 		Formats:  []policy.Format{{Tag: "grnid", Pattern: GRNID, Rule: `must be a GRN id such as "GRN-88213", as get_deliveries returns it`}},
+		// Values are US cents: the dry run values a transfer at cost.
+		Unit: policy.Unit{Currency: "USD"},
 	}
 }
 

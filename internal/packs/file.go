@@ -25,10 +25,13 @@ import (
 // limits, approver routing, evidence). YAML, or JSON, which is YAML too.
 // Everything a file cannot say (a dry run that needs code) is a Go pack.
 type file struct {
-	Pack   string     `yaml:"pack"`
-	System string     `yaml:"system"`
-	Roles  []fileRole `yaml:"roles"`
-	Tools  []fileTool `yaml:"tools"`
+	Pack   string `yaml:"pack"`
+	System string `yaml:"system"`
+	// Currency is what the pack's values count, an ISO 4217 code (values
+	// are in its minor units); none when left out.
+	Currency string     `yaml:"currency"`
+	Roles    []fileRole `yaml:"roles"`
+	Tools    []fileTool `yaml:"tools"`
 }
 
 type fileRole struct {
@@ -44,6 +47,7 @@ type fileTool struct {
 	Credential  *bool          `yaml:"credential"`
 	Timeout     string         `yaml:"timeout"`
 	Shared      bool           `yaml:"shared"`
+	ValueArg    string         `yaml:"valueArg"`
 	Args        map[string]any `yaml:"args"`
 	Example     map[string]any `yaml:"example"`
 	Route       *fileRoute     `yaml:"route"`
@@ -81,6 +85,7 @@ type fileLimit struct {
 type fileApprover struct {
 	Role string `yaml:"role"`
 	UpTo int64  `yaml:"upTo"`
+	When string `yaml:"when"`
 }
 
 type fileQuorum struct {
@@ -134,6 +139,16 @@ func LoadFile(path string) (pack.Pack, error) {
 	d, err := r.domain(f)
 	if err != nil {
 		return pack.Pack{}, err
+	}
+	// What the pack's tools and rows say of each other (roles, routes,
+	// rules, the value arg): New's checks, placed at the tool they name.
+	if _, err := policy.New(d); err != nil {
+		for i, t := range f.Tools {
+			if t.Name != "" && (strings.Contains(err.Error(), "tool "+t.Name+":") || strings.Contains(err.Error(), strconv.Quote(t.Name)) || strings.Contains(err.Error(), " of "+t.Name+" ")) {
+				return pack.Pack{}, r.errorf(fmt.Sprintf("tools[%d]", i), "%v", err)
+			}
+		}
+		return pack.Pack{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return pack.Pack{Domain: d}, nil
 }
@@ -215,7 +230,7 @@ func (r *reader) record(n *yaml.Node, path string) {
 }
 
 func (r *reader) domain(f file) (policy.Domain, error) {
-	d := policy.Domain{Name: f.Pack, System: f.System}
+	d := policy.Domain{Name: f.Pack, System: f.System, Unit: policy.Unit{Currency: f.Currency}}
 	if f.Pack == "" {
 		return d, r.errorf("pack", "required: the pack's name, e.g. pack: helpdesk")
 	}
@@ -248,7 +263,7 @@ var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []policy.Format, error) {
 	spec := policy.ToolSpec{Name: t.Name, Description: strings.TrimSpace(t.Description), Tier: policy.Tier(t.Tier), Idempotent: t.Idempotent,
-		RequiresCredential: t.Credential == nil || *t.Credential, Timeout: DefaultFileTimeout, Shared: t.Shared}
+		RequiresCredential: t.Credential == nil || *t.Credential, Timeout: DefaultFileTimeout, Shared: t.Shared, ValueArg: t.ValueArg}
 	if !toolName.MatchString(t.Name) {
 		return spec, nil, r.errorf(at+".name", "%q must be 1 to 64 lower-case letters, digits or _, starting with a letter", t.Name)
 	}
@@ -355,7 +370,7 @@ func (r *reader) row(at, tool string, p filePolicy) (policy.Row, []policy.Eviden
 		row.Limits = append(row.Limits, lim)
 	}
 	for _, a := range p.Approvers {
-		row.Approvers = append(row.Approvers, policy.Approver{Role: policy.Role(a.Role), UpToCents: a.UpTo})
+		row.Approvers = append(row.Approvers, policy.Approver{Role: policy.Role(a.Role), UpToCents: a.UpTo, When: a.When})
 	}
 	if row.Decision == policy.DecisionApprove && len(row.Approvers) == 0 {
 		return row, nil, r.errorf(at+".approvers", "an approve row routes its cards: list at least one role, e.g. approvers: [{role: supervisor}]")

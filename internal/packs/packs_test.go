@@ -104,3 +104,87 @@ func TestABadPackFileSaysWhereAndWhat(t *testing.T) {
 		t.Errorf("an unknown pack: %v", err)
 	}
 }
+
+// refunds is a pack file whose approve tool's value is an arg in euros,
+// routed by a rule before its bounds.
+const refunds = `pack: refunds
+system: the refunds desk
+currency: EUR
+roles:
+  - {name: agent, label: Agent}
+  - {name: supervisor, label: Supervisor}
+  - {name: fraud_officer, label: Fraud officer}
+tools:
+  - name: refund_order
+    description: Refund one order, in part or whole. A person approves every refund.
+    tier: write
+    valueArg: amount
+    args:
+      type: object
+      properties:
+        orderId: {type: string, pattern: "^O-[0-9]{1,9}$", description: "The order, e.g. O-1234."}
+        amount: {type: integer, minimum: 1, maximum: 500000, description: "The refund in cents."}
+        reason: {type: string, enum: [damaged, late, chargeback], description: "Why."}
+      required: [orderId, amount, reason]
+    route: {method: POST, path: "/v1/orders/{orderId}/refunds", body: [amount, reason]}
+    policy:
+      roles: [agent]
+      decision: approve
+      hardLimit: 300000
+      approvers:
+        - {role: fraud_officer, when: "args.reason == 'chargeback'"}
+        - {role: supervisor, upTo: 20000}
+        - {role: fraud_officer}
+`
+
+// TestAFilePackHasItsOwnMoneyAndRules: values are the pack's currency in
+// every message, an arg gives the value, and a rule routes before the
+// bounds; a rule that is not true-or-false stops the start at its tool.
+func TestAFilePackHasItsOwnMoneyAndRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refunds.yaml")
+	if err := os.WriteFile(path, []byte(refunds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := packs.Load("mangrove," + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := policy.Session{UserID: "ama", Role: "agent", SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	check := func(args string) policy.Verdict {
+		return set.Policy.Check(policy.Request{Tool: "refund_order", Args: json.RawMessage(args), Session: agent}, nil)
+	}
+	for args, want := range map[string]policy.Role{
+		`{"orderId":"O-1","amount":1500,"reason":"late"}`:       "supervisor",
+		`{"orderId":"O-1","amount":90000,"reason":"damaged"}`:   "fraud_officer",
+		`{"orderId":"O-1","amount":1500,"reason":"chargeback"}`: "fraud_officer",
+	} {
+		if v := check(args); v.Decision != policy.DecisionApprove || v.ApproverRole != want || v.ValueCents == nil || v.Currency != "EUR" {
+			t.Errorf("%s: %+v, want a card for the %s", args, v, want)
+		}
+	}
+	v := check(`{"orderId":"O-1","amount":400000,"reason":"late"}`)
+	if v.Code != policy.CodeOverLimit || !strings.Contains(v.Message, "worth €4,000.00, above the limit of €3,000.00") {
+		t.Fatalf("a refund over the hard limit: %s %q", v.Code, v.Message)
+	}
+	bad := strings.Replace(refunds, `when: "args.reason == 'chargeback'"`, `when: "args.amount + 1"`, 1)
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packs.Load(path); err == nil || !strings.Contains(err.Error(), path+":9: tools[0]:") || !strings.Contains(err.Error(), "not true or false") {
+		t.Fatalf("a rule that is a number: %v", err)
+	}
+	bad = strings.Replace(refunds, "valueArg: amount", "valueArg: reason", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packs.Load(path); err == nil || !strings.Contains(err.Error(), `ValueArg "reason" must name a required integer arg`) {
+		t.Fatalf("a value arg that is a string: %v", err)
+	}
+	bad = strings.Replace(refunds, "currency: EUR", "currency: EURO", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packs.Load(path); err == nil || !strings.Contains(err.Error(), `the currency "EURO" is not an ISO 4217 code`) {
+		t.Fatalf("a currency that is not one: %v", err)
+	}
+}

@@ -62,7 +62,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	defer c.Close()
 	srv := httpserver.New(cfg.ApprovalsAddr, (&approvals.Server{
-		Pool: pool, Temporal: c, Auth: auth, Signer: *cfg.SigningKey, SessionKey: sessionKey,
+		Policy: cfg.Policy, Pool: pool, Temporal: c, Auth: auth, Signer: *cfg.SigningKey, SessionKey: sessionKey,
 		SecureCookies: os.Getenv("APPROVALS_SECURE_COOKIES") == "1", Logger: log, Auditor: insights.Reader{Pool: audit, Policy: cfg.Policy},
 		TemporalWeb: cfg.TemporalWebURL, Namespace: cfg.Namespace}).Handler())
 	log.Info("card UI listening", zap.String("addr", cfg.ApprovalsAddr), zap.String("issuer", oc.Issuer))

@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+)
+
+// route is one approver's When rule, compiled once when the pack loads.
+// CEL (github.com/google/cel-go) is evaluated without clock, randomness or
+// I/O, and within a cost bound, so the same call routes the same way on
+// every worker and in every replay.
+type route struct {
+	expr string
+	prog cel.Program
+}
+
+// routeCost bounds one rule's evaluation: a rule is a comparison or two,
+// never a loop over large data.
+const routeCost = 10_000
+
+// routeEnv is the environment every rule is compiled in: the call's
+// canonical args as a map, and its value.
+var routeEnv = func() *cel.Env {
+	env, err := cel.NewEnv(cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)), cel.Variable("value", cel.IntType))
+	if err != nil {
+		panic(err) // a fixed declaration: it cannot fail at run time
+	}
+	return env
+}()
+
+// compile works out, once, what the chain needs of an entry's spec and row:
+// the value arg's field and the approvers' rules. A rule that does not
+// compile to a bool, or a value arg that is not a required integer, stops
+// the pack from loading.
+func (e *entry) compile() error {
+	if a := e.spec.ValueArg; a != "" {
+		if e.spec.DryRun {
+			return fmt.Errorf("ValueArg %q and DryRun both give the value; keep one", a)
+		}
+		f, ok := fieldByName(e.spec.Args, a)
+		if !ok || !isInt(f.typ) || !requiredRule(f.validate) {
+			return fmt.Errorf("ValueArg %q must name a required integer arg", a)
+		}
+		e.value = f.index
+	}
+	for _, a := range e.row.Approvers {
+		if a.When == "" {
+			e.routes = append(e.routes, nil)
+			continue
+		}
+		ast, iss := routeEnv.Compile(a.When)
+		if iss.Err() != nil {
+			return fmt.Errorf("the approver rule %q for %s: %w", a.When, a.Role, iss.Err())
+		}
+		if ast.OutputType() != cel.BoolType {
+			return fmt.Errorf("the approver rule %q for %s is a %s, not true or false", a.When, a.Role, ast.OutputType())
+		}
+		prog, err := routeEnv.Program(ast, cel.CostLimit(routeCost))
+		if err != nil {
+			return fmt.Errorf("the approver rule %q for %s: %w", a.When, a.Role, err)
+		}
+		e.routes = append(e.routes, &route{expr: a.When, prog: prog})
+	}
+	return nil
+}
+
+// approverFor is the role that decides a card of this value and these
+// args: the first approver whose bound covers the value and whose rule
+// holds. A rule that cannot be evaluated is an error: the call is refused,
+// never routed to whoever comes next.
+func (e *entry) approverFor(value int64, args any) (Role, bool, error) {
+	var vars map[string]any
+	for i, a := range e.row.Approvers {
+		if a.UpToCents != 0 && value > a.UpToCents {
+			continue
+		}
+		if i < len(e.routes) && e.routes[i] != nil {
+			if vars == nil {
+				vars = map[string]any{"args": argsMap(args), "value": value}
+			}
+			out, _, err := e.routes[i].prog.Eval(vars)
+			if err != nil {
+				return "", false, fmt.Errorf("the rule %q: %w", e.routes[i].expr, err)
+			}
+			holds, ok := out.Value().(bool)
+			if !ok {
+				return "", false, errors.New("the rule " + e.routes[i].expr + " is not true or false")
+			}
+			if !holds {
+				continue
+			}
+		}
+		return a.Role, true, nil
+	}
+	return "", false, nil
+}
+
+// argsMap is decoded args as CEL reads them: each present field by its
+// JSON name (strings, integers, booleans), absent fields left out, so a
+// rule asks has(args.x) of an optional one.
+func argsMap(args any) map[string]any {
+	out := map[string]any{}
+	v := reflect.ValueOf(args)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return out
+	}
+	for _, f := range fieldsOf(v.Type()) {
+		fv := v.FieldByIndex(f.index)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		switch fv.Kind() {
+		case reflect.String:
+			if fv.String() != "" {
+				out[f.name] = fv.String()
+			}
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			out[f.name] = fv.Int()
+		case reflect.Bool:
+			out[f.name] = fv.Bool()
+		}
+	}
+	return out
+}
+
+// intAt reads the integer field at index of decoded args.
+func intAt(args any, index []int) (int64, bool) {
+	v := reflect.ValueOf(args)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.Elem().FieldByIndex(index)
+	if f.Kind() == reflect.Pointer {
+		if f.IsNil() {
+			return 0, false
+		}
+		f = f.Elem()
+	}
+	if !f.CanInt() {
+		return 0, false
+	}
+	return f.Int(), true
+}
+
+func fieldByName(t reflect.Type, name string) (field, bool) {
+	for _, f := range fieldsOf(t) {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+func isInt(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return true
+	}
+	return false
+}
+
+func requiredRule(validate string) bool {
+	for _, r := range strings.Split(validate, ",") {
+		if r == "required" {
+			return true
+		}
+	}
+	return false
+}
