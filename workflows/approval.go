@@ -83,7 +83,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.notify(activities.CardEventPending, card, "")
 
 	escalateAfter := held.EscalateAfter
-	if c.version < 7 {
+	if c.version < shapeLean {
 		if escalateAfter, err = c.escalation(v, ttl); err != nil {
 			return ToolCallResult{}, err
 		}
@@ -94,7 +94,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		action: action, version: 1, editable: v.Editable,
 		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
 	wctx, cancel := workflow.WithCancel(ctx)
-	g.startTimers(wctx, ttl, c.version >= 7)
+	g.startTimers(wctx, ttl, c.version >= shapeLean)
 	var decision policy.Approval
 	var ended CallStatus
 	for {
@@ -199,7 +199,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 		set = DefaultApprovalTTL
 	}
 	var held heldSettings
-	if c.version >= 7 {
+	if c.version >= shapeLean {
 		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeBySignIn}
 		if v.EscalateTo != "" {
 			now.EscalateAfter = escalateAfter(frac, set)
@@ -243,7 +243,7 @@ func escalateAfter(frac float64, ttl time.Duration) time.Duration {
 // role up: 0 when it never is (no role above, or a card recorded before
 // escalation existed).
 func (c *call) escalation(v policy.Verdict, ttl time.Duration) (time.Duration, error) {
-	if c.version < 5 || v.EscalateTo == "" {
+	if c.version < shapeEscalation || v.EscalateTo == "" {
 		return 0, nil
 	}
 	frac := c.settings.EscalateAfter
@@ -320,7 +320,7 @@ func (s Settings) trust() trust {
 func (c *call) trust() (trust, error) {
 	t := c.settings.trust()
 	var got trust
-	if c.version < 4 {
+	if c.version < shapeEvidence {
 		// Calls recorded before evidence recorded the keys alone.
 		err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval keys in force"}, func(workflow.Context) any {
 			return t.Keys
@@ -400,7 +400,7 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 // pending card's expiry).
 func (c *call) project(card activities.ProjectInput) error {
 	var f workflow.Future
-	if c.version >= 7 {
+	if c.version >= shapeLean {
 		f = workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card)
 	} else {
 		f = workflow.ExecuteActivity(bookkeeping(c.ctx, "card "+string(card.Status)), acts.Project, card)

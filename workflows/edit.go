@@ -123,7 +123,7 @@ func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResul
 	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
 		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier,
 		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
-	if c.version >= 7 {
+	if c.version >= shapeLean {
 		// A dry run changes nothing upstream: it runs in the workflow task.
 		lo := workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
 			RetryPolicy: opts.RetryPolicy, Summary: summary}

@@ -39,7 +39,7 @@ type signInNeed struct {
 // the credential it was approved with, or not at all), and it has rounds
 // left.
 func (c *call) needSignIn(code policy.Code, result json.RawMessage) bool {
-	if c.version < 6 || c.in.Session.UserID == "" || c.card != nil || c.signInRounds >= MaxSignInRounds ||
+	if c.version < shapeSignInWait || c.in.Session.UserID == "" || c.card != nil || c.signInRounds >= MaxSignInRounds ||
 		(code != policy.CodeCredentialUnavailable && code != policy.CodeStepUpRequired) {
 		return false
 	}

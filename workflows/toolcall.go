@@ -267,8 +267,28 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	return c, nil
 }
 
+// The shapes of a call, oldest first (README: versioning policy; shape 3
+// holds the shapes folded before any release). Code that differs between
+// shapes compares c.version with these, never with a bare number.
+const (
+	// shapeEvidence: an approval's sign-in evidence is checked against
+	// trusted identity providers, recorded with the keys.
+	shapeEvidence workflow.Version = 4
+	// shapeEscalation: an unanswered card escalates (a recorded fraction
+	// of its TTL, a timer).
+	shapeEscalation workflow.Version = 5
+	// shapeSignInWait: a call that needs a sign-in waits for the
+	// credential signal instead of ending.
+	shapeSignInWait workflow.Version = 6
+	// shapeLean: the call costs less (a dry run and the card's first write
+	// in the workflow task, one record of the approval's settings, the
+	// outcome written by the call's own activity, no upsert while
+	// executing, one timer at a time), and records no version marker.
+	shapeLean workflow.Version = 7
+)
+
 // currentShape is the shape of the calls today's code starts.
-const currentShape workflow.Version = 7
+const currentShape = shapeLean
 
 // shape is the shape of the call (README: versioning policy), one version
 // for all of it. 3: the shapes folded before any release. 4: an approval's
@@ -288,7 +308,7 @@ func shape(ctx workflow.Context) workflow.Version {
 	if !workflow.IsReplaying(ctx) {
 		return currentShape
 	}
-	if v := workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, 6); v != workflow.DefaultVersion {
+	if v := workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, shapeSignInWait); v != workflow.DefaultVersion {
 		return v
 	}
 	return currentShape
@@ -500,7 +520,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier,
 		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
 	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value()}
-	if c.version >= 7 && spec.Tier != policy.TierRead {
+	if c.version >= shapeLean && spec.Tier != policy.TierRead {
 		after := executed
 		after.Tool, after.Session = c.in.Tool, c.in.Session
 		in.After = &activities.OutcomeRecord{Audit: after}

@@ -82,7 +82,7 @@ func (c *call) setStatus(status CallStatus, code policy.Code) {
 		if c.status.Card == "" {
 			return // a call without a card runs in the same task; its final status follows at once
 		}
-		if c.version >= 7 {
+		if c.version >= shapeLean {
 			// The run is short and its end upserts: the status query and the
 			// current details say executing meanwhile, at no action's cost.
 			workflow.SetCurrentDetails(c.ctx, c.details(code))
