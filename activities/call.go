@@ -173,6 +173,10 @@ func request(r policy.Route, args json.RawMessage) (string, []byte, error) {
 		if !ok || v == "" {
 			return "", nil, fmt.Errorf("the args have no %s for the route %s", path[open+1:end], r.Path)
 		}
+		if v == "." || v == ".." {
+			// PathEscape keeps dots: the segment would name another path.
+			return "", nil, fmt.Errorf("the %s %q cannot fill a path segment of %s", path[open+1:end], v, r.Path)
+		}
 		path = path[:open] + url.PathEscape(v) + path[end+1:]
 	}
 	q := url.Values{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -40,17 +41,52 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 		return fmt.Errorf("its args type %s is not a struct", spec.Args)
 	}
 	for _, f := range fieldsOf(spec.Args) {
+		if f.validate == "" {
+			continue
+		}
 		for _, rule := range strings.Split(f.validate, ",") {
-			key, _, _ := strings.Cut(rule, "=")
-			if key == "" || slices.Contains(builtinTags, key) {
-				continue
+			if err := p.checkRule(f, rule); err != nil {
+				return fmt.Errorf("field %q: %w", f.name, err)
 			}
-			if _, ok := p.formats[key]; !ok {
-				return fmt.Errorf("field %q has the rule %q, which is neither built in (%s) nor one of the packs' formats", f.name, key, strings.Join(builtinTags, ", "))
-			}
-			if f.typ.Kind() != reflect.String {
-				return fmt.Errorf("field %q has the format %q but is not a string", f.name, key)
-			}
+		}
+	}
+	return nil
+}
+
+// checkRule refuses a rule the validator would panic on at the first call
+// (a missing or non-numeric parameter, a rule on a kind it does not take).
+func (p *Policy) checkRule(f field, rule string) error {
+	key, param, hasParam := strings.Cut(rule, "=")
+	str, num := f.typ.Kind() == reflect.String, isInt(f.typ)
+	switch key {
+	case "required", "omitempty":
+		if hasParam {
+			return fmt.Errorf("the rule %q takes no parameter", key)
+		}
+	case "min", "max":
+		if _, err := strconv.ParseInt(param, 10, 64); !hasParam || err != nil {
+			return fmt.Errorf("the rule %q needs a whole number, e.g. %s=1", key, key)
+		}
+		if !str && !num {
+			return fmt.Errorf("the rule %q bounds a string's length or a whole number, not %s", key, f.typ)
+		}
+	case "oneof", "datetime", "startswith":
+		if !hasParam || strings.TrimSpace(param) == "" {
+			return fmt.Errorf("the rule %q needs a parameter", key)
+		}
+		if !str {
+			return fmt.Errorf("the rule %q is for strings, not %s", key, f.typ)
+		}
+	case "numeric":
+		if hasParam || !str {
+			return fmt.Errorf("the rule %q takes no parameter and is for strings", key)
+		}
+	default:
+		if _, ok := p.formats[key]; !ok {
+			return fmt.Errorf("the rule %q is neither built in (%s) nor one of the packs' formats", key, strings.Join(builtinTags, ", "))
+		}
+		if hasParam || !str {
+			return fmt.Errorf("the format %q takes no parameter and is for strings", key)
 		}
 	}
 	return nil

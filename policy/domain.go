@@ -55,6 +55,17 @@ type Format struct {
 // know; a format may not take one of their names.
 var builtinTags = []string{"required", "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
 
+// formatTag is the shape of a format's tag: the validator panics on
+// punctuation in one, and reserves words such as dive and isdefault.
+var formatTag = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// reservedTags are the validator's own words a format may not take.
+var reservedTags = []string{"dive", "keys", "endkeys", "omitnil", "omitzero", "isdefault", "structonly", "nostructlevel", "eq", "ne", "len", "gt", "gte", "lt", "lte"}
+
+// ReservedRole is the card UI's own role (approvals.RoleAuditor): it
+// decides no card, so no pack may route one to it or grant tools by it.
+const ReservedRole Role = "auditor"
+
 // check finds what makes a domain unusable on its own: no name, a row
 // naming an undeclared role, a declared role no row names, a format
 // without a pattern. Tools and rows are checked by New across domains.
@@ -72,6 +83,9 @@ func (d Domain) check() error {
 		}
 		if declared[r.Name] {
 			return fmt.Errorf("pack %s: role %q is declared twice", d.Name, r.Name)
+		}
+		if r.Name == ReservedRole {
+			return fmt.Errorf("pack %s: the role %q is the card UI's own (it reads the audit log and decides no card); name the pack's role otherwise", d.Name, r.Name)
 		}
 		declared[r.Name] = true
 	}
@@ -102,8 +116,11 @@ func (d Domain) check() error {
 		if f.Tag == "" || f.Pattern == nil || f.Rule == "" {
 			return fmt.Errorf("pack %s: format %q needs a tag, a pattern and a rule", d.Name, f.Tag)
 		}
-		if slices.Contains(builtinTags, f.Tag) {
+		if slices.Contains(builtinTags, f.Tag) || slices.Contains(reservedTags, f.Tag) {
 			return fmt.Errorf("pack %s: format %q takes the name of a built-in rule", d.Name, f.Tag)
+		}
+		if !formatTag.MatchString(f.Tag) {
+			return fmt.Errorf("pack %s: format %q must be 1 to 64 lower-case letters, digits or _, starting with a letter", d.Name, clip(f.Tag))
 		}
 	}
 	for _, r := range d.Evidence {

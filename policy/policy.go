@@ -96,6 +96,7 @@ func New(domains ...Domain) (*Policy, error) {
 		return nil, fmt.Errorf("policy: no pack; a deployment gates the tools of at least one")
 	}
 	names := map[string]bool{}
+	roles := map[Role]string{}
 	for i, d := range domains {
 		if err := d.check(); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
@@ -144,6 +145,14 @@ func New(domains ...Domain) (*Policy, error) {
 			p.rows[r.Tool] = r
 		}
 		p.evidence = append(p.evidence, d.Evidence...)
+		// A session's role is the deployment's: one role in two packs would
+		// give one pack's tools to the other's people.
+		for _, r := range d.Roles {
+			if other, dup := roles[r.Name]; dup {
+				return nil, fmt.Errorf("policy: the role %q is declared by packs %s and %s; a role is one pack's", r.Name, other, d.Name)
+			}
+			roles[r.Name] = d.Name
+		}
 	}
 	p.domains = domains
 	p.validate = newValidator(p.formats)
@@ -156,6 +165,9 @@ func New(domains ...Domain) (*Policy, error) {
 		e := &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
 		if e.decision != DecisionDeny && e.spec.Route.Path == "" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q may run but has no upstream route to run it", d.Name, n)
+		}
+		if e.spec.Tier == TierRead && e.spec.Route.Path != "" && e.spec.Route.Method != "GET" {
+			return nil, fmt.Errorf("policy: pack %s: tool %q is a read, so its route is a GET, not %s (a read is offered as changing nothing)", d.Name, n, e.spec.Route.Method)
 		}
 		for _, r := range d.Evidence {
 			if r.Tool == n {
@@ -361,6 +373,13 @@ func deny(step Step, msg string) Verdict {
 // verdict is the record the workflow keeps: the canonical args, the tool's
 // spec facts, and the limits step 7 must count, with their bounds.
 func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
+	defer func() {
+		// A rule New could not foresee must refuse the call, never fail the
+		// workflow task that judges it (which would retry without end).
+		if r := recover(); r != nil {
+			v = deny(StepArguments, fmt.Sprintf("The arguments could not be judged (%v). Do not retry; tell the person this tool is misconfigured.", r))
+		}
+	}()
 	e := p.front(&v, req.Tool, &req.Session)
 	if e == nil {
 		return v
@@ -531,6 +550,10 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 			v.ValueCents = valueCents
 		}
 	}
+	if valueCents != nil && *valueCents < 0 {
+		*v = deny(StepHardLimit, spec.Name+" was valued below zero, which no call is worth. Do not retry; tell the person.")
+		return
+	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
 			*v = deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
@@ -557,7 +580,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 			return
 		}
 		v.ApproverRole = role
-		v.EscalateTo, _ = row.EscalationFor(role)
+		v.EscalateTo = e.escalationFor(role, deref(valueCents), args)
 		if n := row.ApprovalsFor(deref(valueCents)); n > 1 {
 			v.Approvals = n
 		}

@@ -304,7 +304,7 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 		"no route":    {func(d *policy.Domain) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
 		"no system":   {func(d *policy.Domain) { d.System = "" }, "System must name its upstream"},
 		"no name":     {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
-		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId" has the rule "grnid", which is neither built in`},
+		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId": the rule "grnid" is neither built in`},
 		"stray rule": {func(d *policy.Domain) {
 			d.Evidence = append(slices.Clone(d.Evidence), policy.EvidenceRule{Tool: "launch_rocket", ACR: policy.ACRMFA})
 		}, `an evidence rule names "launch_rocket"`},

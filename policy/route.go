@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -45,6 +47,9 @@ func (e *entry) compile() error {
 		if !ok || !isInt(f.typ) || !requiredRule(f.validate) {
 			return fmt.Errorf("ValueArg %q must name a required integer arg", a)
 		}
+		if min, ok := ruleParam(f.validate, "min"); !ok || min < 0 {
+			return fmt.Errorf("ValueArg %q must not be negative: give it a minimum of 0 or more", a)
+		}
 		e.value = f.index
 	}
 	for _, a := range e.row.Approvers {
@@ -73,8 +78,41 @@ func (e *entry) compile() error {
 // holds. A rule that cannot be evaluated is an error: the call is refused,
 // never routed to whoever comes next.
 func (e *entry) approverFor(value int64, args any) (Role, bool, error) {
+	i, err := e.approverFrom(0, "", false, value, args)
+	if err != nil || i < 0 {
+		return "", false, err
+	}
+	return e.row.Approvers[i].Role, true, nil
+}
+
+// escalationFor is the role an unanswered card routed to role is also
+// offered to: the next approver after it, of another role, whose bound
+// and rule would have taken the card; a card a rule routed escalates only
+// to an approver whose own rule holds too (a chargeback that goes to fraud
+// officers never falls through to whoever handles the rest). "" when
+// there is none.
+func (e *entry) escalationFor(role Role, value int64, args any) Role {
+	from := slices.IndexFunc(e.row.Approvers, func(a Approver) bool { return a.Role == role })
+	if from < 0 {
+		return ""
+	}
+	i, err := e.approverFrom(from+1, role, e.row.Approvers[from].When != "", value, args)
+	if err != nil || i < 0 {
+		return ""
+	}
+	return e.row.Approvers[i].Role
+}
+
+// approverFrom is the index of the first approver from start on, of
+// another role than skip (and with a rule, when ruled), whose bound covers
+// the value and whose rule holds; -1 when none does.
+func (e *entry) approverFrom(start int, skip Role, ruled bool, value int64, args any) (int, error) {
 	var vars map[string]any
-	for i, a := range e.row.Approvers {
+	for i := start; i < len(e.row.Approvers); i++ {
+		a := e.row.Approvers[i]
+		if a.Role == skip || ruled && a.When == "" {
+			continue
+		}
 		if a.UpToCents != 0 && value > a.UpToCents {
 			continue
 		}
@@ -84,19 +122,19 @@ func (e *entry) approverFor(value int64, args any) (Role, bool, error) {
 			}
 			out, _, err := e.routes[i].prog.Eval(vars)
 			if err != nil {
-				return "", false, fmt.Errorf("the rule %q: %w", e.routes[i].expr, err)
+				return -1, fmt.Errorf("the rule %q: %w", e.routes[i].expr, err)
 			}
 			holds, ok := out.Value().(bool)
 			if !ok {
-				return "", false, errors.New("the rule " + e.routes[i].expr + " is not true or false")
+				return -1, errors.New("the rule " + e.routes[i].expr + " is not true or false")
 			}
 			if !holds {
 				continue
 			}
 		}
-		return a.Role, true, nil
+		return i, nil
 	}
-	return "", false, nil
+	return -1, nil
 }
 
 // argsMap is decoded args as CEL reads them: each present field by its
@@ -167,6 +205,17 @@ func isInt(t reflect.Type) bool {
 		return true
 	}
 	return false
+}
+
+// ruleParam is the integer parameter of a validate rule, e.g. min=1.
+func ruleParam(validate, rule string) (int64, bool) {
+	for _, r := range strings.Split(validate, ",") {
+		if k, v, ok := strings.Cut(r, "="); ok && k == rule {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 func requiredRule(validate string) bool {

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,5 +70,53 @@ func TestARuleThatCannotBeEvaluatedRefuses(t *testing.T) {
 	d.Rows[0].Approvers[0].When = `args.country ==`
 	if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), "pack grants: tool award_grant: the approver rule") {
 		t.Fatalf("a rule that does not parse: %v", err)
+	}
+}
+
+// TestNewRefusesRulesTheValidatorWouldPanicOn: a validate tag whose
+// parameter or field kind the validator cannot take stops the pack at
+// start, never the first call's workflow task.
+func TestNewRefusesRulesTheValidatorWouldPanicOn(t *testing.T) {
+	type badMin struct {
+		N int64 `json:"n" validate:"min=abc" desc:"n"`
+	}
+	type oneofBool struct {
+		B bool `json:"b" validate:"oneof=true" desc:"b"`
+	}
+	type bareMax struct {
+		S string `json:"s" validate:"max" desc:"s"`
+	}
+	type dotted struct {
+		S string `json:"s" validate:"acme.kb" desc:"s"`
+	}
+	for name, c := range map[string]struct {
+		args    reflect.Type
+		formats []policy.Format
+		want    string
+	}{
+		"min=abc":      {reflect.TypeFor[badMin](), nil, `field "n": the rule "min" needs a whole number`},
+		"oneof a bool": {reflect.TypeFor[oneofBool](), nil, `field "b": the rule "oneof" is for strings`},
+		"a bare max":   {reflect.TypeFor[bareMax](), nil, `field "s": the rule "max" needs a whole number`},
+		"a dotted tag": {reflect.TypeFor[dotted](), []policy.Format{{Tag: "acme.kb", Pattern: regexp.MustCompile(`^x$`), Rule: "is x"}}, `format "acme.kb" must be 1 to 64 lower-case letters`},
+		"dive":         {reflect.TypeFor[bareMax](), []policy.Format{{Tag: "dive", Pattern: regexp.MustCompile(`^x$`), Rule: "is x"}}, `format "dive" takes the name of a built-in rule`},
+	} {
+		d := policy.Domain{Name: "t", System: "the test system", Roles: []policy.RoleSpec{{Name: "user"}}, Formats: c.formats,
+			Tools: []policy.ToolSpec{{Name: "x", Description: "x", Args: c.args, Tier: policy.TierRead, Route: policy.Route{Method: "GET", Path: "/x"}}},
+			Rows:  []policy.Row{{Tool: "x", Roles: []policy.Role{"user"}, Decision: policy.DecisionAllow}}}
+		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New said %v, want %s", name, err, c.want)
+		}
+	}
+}
+
+// TestAValueBelowZeroIsRefused: no call is worth less than nothing, so a
+// negative value (a dry run's, or an arg's) cannot slip under a limit.
+func TestAValueBelowZeroIsRefused(t *testing.T) {
+	p := mangrovePolicy()
+	req := policy.Request{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`),
+		Session: policy.Session{UserID: "ama", Role: "store_manager", StoreIDs: []int64{112}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}}
+	minus := int64(-1)
+	if v := p.Check(req, &minus); v.Code != policy.CodeOverLimit || !strings.Contains(v.Message, "below zero") {
+		t.Fatalf("a transfer valued at -1 cent: %s %q", v.Code, v.Message)
 	}
 }

@@ -282,7 +282,10 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 		}
 		spec.Timeout = d
 	}
-	args, formats, err := r.args(at+".args", packName+"_"+t.Name, t.Args)
+	if t.Credential != nil && !*t.Credential {
+		return spec, nil, r.errorf(at+".credential", "every tool runs as the signed-in person (its credential is exchanged for each call); leave credential out")
+	}
+	args, formats, err := r.args(at+".args", "f_"+tagWord(packName)+"_"+t.Name, t.Args)
 	if err != nil {
 		return spec, nil, err
 	}
@@ -322,8 +325,12 @@ func (r *reader) route(at string, fr *fileRoute, args reflect.Type) (policy.Rout
 		if end < 0 {
 			return route, r.errorf(at+".path", "%q has a { without its }", fr.Path)
 		}
-		if f := rest[open+1 : open+end]; !slices.Contains(names, f) {
+		f := rest[open+1 : open+end]
+		if !slices.Contains(names, f) {
 			return route, r.errorf(at+".path", "{%s} is not one of the args (%s)", f, strings.Join(names, ", "))
+		}
+		if !requiredArg(args, f) {
+			return route, r.errorf(at+".path", "{%s} is filled from an optional arg; make %s required", f, f)
 		}
 		rest = rest[open+end+1:]
 	}
@@ -505,8 +512,8 @@ func (r *reader) field(at, formatTag, name string, s *jsonschema.Schema, raw map
 			var words []string
 			for _, e := range s.Enum {
 				w, ok := e.(string)
-				if !ok || w == "" || strings.ContainsAny(w, " ,|=") {
-					return sf, nil, r.errorf(at+".enum", "%v: each value is one word (no space, comma, | or =)", e)
+				if !ok || !enumWord.MatchString(w) {
+					return sf, nil, r.errorf(at+".enum", "%v: each value is one word of letters, digits and _ . : -", e)
 				}
 				words = append(words, w)
 			}
@@ -548,9 +555,15 @@ func (r *reader) field(at, formatTag, name string, s *jsonschema.Schema, raw map
 		tag += fmt.Sprintf(` title:%q`, s.Title)
 	}
 	if len(s.Default) > 0 {
+		// What the upstream does when the arg is left out, shown to the
+		// model as the schema's default (the chain fills nothing in).
 		var def any
 		_ = json.Unmarshal(s.Default, &def)
-		tag += fmt.Sprintf(` default:%q`, fmt.Sprint(def))
+		text := fmt.Sprint(def)
+		if n, ok := def.(float64); ok && n == math.Trunc(n) {
+			text = strconv.FormatInt(int64(n), 10)
+		}
+		tag += fmt.Sprintf(` default:%q`, text)
 	}
 	switch raw["x-redact"] {
 	case nil:
@@ -564,6 +577,34 @@ func (r *reader) field(at, formatTag, name string, s *jsonschema.Schema, raw map
 	}
 	sf.Tag = reflect.StructTag(tag)
 	return sf, format, nil
+}
+
+// enumWord is one value of an enum: the validator's oneof splits on
+// spaces and reads quotes, so a value holds neither.
+var enumWord = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// tagWord is s as a validate tag may hold it: lower-case letters, digits
+// and _ (the validator panics on punctuation in a tag).
+func tagWord(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '_'
+	}, s)
+}
+
+// requiredArg reports whether the args type's field named name is required.
+func requiredArg(t reflect.Type, name string) bool {
+	for i := 0; i < t.NumField(); i++ {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return strings.HasPrefix(t.Field(i).Tag.Get("validate"), "required")
+		}
+	}
+	return false
 }
 
 // fieldNames lists an args type's JSON names.

@@ -188,3 +188,80 @@ func TestAFilePackHasItsOwnMoneyAndRules(t *testing.T) {
 		t.Fatalf("a currency that is not one: %v", err)
 	}
 }
+
+// TestAPackFileCannotWriteARuleThatIsNotKept: what a hostile review found
+// a file could say and toolgate would not hold; each is refused at start.
+func TestAPackFileCannotWriteARuleThatIsNotKept(t *testing.T) {
+	dir := t.TempDir()
+	load := func(body string) error {
+		path := filepath.Join(dir, "p.yaml")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := packs.Load(path)
+		return err
+	}
+	for name, c := range map[string]struct{ from, to, want string }{
+		"a negative value":        {"minimum: 1, maximum: 500000", "maximum: 500000", `ValueArg "amount" must not be negative: give it a minimum of 0 or more`},
+		"a quote in an enum":      {"enum: [damaged, late, chargeback]", `enum: [damaged, "it's", chargeback]`, `each value is one word of letters, digits and _ . : -`},
+		"a dotted pack name":      {"pack: refunds", "pack: refunds.eu", ""},
+		"the auditor's role":      {"{name: supervisor, label: Supervisor}", "{name: auditor, label: Auditor}", `the role "auditor" is the card UI's own`},
+		"an optional placeholder": {"required: [orderId, amount, reason]", "required: [amount, reason]", `{orderId} is filled from an optional arg; make orderId required`},
+		"a read that posts":       {"tier: write", "tier: read", `is a read, so its route is a GET`},
+		"no credential":           {"valueArg: amount", "valueArg: amount\n    credential: false", "every tool runs as the signed-in person"},
+	} {
+		if !strings.Contains(refunds, c.from) {
+			t.Fatalf("%s: the refunds file has no %q", name, c.from)
+		}
+		err := load(strings.Replace(refunds, c.from, c.to, 1))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %s", name, err, c.want)
+		}
+	}
+	// A dotted pack name with a pattern loads (its format tags are its own), and judges.
+	if err := load(strings.Replace(refunds, "pack: refunds", "pack: refunds.eu@x", 1)); err != nil {
+		t.Fatalf("a pack name with . and @: %v", err)
+	}
+	two := strings.Replace(refunds, "pack: refunds", "pack: refunds2", 1)
+	two = strings.Replace(two, "name: refund_order", "name: refund_order2", 1)
+	first := filepath.Join(dir, "a.yaml")
+	second := filepath.Join(dir, "b.yaml")
+	_ = os.WriteFile(first, []byte(refunds), 0o600)
+	_ = os.WriteFile(second, []byte(two), 0o600)
+	if _, err := packs.Load(first + "," + second); err == nil || !strings.Contains(err.Error(), `the role "agent" is declared by packs refunds and refunds2`) {
+		t.Errorf("one role in two packs: %v", err)
+	}
+}
+
+// TestEscalationFollowsTheRules: an unanswered card is offered only to a
+// later approver whose bound and rule would have taken it.
+func TestEscalationFollowsTheRules(t *testing.T) {
+	body := strings.Replace(refunds, "        - {role: fraud_officer}\n", "        - {role: fraud_officer}\n        - {role: head, when: \"value > 100000\"}\n", 1)
+	body = strings.Replace(body, "  - {name: fraud_officer, label: Fraud officer}\n", "  - {name: fraud_officer, label: Fraud officer}\n  - {name: head, label: Head of desk}\n", 1)
+	path := filepath.Join(t.TempDir(), "refunds.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := packs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := policy.Session{UserID: "ama", Role: "agent", SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	for args, want := range map[string][2]policy.Role{
+		`{"orderId":"O-1","amount":1500,"reason":"late"}`:       {"supervisor", "fraud_officer"},
+		`{"orderId":"O-1","amount":90000,"reason":"damaged"}`:   {"fraud_officer", ""},
+		`{"orderId":"O-1","amount":150000,"reason":"damaged"}`:  {"fraud_officer", "head"},
+		`{"orderId":"O-1","amount":1500,"reason":"chargeback"}`: {"fraud_officer", ""},
+	} {
+		v := set.Policy.Check(policy.Request{Tool: "refund_order", Args: json.RawMessage(args), Session: agent}, nil)
+		if v.ApproverRole != want[0] || v.EscalateTo != want[1] {
+			t.Errorf("%s: routed to %q, escalating to %q; want %q then %q", args, v.ApproverRole, v.EscalateTo, want[0], want[1])
+		}
+	}
+}
