@@ -22,7 +22,8 @@ var specFlips = map[string]func(*policy.ToolSpec){
 		if s.Tier == policy.TierRead {
 			s.Tier = policy.TierWrite
 		} else {
-			s.Tier = policy.TierRead
+			// A read's route is a GET (policy.New): the redeploy changes both.
+			s.Tier, s.Route.Method = policy.TierRead, "GET"
 		}
 	},
 }
