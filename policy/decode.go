@@ -259,7 +259,9 @@ type field struct {
 	validate string
 	// def is the value used when the field is left out (tag default).
 	def string
-	typ reflect.Type
+	// title is the field's short name for people (tag title).
+	title string
+	typ   reflect.Type
 	// index finds the field in the args struct (through embedded ones).
 	index []int
 }
@@ -294,7 +296,7 @@ func collectFields(t reflect.Type, prefix []int) []field {
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), typ: ft, index: index})
+		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), title: f.Tag.Get("title"), typ: ft, index: index})
 	}
 	return out
 }

@@ -102,10 +102,18 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 				}
 			}
 		}
+		if f.title != "" {
+			p["title"] = f.title
+		}
 		if f.def != "" {
-			if n, err := strconv.ParseInt(f.def, 10, 64); err == nil && p["type"] == "integer" {
+			n, nerr := strconv.ParseInt(f.def, 10, 64)
+			b, berr := strconv.ParseBool(f.def)
+			switch {
+			case nerr == nil && p["type"] == "integer":
 				p["default"] = n
-			} else {
+			case berr == nil && p["type"] == "boolean":
+				p["default"] = b
+			default:
 				p["default"] = f.def
 			}
 		}

@@ -249,7 +249,7 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 		if err != nil {
 			return d, err
 		}
-		row, rules, err := r.row(at+".policy", t.Name, t.Policy)
+		row, rules, err := r.row(at+".policy", t.Name, t.Tier, t.ValueArg != "", t.Policy)
 		if err != nil {
 			return d, err
 		}
@@ -285,7 +285,7 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 	if t.Credential != nil && !*t.Credential {
 		return spec, nil, r.errorf(at+".credential", "every tool runs as the signed-in person (its credential is exchanged for each call); leave credential out")
 	}
-	args, formats, err := r.args(at+".args", "f_"+tagWord(packName)+"_"+t.Name, t.Args)
+	args, formats, err := r.args(at+".args", fmt.Sprintf("f_%s_%d", tagWord(packName[:min(len(packName), 24)]), toolIndex(at)), t.Args)
 	if err != nil {
 		return spec, nil, err
 	}
@@ -347,7 +347,7 @@ func (r *reader) route(at string, fr *fileRoute, args reflect.Type) (policy.Rout
 	return route, nil
 }
 
-func (r *reader) row(at, tool string, p filePolicy) (policy.Row, []policy.EvidenceRule, error) {
+func (r *reader) row(at, tool, tier string, valued bool, p filePolicy) (policy.Row, []policy.EvidenceRule, error) {
 	row := policy.Row{Tool: tool, Decision: policy.Decision(p.Decision), HardLimitCents: p.HardLimit, Editable: p.Editable, RequesterTier: p.RequesterTier}
 	switch row.Decision {
 	case policy.DecisionAllow, policy.DecisionApprove, policy.DecisionDeny:
@@ -379,8 +379,11 @@ func (r *reader) row(at, tool string, p filePolicy) (policy.Row, []policy.Eviden
 	for _, a := range p.Approvers {
 		row.Approvers = append(row.Approvers, policy.Approver{Role: policy.Role(a.Role), UpToCents: a.UpTo, When: a.When})
 	}
-	if row.Decision == policy.DecisionApprove && len(row.Approvers) == 0 {
-		return row, nil, r.errorf(at+".approvers", "an approve row routes its cards: list at least one role, e.g. approvers: [{role: supervisor}]")
+	if (row.Decision == policy.DecisionApprove || row.Decision == policy.DecisionAllow && policy.Tier(tier).Floor() == policy.DecisionApprove) && len(row.Approvers) == 0 {
+		return row, nil, r.errorf(at+".approvers", "a card of this tool (an approve row, or a %s tool, which a person always approves) needs its approvers: list at least one role, e.g. approvers: [{role: supervisor}]", tier)
+	}
+	if !valued && (row.HardLimitCents > 0 || len(row.Quorum) > 0 || slices.ContainsFunc(row.Limits, func(l policy.Limit) bool { return l.MaxCents > 0 })) {
+		return row, nil, r.errorf(at, "hardLimit, maxValue and quorum judge a call's value, and this tool has none: name its valueArg, or leave them out")
 	}
 	for _, q := range p.Quorum {
 		row.Quorum = append(row.Quorum, policy.Quorum{AboveCents: q.Above, Approvals: q.Approvals})
@@ -407,7 +410,7 @@ func (r *reader) row(at, tool string, p filePolicy) (policy.Row, []policy.Eviden
 // enforces and the model is shown. Any other keyword is refused, so no rule
 // is written that nothing checks.
 var (
-	objectKeywords = []string{"type", "properties", "required", "additionalProperties", "description", "title"}
+	objectKeywords = []string{"type", "properties", "required", "additionalProperties"}
 	fieldKeywords  = []string{"type", "description", "title", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "default", "x-redact"}
 	argName        = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,63}$`)
 )
@@ -595,6 +598,12 @@ func tagWord(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// toolIndex is i of a path tools[i].
+func toolIndex(at string) int {
+	n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(at, "tools["), "]"))
+	return n
 }
 
 // requiredArg reports whether the args type's field named name is required.

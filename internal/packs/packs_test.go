@@ -78,7 +78,7 @@ func TestABadPackFileSaysWhereAndWhat(t *testing.T) {
 		{"pattern: \"^[0-9]{1,6}$\"", "pattern: \"^[0-9\"", `:21: tools[0].args`},
 		{"minLength: 2,", "minLength: 2, format: email,", `:20: tools[0].args.properties.query.format: not supported`},
 		{"      required: [query]\n", "      required: [query, q]\n", `:22: tools[0].args.required: "q" is not one of the properties`},
-		{"approvers: [{role: editor}]", "approvers: []", `:48: tools[1].policy.approvers: an approve row routes its cards`},
+		{"approvers: [{role: editor}]", "approvers: []", `:48: tools[1].policy.approvers: a card of this tool (an approve row, or a write tool, which a person always approves) needs its approvers`},
 		{"roles: [reader]\n", "roles: [writer]\n", `the row of suggest_edit names the role "writer", which the pack does not declare`},
 		{"maxAge: 8h", "maxAge: a while", `:49: tools[1].policy.evidence[0].maxAge: "a while" is not a duration`},
 		{"scope: user", "scope: store", `:27: tools[0].policy.limits[0].scope: "store": use user`},
@@ -105,37 +105,15 @@ func TestABadPackFileSaysWhereAndWhat(t *testing.T) {
 	}
 }
 
-// refunds is a pack file whose approve tool's value is an arg in euros,
-// routed by a rule before its bounds.
-const refunds = `pack: refunds
-system: the refunds desk
-currency: EUR
-roles:
-  - {name: agent, label: Agent}
-  - {name: supervisor, label: Supervisor}
-  - {name: fraud_officer, label: Fraud officer}
-tools:
-  - name: refund_order
-    description: Refund one order, in part or whole. A person approves every refund.
-    tier: write
-    valueArg: amount
-    args:
-      type: object
-      properties:
-        orderId: {type: string, pattern: "^O-[0-9]{1,9}$", description: "The order, e.g. O-1234."}
-        amount: {type: integer, minimum: 1, maximum: 500000, description: "The refund in cents."}
-        reason: {type: string, enum: [damaged, late, chargeback], description: "Why."}
-      required: [orderId, amount, reason]
-    route: {method: POST, path: "/v1/orders/{orderId}/refunds", body: [amount, reason]}
-    policy:
-      roles: [agent]
-      decision: approve
-      hardLimit: 300000
-      approvers:
-        - {role: fraud_officer, when: "args.reason == 'chargeback'"}
-        - {role: supervisor, upTo: 20000}
-        - {role: fraud_officer}
-`
+// refunds is examples/packs/refunds.yaml: an approve tool whose value is
+// an arg in euros, routed by a rule before its bounds.
+var refunds = func() string {
+	b, err := os.ReadFile("../../examples/packs/refunds.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // TestAFilePackHasItsOwnMoneyAndRules: values are the pack's currency in
 // every message, an arg gives the value, and a rule routes before the
@@ -170,7 +148,7 @@ func TestAFilePackHasItsOwnMoneyAndRules(t *testing.T) {
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := packs.Load(path); err == nil || !strings.Contains(err.Error(), path+":9: tools[0]:") || !strings.Contains(err.Error(), "not true or false") {
+	if _, err := packs.Load(path); err == nil || !strings.Contains(err.Error(), path+":12: tools[0]:") || !strings.Contains(err.Error(), "not true or false") {
 		t.Fatalf("a rule that is a number: %v", err)
 	}
 	bad = strings.Replace(refunds, "valueArg: amount", "valueArg: reason", 1)
@@ -262,6 +240,49 @@ func TestEscalationFollowsTheRules(t *testing.T) {
 		v := set.Policy.Check(policy.Request{Tool: "refund_order", Args: json.RawMessage(args), Session: agent}, nil)
 		if v.ApproverRole != want[0] || v.EscalateTo != want[1] {
 			t.Errorf("%s: routed to %q, escalating to %q; want %q then %q", args, v.ApproverRole, v.EscalateTo, want[0], want[1])
+		}
+	}
+}
+
+// TestWhatAFileSaysIsWhatIsKept: a title reaches the model, a boolean
+// default stays a boolean, and a limit on a value the tool does not have,
+// or a write with nobody to approve it, is refused at start.
+func TestWhatAFileSaysIsWhatIsKept(t *testing.T) {
+	set, err := packs.Load("../../examples/packs/handbook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := set.Policy.DefinitionsFor("reader")
+	schema, _ := json.Marshal(defs[1].InputSchema)
+	if !strings.Contains(string(schema), `"title":"Page"`) {
+		t.Errorf("the edit's schema %s lacks its titles", schema)
+	}
+	good, _ := os.ReadFile("../../examples/packs/handbook.yaml")
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ from, to, want string }{
+		"a boolean default":       {`{type: boolean, title: Urgent,`, `{type: boolean, default: false, title: Urgent,`, ""},
+		"a hard limit on nothing": {"      decision: approve\n", "      decision: approve\n      hardLimit: 1000\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
+		"a write nobody approves": {"      decision: approve\n      approvers: [{role: editor}]\n", "      decision: allow\n", "a write tool, which a person always approves) needs its approvers"},
+		"an object title":         {"      type: object\n      properties:\n        page:", "      type: object\n      title: Edit\n      properties:\n        page:", "tools[1].args.title: not supported"},
+	} {
+		if !strings.Contains(string(good), c.from) {
+			t.Fatalf("%s: the handbook has no %q", name, c.from)
+		}
+		path := filepath.Join(dir, "h.yaml")
+		_ = os.WriteFile(path, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o600)
+		set, err := packs.Load(path)
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want %s", name, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		schema, _ := json.Marshal(set.Policy.DefinitionsFor("reader")[1].InputSchema)
+		if !strings.Contains(string(schema), `"default":false`) {
+			t.Errorf("%s: %s", name, schema)
 		}
 	}
 }
