@@ -150,7 +150,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		decided = EventNeedsApproval
 	}
 	row := AuditInput{Key: "decision", Event: decided, Reason: v.Code, Tool: in.Tool, Session: in.Session,
-		Args: pre.Args, StoreID: pre.StoreID, Value: in.ValueCents, Message: v.Message}
+		Args: pre.Args, Resource: pre.Resource, Value: in.ValueCents, Message: v.Message}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
 	}
@@ -266,7 +266,7 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 		held.ExpiresAt)
 	result, _ := json.Marshal(held)
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeAlreadyPending, Tool: in.Tool, Session: in.Session,
-		Args: in.Verdict.Args, StoreID: in.Verdict.StoreID, Value: in.ValueCents, Message: msg, Result: result}
+		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
 	}
@@ -315,11 +315,11 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 	var u policy.Usage
 	var err error
 	switch k.Scope {
-	case policy.PerStore:
+	case policy.PerResource:
 		err = tx.QueryRow(ctx, `
 			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a
-			WHERE tool = $1 AND store_id = $2 AND event IN ('allowed', 'needs_approval')
-			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Store, int64(k.Window)).Scan(&u.Calls, &u.Cents)
+			WHERE tool = $1 AND resource_kind = $2 AND resource_id = $4 AND event IN ('allowed', 'needs_approval')
+			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID).Scan(&u.Calls, &u.Cents)
 	case policy.PerUser:
 		err = tx.QueryRow(ctx, `
 			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func admitIn(note string) activities.AdmitInput {
 	args, _ := json.Marshal(map[string]any{"kind": "recount", "dueBy": "today", "note": note, "storeId": 112})
 	return checked(policy.Request{Tool: "create_task", Args: args, Session: policy.Session{
-		UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}, nil)
+		UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}}, nil)
 }
 
 // checked is what the workflow sends admission: its recorded verdict of

@@ -19,13 +19,15 @@ import (
 // AuditInput is one decision event.
 type AuditInput struct {
 	// Key names the event within its run; the same key never writes twice.
-	Key      string           `json:"key"`
-	Event    Event            `json:"event"`
-	Reason   policy.Code      `json:"reason"`
-	Tool     string           `json:"tool"`
-	Session  policy.Session   `json:"session"`
-	Args     json.RawMessage  `json:"args,omitempty"`
-	StoreID  int64            `json:"storeId,omitempty"`
+	Key     string          `json:"key"`
+	Event   Event           `json:"event"`
+	Reason  policy.Code     `json:"reason"`
+	Tool    string          `json:"tool"`
+	Session policy.Session  `json:"session"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	// Resource is the one the call acted on, zero when it named none.
+	Resource policy.ResourceRef `json:"resource,omitzero"`
+	policy.EarlierResource
 	Value    *int64           `json:"valueCents,omitempty"`
 	Approver *policy.Identity `json:"approver,omitempty"`
 	// ClaimedBy is the user ID a decision claimed without proof (its
@@ -115,7 +117,7 @@ func (a *Activities) insertEnd(ctx context.Context, tx pgx.Tx, wf, run string, i
 	if !admitted {
 		return true, nil
 	}
-	rel := AuditInput{Key: "released", Event: EventReleased, Reason: in.Reason, Tool: in.Tool, Session: in.Session, StoreID: in.StoreID, Value: in.Value,
+	rel := AuditInput{Key: "released", Event: EventReleased, Reason: in.Reason, Tool: in.Tool, Session: in.Session, Resource: in.EarlierResource.Or(in.Resource), Value: in.Value,
 		Message: "Nothing was sent upstream, so what the call reserved against its limits is given back."}
 	_, err = a.insertAudit(ctx, tx, wf, run, rel)
 	return true, err
@@ -153,19 +155,16 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	if in.ClaimedBy != "" {
 		claimed = clean(in.ClaimedBy)
 	}
-	var store any
-	if in.StoreID != 0 {
-		store = in.StoreID
-	}
+	kind, id := resourceColumns(in.EarlierResource.Or(in.Resource))
 	tag, err := db.Exec(ctx, `
-		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, store_id, value_cents,
+		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, resource_kind, resource_id, value_cents,
 		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id,
 		                       approver_issuer, approver_subject, approver_acr, approver_auth_time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)
 		ON CONFLICT (workflow_id, run_id, event_key) DO NOTHING`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
-		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, store, in.Value,
-		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime)
+		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, kind, in.Value,
+		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
@@ -191,4 +190,13 @@ func clean(s string) string {
 		s = string([]rune(s)[:200]) + "…"
 	}
 	return s
+}
+
+// resourceColumns are a resource's kind and ID as the tables hold them:
+// NULL both when the call named none.
+func resourceColumns(r policy.ResourceRef) (kind, id any) {
+	if r.Kind == "" {
+		return nil, nil
+	}
+	return clean(r.Kind), clean(r.ID)
 }

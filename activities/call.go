@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,17 +28,20 @@ import (
 // CallInput is one upstream call: the args as authorized (after session
 // fill), whose credential to use, and the idempotency key.
 type CallInput struct {
-	Tool          string          `json:"tool"`
-	Args          json.RawMessage `json:"args"`
-	StoreID       int64           `json:"storeId,omitempty"`
-	UserID        string          `json:"userId"`
-	CredentialRef string          `json:"credentialRef"`
-	// Role and StoreIDs are the session's claims, held against the
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	// Resource is the one the call acts on.
+	Resource policy.ResourceRef `json:"resource,omitzero"`
+	policy.EarlierResource
+	UserID        string `json:"userId"`
+	CredentialRef string `json:"credentialRef"`
+	// Role and Resources are the session's claims, held against the
 	// credential's; RequiredTier is the tool's requester tier (policy.Row).
-	Role           policy.Role `json:"role,omitempty"`
-	StoreIDs       []int64     `json:"storeIds,omitempty"`
-	RequiredTier   string      `json:"requiredTier,omitempty"`
-	IdempotencyKey string      `json:"idempotencyKey"`
+	Role      policy.Role      `json:"role,omitempty"`
+	Resources policy.Resources `json:"resources,omitempty"`
+	policy.EarlierResources
+	RequiredTier   string `json:"requiredTier,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey"`
 	// RequiredMaxAgeSeconds bounds how old the sign-in behind the
 	// credential may be, at AskedAt (RFC 3339, when the call was asked;
 	// now when unset), to count as RequiredTier.
@@ -247,13 +251,13 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	var owner, secret string
 	var revoked, demo bool
 	var role, acr *string
-	var stores []int64
+	var held policy.Resources
 	var authTime *time.Time
 	// A credential whose sign-in a revocation has ended since (migration
 	// 022) is refused even if its row was not yet marked revoked.
 	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
-		demo, role, store_ids, acr, auth_time FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &stores, &acr, &authTime)
+		demo, role, resources, acr, auth_time FROM vault.credentials WHERE ref = $1`,
+		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &held, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
@@ -263,7 +267,7 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	if demo && !a.DevMode {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is a demo credential, which works only in dev mode", ErrCredential, nil)
 	}
-	if why := claimsBeyond(in, role, stores); why != "" {
+	if why := claimsBeyond(in, role, held); why != "" {
 		return "", temporal.NewNonRetryableApplicationError(why, ErrCredential, nil)
 	}
 	if in.RequiredTier != "" && (acr == nil || !policy.Satisfies(*acr, in.RequiredTier)) {
@@ -303,19 +307,22 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 }
 
 // claimsBeyond says how a session claims more than its credential's
-// sign-in holds (another role, a store it does not hold), or "". Inputs
+// sign-in holds (another role, a resource it does not hold), or "". Inputs
 // from before the claims were passed (no role) and credentials issued
 // before they were recorded (no role) are not compared.
-func claimsBeyond(in CallInput, role *string, stores []int64) string {
+func claimsBeyond(in CallInput, role *string, held policy.Resources) string {
 	if in.Role == "" || role == nil {
 		return ""
 	}
 	if string(in.Role) != *role {
 		return fmt.Sprintf("the session claims the role %q, but its credential was issued to a %s", sanitize.Text(string(in.Role)), *role)
 	}
-	for _, s := range in.StoreIDs {
-		if !slices.Contains(stores, s) {
-			return fmt.Sprintf("the session claims store %d, which its credential's sign-in does not hold", s)
+	claimed := in.EarlierResources.Or(in.Resources)
+	for _, kind := range slices.Sorted(maps.Keys(claimed)) {
+		for _, id := range claimed[kind] {
+			if !held.Holds(kind, id) {
+				return fmt.Sprintf("the session claims %s %s, which its credential's sign-in does not hold", kind, sanitize.Text(id))
+			}
 		}
 	}
 	return ""

@@ -29,7 +29,7 @@ func TestCallToolRunsOnlyTheApprovedArgs(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	in := activities.CallInput{Tool: "request_stock_transfer", Args: tampered, StoreID: 112, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-1", ArgsHash: hash}
+	in := activities.CallInput{Tool: "request_stock_transfer", Args: tampered, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-1", ArgsHash: hash}
 	if _, err := env.ExecuteActivity(a.CallTool, in); err == nil || !strings.Contains(err.Error(), "approved card") {
 		t.Fatalf("tampered args ran: %v", err)
 	}
@@ -61,17 +61,17 @@ func TestCallToolRecordsItsOutcome(t *testing.T) {
 	a := testenv.NewActivities(testenv.AppPool(t, url), srv.URL, zap.NewNop())
 	owner := testenv.OwnerPool(t, url)
 	ctx := context.Background()
-	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
 	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 	hash, _ := policy.ArgsHash("request_stock_transfer", action)
-	card := activities.ProjectInput{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, StoreID: 112,
+	card := activities.ProjectInput{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
 		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
-	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, StoreID: 112}
+	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}}
 
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	in := activities.CallInput{Tool: "request_stock_transfer", Args: action, StoreID: 112, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-2",
+	in := activities.CallInput{Tool: "request_stock_transfer", Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-2",
 		ArgsHash: hash, After: &activities.OutcomeRecord{Audit: outcome, Card: &card}}
 	v, err := env.ExecuteActivity(a.CallTool, in)
 	if err != nil {
@@ -124,9 +124,9 @@ func TestPendingCardTakesTheRetriedExpiry(t *testing.T) {
 	url := testenv.Database(t)
 	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
 	owner := testenv.OwnerPool(t, url)
-	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
+	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
 	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
-	card := activities.ProjectInput{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, StoreID: 112,
+	card := activities.ProjectInput{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
 		Args: action, ArgsHash: "h", Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()

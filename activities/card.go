@@ -11,11 +11,12 @@ import (
 
 // ProjectInput is one state of a card for the pending_action projection.
 type ProjectInput struct {
-	Version      int              `json:"version"`
-	Status       CardStatus       `json:"status"`
-	Tool         string           `json:"tool"`
-	Session      policy.Session   `json:"session"`
-	StoreID      int64            `json:"storeId"`
+	Version  int                `json:"version"`
+	Status   CardStatus         `json:"status"`
+	Tool     string             `json:"tool"`
+	Session  policy.Session     `json:"session"`
+	Resource policy.ResourceRef `json:"resource,omitzero"`
+	policy.EarlierResource
 	Args         json.RawMessage  `json:"args"`
 	ArgsHash     string           `json:"argsHash"`
 	Card         string           `json:"card"`
@@ -78,16 +79,17 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 	if in.Evidence != nil {
 		acr, maxAge = in.Evidence.ACR, in.Evidence.MaxAgeSeconds
 	}
+	kind, id := resourceColumns(in.EarlierResource.Or(in.Resource))
 	var reqIssuer, reqSubject any
 	if p := in.Requester; p != nil && p.Known() {
 		reqIssuer, reqSubject = clean(p.Issuer), clean(p.Subject)
 	}
 	_, err := db.Exec(ctx, `
-		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, store_id, args, args_hash, card,
+		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, resource_kind, resource_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
 		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals, card_version, editable,
 		                            requester_issuer, requester_subject)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $31, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28,
 		        $29, $30)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
@@ -105,10 +107,10 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		  escalated_role = coalesce(EXCLUDED.escalated_role, pending_action.escalated_role),
 		  approvals = EXCLUDED.approvals
 		WHERE pending_action.version <= EXCLUDED.version`,
-		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), in.StoreID,
+		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), kind,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
 		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)),
-		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable, reqIssuer, reqSubject)
+		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable, reqIssuer, reqSubject, id)
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

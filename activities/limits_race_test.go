@@ -32,7 +32,7 @@ func TestEveryLimitHoldsUnderConcurrency(t *testing.T) {
 					url := testenv.Database(t)
 					a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
 					spec, _ := p.Spec(row.Tool)
-					sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-kofi"}
+					sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s", ConversationID: "c", CredentialRef: "cred-kofi"}
 					value := int64(960)
 					if row.HardLimitCents > 0 && value > row.HardLimitCents {
 						value = row.HardLimitCents

@@ -15,15 +15,17 @@ import (
 
 // PreviewInput asks for a tool's dry run, run as the user.
 type PreviewInput struct {
-	Tool          string          `json:"tool"`
-	Args          json.RawMessage `json:"args"`
-	StoreID       int64           `json:"storeId"`
-	UserID        string          `json:"userId"`
-	CredentialRef string          `json:"credentialRef"`
-	// Role, StoreIDs and RequiredTier are as in CallInput.
-	Role         policy.Role `json:"role,omitempty"`
-	StoreIDs     []int64     `json:"storeIds,omitempty"`
-	RequiredTier string      `json:"requiredTier,omitempty"`
+	Tool     string             `json:"tool"`
+	Args     json.RawMessage    `json:"args"`
+	Resource policy.ResourceRef `json:"resource,omitzero"`
+	policy.EarlierResource
+	UserID        string `json:"userId"`
+	CredentialRef string `json:"credentialRef"`
+	// Role, Resources and RequiredTier are as in CallInput.
+	Role      policy.Role      `json:"role,omitempty"`
+	Resources policy.Resources `json:"resources,omitempty"`
+	policy.EarlierResources
+	RequiredTier string `json:"requiredTier,omitempty"`
 	// RequiredMaxAgeSeconds and AskedAt are as in CallInput.
 	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
 	AskedAt               string `json:"askedAt,omitempty"`
@@ -46,12 +48,12 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if preview == nil {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, StoreIDs: in.StoreIDs, RequiredTier: in.RequiredTier,
+	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
 		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt})
 	if err != nil {
 		return PreviewResult{}, err
 	}
-	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, StoreID: in.StoreID}, system{a: a, token: token})
+	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, token: token})
 	var app *temporal.ApplicationError
 	switch {
 	case err == nil:

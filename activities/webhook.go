@@ -42,21 +42,21 @@ const (
 // CardEvent is the webhook's payload (docs/contract.md): what a person
 // needs to find and decide the card, and nothing of the request's args.
 type CardEvent struct {
-	Type            string      `json:"type"`
-	WorkflowID      string      `json:"workflowId"`
-	RunID           string      `json:"runId"`
-	CardVersion     int         `json:"cardVersion"`
-	Status          CardStatus  `json:"status"`
-	Tool            string      `json:"tool"`
-	StoreID         int64       `json:"storeId"`
-	ValueCents      int64       `json:"valueCents"`
-	Card            string      `json:"card"`
-	ApproverRole    policy.Role `json:"approverRole"`
-	EscalatedTo     policy.Role `json:"escalatedTo,omitempty"`
-	ApprovalsNeeded int         `json:"approvalsNeeded"`
-	ExpiresAt       string      `json:"expiresAt"`
-	DecidedBy       string      `json:"decidedBy,omitempty"`
-	URL             string      `json:"url,omitempty"`
+	Type            string             `json:"type"`
+	WorkflowID      string             `json:"workflowId"`
+	RunID           string             `json:"runId"`
+	CardVersion     int                `json:"cardVersion"`
+	Status          CardStatus         `json:"status"`
+	Tool            string             `json:"tool"`
+	Resource        policy.ResourceRef `json:"resource,omitzero"`
+	ValueCents      int64              `json:"valueCents"`
+	Card            string             `json:"card"`
+	ApproverRole    policy.Role        `json:"approverRole"`
+	EscalatedTo     policy.Role        `json:"escalatedTo,omitempty"`
+	ApprovalsNeeded int                `json:"approvalsNeeded"`
+	ExpiresAt       string             `json:"expiresAt"`
+	DecidedBy       string             `json:"decidedBy,omitempty"`
+	URL             string             `json:"url,omitempty"`
 }
 
 // ID is the event's webhook-id: one per card version and event, so every

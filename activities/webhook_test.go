@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -48,7 +49,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	defer srv.Close()
 	a := activities.New(nil, nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
 	ev := activities.CardEvent{Type: activities.CardEventPending, WorkflowID: "toolcall-c1-call8", RunID: "r", CardVersion: 1, Status: activities.CardPending,
-		Tool: "request_stock_transfer", StoreID: 112, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1}
+		Tool: "request_stock_transfer", Resource: policy.ResourceRef{Kind: "store", ID: "112"}, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1}
 	if err := a.Notify(context.Background(), ev); err != nil || len(got) != 0 {
 		t.Fatalf("without a webhook: %v, %d deliveries", err, len(got))
 	}
@@ -84,7 +85,7 @@ func TestWebhookFollowsNoRedirect(t *testing.T) {
 		a := activities.New(nil, nil, "", sanitize.Sanitizer{}, zap.NewNop(), nil)
 		a.Webhook = &activities.Webhook{URL: hook.URL, Secret: hookSecret, CardsURL: "https://cards.example.com/"}
 		err := a.Notify(context.Background(), activities.CardEvent{Type: activities.CardEventPending, WorkflowID: "toolcall-c1-call9", RunID: "r", CardVersion: 1,
-			Status: activities.CardPending, Tool: "request_stock_transfer", StoreID: 112, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1})
+			Status: activities.CardPending, Tool: "request_stock_transfer", Resource: policy.ResourceRef{Kind: "store", ID: "112"}, ValueCents: 38400, Card: "Move 40 cases", ApproverRole: "store_manager", ApprovalsNeeded: 1})
 		hook.Close()
 		var app *temporal.ApplicationError
 		if elsewhere != 0 || !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), strconv.Itoa(code)) {

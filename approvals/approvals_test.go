@@ -52,7 +52,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	_, _ = rand.Read(key)
 	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 		RedirectURL: srv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
-		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+		RoleClaim: "toolgate_role", Policy: testenv.Policy, Resources: mangrove.ClaimMap()}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func newUI(t *testing.T, ttl time.Duration) *ui {
 	return u
 }
 
-var amaSession = policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-ama", CredentialRef: "cred-ama"}
+var amaSession = policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s-ama", CredentialRef: "cred-ama"}
 
 // request puts a transfer card up and returns its first outcome.
 func (u *ui) request(t *testing.T, conv, call string, quantity int) workflows.Outcome {
@@ -218,10 +218,10 @@ func TestForgedDecisionRunsNothing(t *testing.T) {
 	u := newUI(t, 0)
 	first := u.request(t, "forge", "c1", 40)
 	id := workflows.WorkflowID("forge", "c1")
-	amaID := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
+	amaID := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
 	bare := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
 	stolen := testenv.Sign(bare, first.CardRef())
-	stolen.Approver.StoreIDs = []int64{112, 118}
+	stolen.Approver.Resources = mangrove.Stores(112, 118)
 	for _, a := range []policy.Approval{bare, stolen} {
 		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)

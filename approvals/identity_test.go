@@ -242,7 +242,7 @@ func TestDecisionsShortOfEvidenceAreRefused(t *testing.T) {
 	u := newUI(t, 0)
 	first := u.request(t, "short", "c1", 100)
 	id := workflows.WorkflowID("short", "c1")
-	kofiID := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{112}}
+	kofiID := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(112)}
 	now := time.Now()
 	for _, ev := range []policy.AuthEvidence{
 		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.Add(-6 * time.Minute).UTC().Format(time.RFC3339)},
@@ -444,7 +444,7 @@ func TestCookiesAreSecureBehindHTTPS(t *testing.T) {
 	}{{"https://cards.example.com/auth/callback", true}, {"http://127.0.0.1:8080/auth/callback", false}} {
 		auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 			RedirectURL: tc.callback, Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
-			RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+			RoleClaim: "toolgate_role", Policy: testenv.Policy, Resources: mangrove.ClaimMap()}, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

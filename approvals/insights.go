@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/insights"
@@ -23,6 +22,7 @@ type insightsData struct {
 	pageData
 	Page     insights.Page
 	Tools    []string
+	Kinds    []policy.ResourceKind
 	Story    *insights.Story
 	Text     string
 	Register *register.Register
@@ -50,8 +50,8 @@ func (s *Server) insightsPage(w http.ResponseWriter, r *http.Request, sess sessi
 	if !s.auditorOnly(w, sess) {
 		return
 	}
-	d := insightsData{pageData: pageData{Title: "Insights", User: &sess.User, CSRF: s.csrf(sess)}, Tools: s.Auditor.Policy.Names(), Fast: insights.FastDecision.String()}
-	f, err := s.Auditor.ParseFilter(r.URL.Query(), s.now(), sess.User.StoreIDs)
+	d := insightsData{pageData: pageData{Title: "Insights", User: &sess.User, CSRF: s.csrf(sess)}, Tools: s.Auditor.Policy.Names(), Kinds: s.Auditor.Policy.ResourceKinds(), Fast: insights.FastDecision.String()}
+	f, err := s.Auditor.ParseFilter(r.URL.Query(), s.now(), sess.User.Resources)
 	d.Page.Filter = f
 	if err != nil {
 		d.Error = err.Error()
@@ -79,7 +79,7 @@ func (s *Server) storyPage(w http.ResponseWriter, r *http.Request, sess session)
 		s.fail(w, err)
 		return
 	}
-	if st.Events[0].StoreID != nil && !slices.Contains(sess.User.StoreIDs, *st.Events[0].StoreID) {
+	if res := st.Events[0].Resource; res != nil && !sess.User.Resources.Holds(res.Kind, res.ID) {
 		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
 		return
 	}

@@ -33,8 +33,8 @@ func seedInsights(t *testing.T, u *ui) {
 			t.Fatal(err)
 		}
 	}
-	ama := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
-	kofi := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
+	ama := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
+	kofi := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121)}
 	decide(u.request(t, "ins", "a40", 40), "ins", "a40", ama, policy.Approve)
 	decide(u.request(t, "ins", "a30", 30), "ins", "a30", ama, policy.Approve)
 	decide(u.request(t, "ins", "a20", 20), "ins", "a20", ama, policy.Reject)

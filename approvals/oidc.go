@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 
 // OIDC is how the card UI signs people in: an OpenID provider, this
 // client's registration there, and the names of the claims that carry an
-// approver's role and stores (so Okta, Entra ID, Keycloak or Google
+// approver's role and resources (so Okta, Entra ID, Keycloak or Google
 // Workspace is a matter of settings).
 type OIDC struct {
 	Issuer       string
@@ -28,14 +27,18 @@ type OIDC struct {
 	// RedirectURL is this card UI's /auth/callback, as registered.
 	RedirectURL string
 	Scopes      []string
-	// Claim names: the user ID, display name, role and stores.
-	UserClaim, NameClaim, RoleClaim, StoresClaim string
+	// Claim names: the user ID, display name and role.
+	UserClaim, NameClaim, RoleClaim string
 	// ACRValues maps toolgate's levels (pwd, mfa) to the provider's acr
 	// values, both for asking (acr_values) and for reading the ID token.
 	ACRValues map[string]string
 	// Roles are the packs' roles a sign-in may carry (policy.Roles), in
 	// the order the card UI names them; auditor is always one more.
 	Roles []policy.Role
+	// Policy reads a sign-in's resources from the claims Resources names
+	// (policy.ClaimMap, TOOLGATE_RESOURCE_CLAIMS).
+	Policy    *policy.Policy
+	Resources policy.ClaimMap
 }
 
 // RolesOf lists the roles of a deployment's packs, for OIDC.Roles.
@@ -59,7 +62,7 @@ func OIDCFromEnv() (OIDC, error) {
 	o := OIDC{Issuer: env("APPROVALS_OIDC_ISSUER", ""), ClientID: env("APPROVALS_OIDC_CLIENT_ID", ""), ClientSecret: env("APPROVALS_OIDC_CLIENT_SECRET", ""),
 		RedirectURL: env("APPROVALS_OIDC_REDIRECT_URL", ""), Scopes: strings.Fields(env("APPROVALS_OIDC_SCOPES", "openid profile")),
 		UserClaim: env("APPROVALS_OIDC_USER_CLAIM", "preferred_username"), NameClaim: env("APPROVALS_OIDC_NAME_CLAIM", "name"),
-		RoleClaim: env("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role"), StoresClaim: env("APPROVALS_OIDC_STORES_CLAIM", "toolgate_stores")}
+		RoleClaim: env("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role")}
 	var missing []string
 	for k, v := range map[string]string{"APPROVALS_OIDC_ISSUER": o.Issuer, "APPROVALS_OIDC_CLIENT_ID": o.ClientID,
 		"APPROVALS_OIDC_CLIENT_SECRET": o.ClientSecret, "APPROVALS_OIDC_REDIRECT_URL": o.RedirectURL} {
@@ -192,8 +195,11 @@ func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
 		return c, fmt.Errorf("the ID token's %q claim: %w", a.cfg.RoleClaim, err)
 	}
 	c.User.Role = role
-	if c.User.StoreIDs, err = storesOf(raw[a.cfg.StoresClaim]); err != nil {
-		return c, fmt.Errorf("the ID token's %q claim: %w", a.cfg.StoresClaim, err)
+	if a.cfg.Policy == nil {
+		return c, errors.New("the card UI has no packs to read a sign-in's resources by")
+	}
+	if c.User.Resources, err = a.cfg.Policy.ResourcesFromClaims(a.cfg.Resources, raw); err != nil {
+		return c, fmt.Errorf("the ID token: %w", err)
 	}
 	var amr []string
 	_ = json.Unmarshal(raw["amr"], &amr)
@@ -227,39 +233,6 @@ func roleOf(raw json.RawMessage, roles []policy.Role) (policy.Role, error) {
 		names[i] = string(r)
 	}
 	return "", fmt.Errorf("no card UI role (%s or %s) in %s", strings.Join(names[:len(names)-1], ", "), RoleAuditor, clip(string(raw)))
-}
-
-// storesOf reads a stores claim: a list of numbers or numeric strings, or
-// one string of them separated by commas or spaces.
-func storesOf(raw json.RawMessage) ([]int64, error) {
-	var list []any
-	if err := json.Unmarshal(raw, &list); err != nil {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil, fmt.Errorf("want a list of store numbers, got %s", clip(string(raw)))
-		}
-		for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-			list = append(list, f)
-		}
-	}
-	var ids []int64
-	for _, v := range list {
-		var n int64
-		switch v := v.(type) {
-		case float64:
-			n = int64(v)
-		case string:
-			n, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if n < policy.MinStoreID || n > policy.MaxStoreID {
-			return nil, fmt.Errorf("%v is not a store number", v)
-		}
-		ids = append(ids, n)
-	}
-	if len(ids) == 0 || len(ids) > policy.MaxApproverStores {
-		return nil, fmt.Errorf("want 1 to %d stores, got %d", policy.MaxApproverStores, len(ids))
-	}
-	return ids, nil
 }
 
 func cleanAMR(amr []string) []string {

@@ -32,8 +32,15 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"short":   func(s string) string { return s[:min(12, len(s))] },
-	"words":   func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"short": func(s string) string { return s[:min(12, len(s))] },
+	"words": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"label": func(s string) string {
+		s = strings.ReplaceAll(s, "_", " ")
+		if s == "" {
+			return s
+		}
+		return strings.ToUpper(s[:1]) + s[1:]
+	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":   func(t time.Time) string { return t.UTC().Format("15:04 UTC, 2 Jan") },
 	"age":     age,
@@ -183,10 +190,11 @@ type Card struct {
 	ValueCents int64
 	// Value is ValueCents in the tool's pack's unit, or "none" for a tool
 	// whose calls have no value.
-	Value        string
-	RequestedBy  string
-	Reason       string
-	StoreID      int64
+	Value       string
+	RequestedBy string
+	Reason      string
+	// Resource is the one the call acts on; Kind "" when none.
+	Resource     policy.ResourceRef
 	ApproverRole string
 	ArgsHash     string
 	Status       activities.CardStatus
@@ -242,7 +250,7 @@ type CardVersion struct {
 	Note       string
 }
 
-const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), store_id, approver_role, args_hash,
+const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), resource_kind, resource_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
 	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
 	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, '')`
@@ -253,7 +261,8 @@ func scanCard(row pgx.Row) (Card, error) {
 	var maxAge *int64
 	var editable []string
 	var args map[string]json.RawMessage
-	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &c.StoreID, &c.ApproverRole, &c.ArgsHash,
+	var kind, id *string
+	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &kind, &id, &c.ApproverRole, &c.ArgsHash,
 		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
 		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args, &c.Requester.Issuer, &c.Requester.Subject)
 	for _, f := range editable {
@@ -262,21 +271,27 @@ func scanCard(row pgx.Row) (Card, error) {
 			c.Edits = append(c.Edits, EditField{Name: f, Label: strings.ReplaceAll(f, "_", " "), Value: fmt.Sprint(v)})
 		}
 	}
+	if kind != nil && id != nil {
+		c.Resource = policy.ResourceRef{Kind: *kind, ID: *id}
+	}
 	if acr != nil && maxAge != nil {
 		c.Evidence = &policy.Requirement{ACR: *acr, MaxAgeSeconds: *maxAge}
 	}
 	return c, err
 }
 
-// inbox lists the pending, unexpired cards routed to the approver's role at their stores.
+// inbox lists the pending, unexpired cards routed to the approver's role,
+// over the resources they hold: a card that names no resource is shown to
+// everyone its routing names.
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	if sess.User.Role == RoleAuditor {
 		http.Redirect(w, r, "/insights", http.StatusSeeOther) // an auditor decides no card
 		return
 	}
 	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
-		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1) AND store_id = ANY($2)
-		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.StoreIDs)
+		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1)
+		  AND (resource_kind IS NULL OR resource_kind || '/' || resource_id = ANY($2))
+		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), heldLabels(sess.User.Resources))
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -306,8 +321,8 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Flash: flash})
 }
 
-// load returns a card the approver may see: routed to their role, at one
-// of their stores. Anything else is reported as not found.
+// load returns a card the approver may see: routed to their role, about a
+// resource they hold or none. Anything else is reported as not found.
 func (s *Server) load(ctx context.Context, id string, sess session) (Card, error) {
 	u := sess.User
 	c, err := scanCard(s.Pool.QueryRow(ctx, `SELECT `+cardColumns+` FROM pending_action WHERE workflow_id = $1`, id))
@@ -315,7 +330,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 		return c, err
 	}
 	c.Value = s.value(c.Tool, c.ValueCents)
-	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || !slices.Contains(u.StoreIDs, c.StoreID) {
+	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || (c.Resource.Kind != "" && !u.Resources.Holds(c.Resource.Kind, c.Resource.ID)) {
 		return Card{}, pgx.ErrNoRows
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
@@ -350,7 +365,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 	case c.Status == activities.CardRejected:
 		c.Outcome = fmt.Sprintf("Rejected by %s: nothing ran.", c.DecidedBy)
 	case c.Status == activities.CardFailed:
-		c.Outcome = fmt.Sprintf("Approved by %s, but the store system could not run it.", approvers)
+		c.Outcome = fmt.Sprintf("Approved by %s, but %s could not run it.", approvers, s.Policy.System(c.Tool))
 	}
 	return c, nil
 }
@@ -523,4 +538,15 @@ func (s *Server) awaitOutcome(ctx context.Context, id, user string, since time.T
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	s.Logger.Error("approvals request failed", zap.Error(err))
 	http.Error(w, "Something went wrong on our side. Try again in a moment.", http.StatusInternalServerError)
+}
+
+// heldLabels are resources as "kind/id", as the inbox matches a card's pair.
+func heldLabels(r policy.Resources) []string {
+	out := []string{}
+	for kind, ids := range r {
+		for _, id := range ids {
+			out = append(out, kind+"/"+id)
+		}
+	}
+	return out
 }

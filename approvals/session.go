@@ -52,9 +52,9 @@ func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, c sign
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO approver_sessions (id_hash, user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time, expires_at, id_token)
+		_, err := tx.Exec(ctx, `INSERT INTO approver_sessions (id_hash, user_id, name, role, resources, issuer, subject, acr, amr, auth_time, expires_at, id_token)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			sum[:], c.User.UserID, c.User.Name, string(c.User.Role), c.User.StoreIDs, c.Evidence.Issuer, c.Evidence.Subject, c.Evidence.ACR,
+			sum[:], c.User.UserID, c.User.Name, string(c.User.Role), c.User.Resources, c.Evidence.Issuer, c.Evidence.Subject, c.Evidence.ACR,
 			nonNil(c.Evidence.AMR), c.AuthTime, s.now().Add(SessionTTL), c.IDToken)
 		return err
 	})
@@ -92,8 +92,8 @@ func (s *Server) sessionOf(r *http.Request) (session, bool) {
 	sum := sha256.Sum256(raw)
 	var sess session
 	var role string
-	err = s.Pool.QueryRow(r.Context(), `SELECT user_id, name, role, store_ids, issuer, subject, acr, amr, auth_time FROM approver_sessions
-		WHERE id_hash = $1 AND expires_at > now()`, sum[:]).Scan(&sess.User.UserID, &sess.User.Name, &role, &sess.User.StoreIDs,
+	err = s.Pool.QueryRow(r.Context(), `SELECT user_id, name, role, resources, issuer, subject, acr, amr, auth_time FROM approver_sessions
+		WHERE id_hash = $1 AND expires_at > now()`, sum[:]).Scan(&sess.User.UserID, &sess.User.Name, &role, &sess.User.Resources,
 		&sess.Evidence.Issuer, &sess.Evidence.Subject, &sess.Evidence.ACR, &sess.Evidence.AMR, &sess.AuthTime)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) {

@@ -69,7 +69,7 @@ func TestTypeScriptTemporalClient(t *testing.T) {
 		t.Fatalf("first outcome: %+v", first.First)
 	}
 	if err := workflows.Decide(ctx, s.Client, first.First.IdempotencyKey, policy.Approval{Decision: policy.Approve,
-		Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())},
+		Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

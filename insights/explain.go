@@ -21,17 +21,17 @@ var ErrNoSuchCall = errors.New("the audit log has no row of this call")
 
 // Event is one audit row of a call.
 type Event struct {
-	At           time.Time `json:"at"`
-	RunID        string    `json:"runId"`
-	Event        string    `json:"event"`
-	Reason       string    `json:"reason"`
-	Tool         string    `json:"tool"`
-	UserID       string    `json:"userId"`
-	Role         string    `json:"role"`
-	SessionID    string    `json:"sessionId"`
-	Conversation string    `json:"conversationId"`
-	StoreID      *int64    `json:"storeId,omitempty"`
-	ValueCents   *int64    `json:"valueCents,omitempty"`
+	At           time.Time           `json:"at"`
+	RunID        string              `json:"runId"`
+	Event        string              `json:"event"`
+	Reason       string              `json:"reason"`
+	Tool         string              `json:"tool"`
+	UserID       string              `json:"userId"`
+	Role         string              `json:"role"`
+	SessionID    string              `json:"sessionId"`
+	Conversation string              `json:"conversationId"`
+	Resource     *policy.ResourceRef `json:"resource,omitempty"`
+	ValueCents   *int64              `json:"valueCents,omitempty"`
 	// Value is ValueCents written in the tool's pack's unit.
 	Value        string          `json:"value,omitempty"`
 	Args         json.RawMessage `json:"args,omitempty"`
@@ -62,7 +62,7 @@ type Story struct {
 }
 
 // storySQL is the one query behind a call's story.
-const storySQL = `SELECT at, run_id, event, reason, tool, user_id, role, session_id, conversation_id, store_id, value_cents, args, coalesce(approver_id, ''),
+const storySQL = `SELECT at, run_id, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, args, coalesce(approver_id, ''),
 	coalesce(approver_role, ''), coalesce(approver_issuer, ''), coalesce(approver_acr, ''), approver_auth_time, coalesce(claimed_approver_id, ''),
 	coalesce(message, ''), result
 FROM audit_log WHERE workflow_id = $1 ORDER BY id`
@@ -78,9 +78,13 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 	s.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 		var e Event
 		var args, result []byte
-		err := row.Scan(&e.At, &e.RunID, &e.Event, &e.Reason, &e.Tool, &e.UserID, &e.Role, &e.SessionID, &e.Conversation, &e.StoreID, &e.ValueCents, &args,
+		var kind, id *string
+		err := row.Scan(&e.At, &e.RunID, &e.Event, &e.Reason, &e.Tool, &e.UserID, &e.Role, &e.SessionID, &e.Conversation, &kind, &id, &e.ValueCents, &args,
 			&e.Approver, &e.ApproverRole, &e.Issuer, &e.ACR, &e.AuthTime, &e.Claimed, &e.Message, &result)
 		e.Args, e.Result = args, result
+		if kind != nil && id != nil {
+			e.Resource = &policy.ResourceRef{Kind: *kind, ID: *id}
+		}
 		if e.ValueCents != nil && r.Policy != nil {
 			e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
 		}
@@ -175,11 +179,11 @@ func describe(ev *history.HistoryEvent, activity map[int64]string) string {
 func (s Story) Text(w io.Writer) error {
 	var b strings.Builder
 	first := s.Events[0]
-	store := "no store"
-	if first.StoreID != nil {
-		store = fmt.Sprintf("store %d", *first.StoreID)
+	about := "no resource"
+	if first.Resource != nil {
+		about = first.Resource.String()
 	}
-	fmt.Fprintf(&b, "%s: %s for %s\n", s.WorkflowID, first.Tool, store)
+	fmt.Fprintf(&b, "%s: %s for %s\n", s.WorkflowID, first.Tool, about)
 	fmt.Fprintf(&b, "Asked by %s (%s), session %s, conversation %s, at %s\n", first.UserID, first.Role, first.SessionID, first.Conversation, stamp(first.At))
 	fmt.Fprintf(&b, "Idempotency-Key sent upstream: %s\n\n", s.WorkflowID)
 	run := ""
@@ -230,7 +234,7 @@ func (s Story) Answer() string {
 	case len(ran) == 1:
 		return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s%s.", s.WorkflowID, resultNote(ran[0].Result))
 	case len(ran) > 1:
-		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the store system must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
+		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the upstream must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
 	case last.Event == "failed":
 		return fmt.Sprintf("it failed (%s); nothing is recorded as run.", last.Reason)
 	case last.Event == "released":
@@ -332,16 +336,16 @@ func compact(raw json.RawMessage) string {
 	return string(b)
 }
 
-// incidentSQL finds the calls that ran a tool upstream for a store on a day.
+// incidentSQL finds the calls that ran a tool upstream for a resource on a day.
 const incidentSQL = `SELECT DISTINCT ON (workflow_id) workflow_id FROM audit_log
-WHERE event = 'executed' AND store_id = $1 AND at >= $2 AND at < $2 + interval '1 day' AND ($3 = '' OR tool = $3)
+WHERE event = 'executed' AND resource_kind = $1 AND resource_id = $4 AND at >= $2 AND at < $2 + interval '1 day' AND ($3 = '' OR tool = $3)
 ORDER BY workflow_id`
 
 // Executed returns the workflow IDs of the calls that ran upstream for a
-// store on a day (UTC), optionally of one tool: "why did store 112 get
-// two milk transfers on Friday?" starts here.
-func (r Reader) Executed(ctx context.Context, store int64, day time.Time, tool string) ([]string, error) {
-	rows, err := r.Pool.Query(ctx, incidentSQL, store, day.UTC().Truncate(24*time.Hour), tool)
+// resource on a day (UTC), optionally of one tool: "why did this account
+// get two card replacements on Friday?" starts here.
+func (r Reader) Executed(ctx context.Context, res policy.ResourceRef, day time.Time, tool string) ([]string, error) {
+	rows, err := r.Pool.Query(ctx, incidentSQL, res.Kind, day.UTC().Truncate(24*time.Hour), tool, res.ID)
 	if err != nil {
 		return nil, fmt.Errorf("executed calls: %w", err)
 	}
@@ -349,19 +353,19 @@ func (r Reader) Executed(ctx context.Context, store int64, day time.Time, tool s
 }
 
 // Verdict says what several executed calls mean: one key is a retry the
-// store system should have collapsed, several keys are separate approved
+// upstream should have collapsed, several keys are separate approved
 // actions.
-func Verdict(ids []string, tool string, store int64, day time.Time) string {
+func Verdict(ids []string, tool string, res policy.ResourceRef, day time.Time) string {
 	what := "call"
 	if tool != "" {
 		what = tool
 	}
 	switch len(ids) {
 	case 0:
-		return fmt.Sprintf("No %s ran upstream for store %d on %s.", what, store, day.Format("Monday 2 January 2006"))
+		return fmt.Sprintf("No %s ran upstream for %s on %s.", what, res, day.Format("Monday 2 January 2006"))
 	case 1:
-		return fmt.Sprintf("One %s ran upstream for store %d on %s, under one Idempotency-Key.", what, store, day.Format("Monday 2 January 2006"))
+		return fmt.Sprintf("One %s ran upstream for %s on %s, under one Idempotency-Key.", what, res, day.Format("Monday 2 January 2006"))
 	}
-	return fmt.Sprintf("%d %s calls ran upstream for store %d on %s, each under its own Idempotency-Key (%s): separate calls, each decided and approved on its own, not a retry. Read each story for who asked and who approved.",
-		len(ids), what, store, day.Format("Monday 2 January 2006"), strings.Join(ids, ", "))
+	return fmt.Sprintf("%d %s calls ran upstream for %s on %s, each under its own Idempotency-Key (%s): separate calls, each decided and approved on its own, not a retry. Read each story for who asked and who approved.",
+		len(ids), what, res, day.Format("Monday 2 January 2006"), strings.Join(ids, ", "))
 }

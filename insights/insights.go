@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,20 +37,21 @@ const (
 // DefaultPeriod is how far back the page looks when no period is given.
 const DefaultPeriod = 30 * 24 * time.Hour
 
-// Filter narrows every query: a period, and optionally a store, a tool and
-// a user (the requester or the approver). Scope, when not nil, is the
-// stores the reader may see (rows without a store are shown too).
+// Filter narrows every query: a period, and optionally a resource, a tool
+// and a user (the requester or the approver). Scope, when not nil, is the
+// resources the reader may see (rows without a resource are shown too).
 type Filter struct {
 	From, To time.Time
-	Store    int64
+	Resource policy.ResourceRef
 	Tool     string
 	User     string
-	Scope    []int64
+	Scope    policy.Resources
 }
 
 // ParseFilter reads a filter from a query string (from, to as
-// YYYY-MM-DD, inclusive; store; tool; user). Its error says what to fix.
-func (r Reader) ParseFilter(q url.Values, now time.Time, scope []int64) (Filter, error) {
+// YYYY-MM-DD, inclusive; a resource as its kind's name, e.g. portal=PRT-1;
+// tool; user). Its error says what to fix.
+func (r Reader) ParseFilter(q url.Values, now time.Time, scope policy.Resources) (Filter, error) {
 	f := Filter{To: now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour), Scope: scope}
 	f.From = f.To.Add(-DefaultPeriod)
 	if v := strings.TrimSpace(q.Get("from")); v != "" {
@@ -71,12 +71,13 @@ func (r Reader) ParseFilter(q url.Values, now time.Time, scope []int64) (Filter,
 	if !f.From.Before(f.To) {
 		return f, fmt.Errorf("the period is empty: from (%s) must not be after to", f.From.Format(time.DateOnly))
 	}
-	if v := strings.TrimSpace(q.Get("store")); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < policy.MinStoreID || n > policy.MaxStoreID {
-			return f, fmt.Errorf("store: %q is not a store number (%d to %d)", clip(v), policy.MinStoreID, policy.MaxStoreID)
+	for _, k := range r.Policy.ResourceKinds() {
+		if v := strings.TrimSpace(q.Get(k.Name)); v != "" {
+			if err := r.Policy.CheckResource(k.Name, v); err != nil {
+				return f, fmt.Errorf("%s: %w", k.Name, err)
+			}
+			f.Resource = policy.ResourceRef{Kind: k.Name, ID: v}
 		}
-		f.Store = n
 	}
 	if v := strings.TrimSpace(q.Get("tool")); v != "" {
 		if _, ok := r.Policy.Spec(v); !ok {
@@ -96,8 +97,8 @@ func (r Reader) ParseFilter(q url.Values, now time.Time, scope []int64) (Filter,
 // Query is the filter as a query string, for links that keep it.
 func (f Filter) Query() string {
 	q := url.Values{"from": {f.From.Format(time.DateOnly)}, "to": {f.To.Add(-24 * time.Hour).Format(time.DateOnly)}}
-	if f.Store != 0 {
-		q.Set("store", strconv.FormatInt(f.Store, 10))
+	if f.Resource.Kind != "" {
+		q.Set(f.Resource.Kind, f.Resource.ID)
 	}
 	if f.Tool != "" {
 		q.Set("tool", f.Tool)
@@ -117,10 +118,10 @@ func (f Filter) where(args *[]any) string {
 	}
 	conds := []string{"a.at >= " + add(f.From), "a.at < " + add(f.To)}
 	if f.Scope != nil {
-		conds = append(conds, "(a.store_id IS NULL OR a.store_id = ANY("+add(f.Scope)+"))")
+		conds = append(conds, "(a.resource_kind IS NULL OR a.resource_kind || '/' || a.resource_id = ANY("+add(heldLabels(f.Scope))+"))")
 	}
-	if f.Store != 0 {
-		conds = append(conds, "a.store_id = "+add(f.Store))
+	if f.Resource.Kind != "" {
+		conds = append(conds, "a.resource_kind = "+add(f.Resource.Kind)+" AND a.resource_id = "+add(f.Resource.ID))
 	}
 	if f.Tool != "" {
 		conds = append(conds, "a.tool = "+add(f.Tool))
@@ -242,12 +243,12 @@ GROUP BY a.reason, a.tool ORDER BY 3 DESC, 1 LIMIT 20`, []string{"denied"}, stac
 FROM audit_log a
 WHERE {filter} AND a.event = 'expired'
 GROUP BY 1 ORDER BY 1`, []string{"expired"}, stacked([]string{"expired"})},
-		{"limits", "Limits hit", "Calls refused by a rate, spend or hard limit, by tool and store.",
-			`SELECT a.tool || ' · store ' || coalesce(a.store_id::text, '?'), a.reason, count(*)
+		{"limits", "Limits hit", "Calls refused by a rate, spend or hard limit, by tool and resource.",
+			`SELECT a.tool || ' · ' || coalesce(a.resource_kind || ' ' || a.resource_id, '?'), a.reason, count(*)
 FROM audit_log a
 WHERE {filter} AND a.event = 'denied' AND a.reason IN ('rate_limit', 'over_limit')
 GROUP BY 1, 2 ORDER BY 1, 2`, []string{"rate_limit", "over_limit"}, stacked([]string{"rate_limit", "over_limit"})},
-		{"failures", "Most-failed upstream calls", "Calls that reached the store system and failed, by tool and code.",
+		{"failures", "Most-failed upstream calls", "Calls that reached the upstream and failed, by tool and code.",
 			`SELECT a.tool, a.reason, count(*)
 FROM audit_log a
 WHERE {filter} AND a.event = 'failed'
@@ -441,4 +442,15 @@ func clip(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// heldLabels are resources as "kind/id", to match a row's pair in one compare.
+func heldLabels(r policy.Resources) []string {
+	out := []string{}
+	for kind, ids := range r {
+		for _, id := range ids {
+			out = append(out, kind+"/"+id)
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 
 	"github.com/toolgate/toolgate/insights"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // TestChartsEscapeWhatTheModelWrote: a tool name is whatever the model
@@ -39,7 +40,7 @@ func TestFiltersSayWhatToFix(t *testing.T) {
 		}
 	}
 	v, _ := url.ParseQuery("from=2026-12-01&to=2026-12-04&store=112&tool=get_stock&user=ama")
-	f, err := (insights.Reader{Policy: testenv.Policy}).ParseFilter(v, now, []int64{112})
+	f, err := (insights.Reader{Policy: testenv.Policy}).ParseFilter(v, now, policy.Resources{"store": {"112"}})
 	if err != nil || f.From != time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) || f.To != time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC) || f.Query() != v.Encode() {
 		t.Fatalf("%+v %v (query %s)", f, err, f.Query())
 	}

@@ -20,11 +20,11 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 var (
-	area  = []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}
-	amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
-	kofi  = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: area}
+	area  = mangrove.Stores(110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121)
+	amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
+	kofi  = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: area}
 	// stamp manages stores 113 and 114 and approves everything at once.
-	stamp = policy.Identity{UserID: "stamp", Role: mangrove.RoleStoreManager, StoreIDs: []int64{113, 114}}
+	stamp = policy.Identity{UserID: "stamp", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(113, 114)}
 )
 
 // TestRubberStampSignals: each signal fires on the approver who earns it,
@@ -58,7 +58,7 @@ func TestRubberStampSignals(t *testing.T) {
 			t.Fatalf("%s: %v %+v", id, err, res)
 		}
 	}
-	ama := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-ama"}
+	ama := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s", ConversationID: "sig", CredentialRef: "cred-ama"}
 	for i, q := range []int{10, 11} {
 		o, id := card(ama, fmt.Sprint("f", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, q))
 		decide(o, id, amaID, policy.Approval{Decision: policy.Approve})
@@ -88,7 +88,7 @@ func TestRubberStampSignals(t *testing.T) {
 	decide(o, id, kofi, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash})
 	ended(id)
 
-	k := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}
+	k := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}
 	for i := range 10 {
 		store := 113 + i%2
 		o, id := card(k, fmt.Sprint("k", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"festival_peak","storeId":%d}`, 1+i, store))
@@ -134,7 +134,7 @@ func TestRubberStampSignals(t *testing.T) {
 		t.Errorf("the slowest calls: %+v", p.Slowest)
 	}
 	// A store filter narrows every query: store 112 has no limit hit and no stamp.
-	f.Store = 112
+	f.Resource = policy.ResourceRef{Kind: mangrove.KindStore, ID: "112"}
 	if p, err = r.Page(ctx, f); err != nil {
 		t.Fatal(err)
 	}

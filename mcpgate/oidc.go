@@ -12,19 +12,25 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Claims name where an access token carries the person's user ID, role
-// and stores (the demo provider's names by default).
+// Claims name where an access token carries the person's user ID and
+// role, and read its resources by the packs' claim map.
 type Claims struct {
-	User, Role, Stores string
+	User, Role string
+	Policy     *policy.Policy
+	Resources  policy.ClaimMap
 }
 
-// DefaultClaims are the demo provider's claim names.
-var DefaultClaims = Claims{User: "preferred_username", Role: "toolgate_role", Stores: "toolgate_stores"}
+// DefaultClaims are the demo provider's user and role claims and the
+// packs' own resource claims (policy.ClaimMap with no override).
+func DefaultClaims(p *policy.Policy) Claims {
+	m, _ := p.ClaimMap("")
+	return Claims{User: "preferred_username", Role: "toolgate_role", Policy: p, Resources: m}
+}
 
 // NewVerifier discovers the OpenID provider (retrying for up to wait while
 // it starts) and returns a token check: a JWT access token signed with the
 // provider's JWKS key, from its issuer, for audience, unexpired, naming a
-// user, a role and stores.
+// user and a role, with resources its claims grant.
 func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wait time.Duration) (func(context.Context, string) (Identity, error), error) {
 	prov, err := discover(ctx, issuer, wait)
 	if err != nil {
@@ -40,23 +46,26 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 		if err := tok.Claims(&all); err != nil {
 			return Identity{}, err
 		}
+		var byName map[string]json.RawMessage
+		if err := tok.Claims(&byName); err != nil {
+			return Identity{}, err
+		}
 		id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, Expiry: tok.Expiry}
 		id.UserID, _ = all[claims.User].(string)
 		role, _ := all[claims.Role].(string)
 		id.Role = policy.Role(role)
-		if list, ok := all[claims.Stores].([]any); ok {
-			for _, s := range list {
-				if n, ok := s.(float64); ok && n >= 1 && n <= 99999 && n == float64(int64(n)) {
-					id.StoreIDs = append(id.StoreIDs, int64(n))
-				}
-			}
+		if claims.Policy == nil {
+			return Identity{}, errors.New("the MCP server has no packs to read a token's resources by")
+		}
+		if id.Resources, err = claims.Policy.ResourcesFromClaims(claims.Resources, byName); err != nil {
+			return Identity{}, fmt.Errorf("the token: %w", err)
 		}
 		id.ACR, _ = all["acr"].(string)
 		if at, ok := all["auth_time"].(float64); ok {
 			id.AuthTime = time.Unix(int64(at), 0).UTC()
 		}
-		if !policy.ValidID(id.UserID) || id.Role == "" || len(id.StoreIDs) > policy.MaxSessionStores {
-			return Identity{}, errors.New("the token names no user, role or valid stores")
+		if !policy.ValidID(id.UserID) || id.Role == "" {
+			return Identity{}, errors.New("the token names no user or role")
 		}
 		if id.Subject == "" || id.AuthTime.IsZero() {
 			// Without them no revocation could tell this sign-in from another.
@@ -71,8 +80,8 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 func VaultCredentials(pool *pgxpool.Pool) func(context.Context, Identity) (string, error) {
 	return func(ctx context.Context, id Identity) (string, error) {
 		var ref string
-		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in($1, $2, $3, $4, $5, $6, $7)`,
-			id.UserID, id.Issuer, id.Subject, string(id.Role), id.StoreIDs, id.ACR, id.AuthTime).Scan(&ref)
+		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in($1, $2, $3, $4, $5::jsonb, $6, $7)`,
+			id.UserID, id.Issuer, id.Subject, string(id.Role), id.Resources, id.ACR, id.AuthTime).Scan(&ref)
 		if err != nil {
 			return "", fmt.Errorf("issue a credential for %s: %w", id.UserID, err)
 		}

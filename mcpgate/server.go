@@ -47,14 +47,15 @@ const (
 
 // Identity is who an access token says is calling, and how they signed in.
 type Identity struct {
-	Issuer   string
-	Subject  string
-	UserID   string
-	Role     policy.Role
-	StoreIDs []int64
-	ACR      string
-	AuthTime time.Time
-	Expiry   time.Time
+	Issuer  string
+	Subject string
+	UserID  string
+	Role    policy.Role
+	// Resources are what the token's claims grant, by kind.
+	Resources policy.Resources
+	ACR       string
+	AuthTime  time.Time
+	Expiry    time.Time
 }
 
 // Conversation is a person's keyed conversation: "mcp." and 32 hex digits
@@ -277,7 +278,7 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 		return workflows.ToolCallInput{}, err
 	}
 	return workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: args, Session: policy.Session{UserID: id.UserID, Role: id.Role,
-		StoreIDs: id.StoreIDs, SessionID: conv, ConversationID: conv, CredentialRef: ref}}, nil
+		Resources: id.Resources, SessionID: conv, ConversationID: conv, CredentialRef: ref}}, nil
 }
 
 // credential issues the sign-in's credential once and keeps its handle.

@@ -96,13 +96,13 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	// The card UI, signing approvers in at the same provider.
 	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 		RedirectURL: cardSrv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
-		RoleClaim: "toolgate_role", StoresClaim: "toolgate_stores"}, 5*time.Second)
+		RoleClaim: "toolgate_role", Policy: testenv.Policy, Resources: mangrove.ClaimMap()}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cards.Set((&approvals.Server{Policy: s.Policy, Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: []byte(strings.Repeat("k", 32)), Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
-	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
+	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims(testenv.Policy), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 		}()
 		for _, id := range ids {
 			_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
-				StoreIDs: []int64{112}}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
+				Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
 		}
 	}()
 	params := &mcp.CallToolParams{Name: "request_stock_transfer", Arguments: map[string]any{"articleId": 40211, "quantity": 40, "reason": "stockout_risk"}}
@@ -420,7 +420,7 @@ func TestMCPHostileInput(t *testing.T) {
 // each gets a call of their own, and neither is told of the other's.
 func TestMCPConversationsNeverCollide(t *testing.T) {
 	g := newGate(t, 0)
-	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
+	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims(testenv.Policy), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the vault issued %s for a sign-in from before the lock", ref)
 	}
-	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
+	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
 	if err := workflows.Decide(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)

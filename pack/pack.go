@@ -47,11 +47,12 @@ func (p Pack) Check() error {
 type Previewer func(ctx context.Context, req PreviewRequest, sys System) (Preview, error)
 
 // PreviewRequest is the call to preview: the tool, its canonical args as
-// authorized (session filled) and the store it acts on (0 when none).
+// authorized (session filled) and the resource it acts on (Kind "" when
+// none).
 type PreviewRequest struct {
-	Tool    string
-	Args    json.RawMessage
-	StoreID int64
+	Tool     string
+	Args     json.RawMessage
+	Resource policy.ResourceRef
 }
 
 // Preview is what a dry run decided.

@@ -13,11 +13,36 @@ import (
 	"unicode/utf8"
 )
 
-// Identity is who decides a card, from the approver's own sign-in.
+// Identity is who decides a card, from the approver's own sign-in. On the
+// wire it is {"userId", "role", "resources"}; "storeIds" is read as
+// Session's is, and a decision signed so verifies as it was signed.
 type Identity struct {
-	UserID   string  `json:"userId"`
-	Role     Role    `json:"role"`
-	StoreIDs []int64 `json:"storeIds"`
+	UserID string
+	Role   Role
+	// Resources are what the approver's sign-in grants, by kind.
+	Resources Resources
+	legacy    bool
+}
+
+type identityWire struct {
+	UserID string `json:"userId"`
+	Role   Role   `json:"role"`
+	resourceWire
+}
+
+// MarshalJSON writes the identity in the form it came in.
+func (id Identity) MarshalJSON() ([]byte, error) {
+	return json.Marshal(identityWire{UserID: id.UserID, Role: id.Role, resourceWire: write(id.Resources, id.legacy)})
+}
+
+// UnmarshalJSON reads an identity strictly.
+func (id *Identity) UnmarshalJSON(b []byte) error {
+	var w identityWire
+	if err := strictDecode(b, &w); err != nil {
+		return err
+	}
+	*id = Identity{UserID: w.UserID, Role: w.Role}
+	return w.read(&id.Resources, &id.legacy)
 }
 
 // Decisions an approver can send. Edit changes the fields the row marks
@@ -48,9 +73,10 @@ type Approval struct {
 }
 
 // CheckApproval decides whether an approval counts for a card routed to
-// role, acting on store, showing argsHash. It checks the approver's own
-// identity, never the requester's. Pending and expiry are the caller's.
-func CheckApproval(a Approval, role Role, store int64, argsHash string) (Code, string) {
+// role, acting on resource (none when its kind is ""), showing argsHash. It
+// checks the approver's own identity, never the requester's. Pending and
+// expiry are the caller's.
+func CheckApproval(a Approval, role Role, resource ResourceRef, argsHash string) (Code, string) {
 	if a.Decision != Approve && a.Decision != Reject && a.Decision != Edit {
 		return CodeInvalidArguments, fmt.Sprintf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, clip(a.Decision))
 	}
@@ -60,8 +86,8 @@ func CheckApproval(a Approval, role Role, store int64, argsHash string) (Code, s
 	if a.Approver.Role != role {
 		return CodeRole, fmt.Sprintf("this card is for a %s; %s is %s", role, clip(a.Approver.UserID), clip(string(a.Approver.Role)))
 	}
-	if store != 0 && !slices.Contains(a.Approver.StoreIDs, store) {
-		return CodeStoreScope, fmt.Sprintf("store %d is not one of %s's stores", store, clip(a.Approver.UserID))
+	if resource.Kind != "" && !a.Approver.Resources.Holds(resource.Kind, resource.ID) {
+		return CodeResourceScope, fmt.Sprintf("%s %s is not one of %s's", resource.Kind, resource.ID, clip(a.Approver.UserID))
 	}
 	if a.ArgsHash != argsHash {
 		return CodeInvalidArguments, "the args hash does not match the card: the card shown is not the one pending"
@@ -143,10 +169,9 @@ func Canonical(raw json.RawMessage) ([]byte, error) {
 // Bounds on a decision, checked before anything else reads it: a decision
 // is small, so anything larger is not one.
 const (
-	MaxDecisionBytes  = 8 << 10
-	MaxReasonRunes    = 500
-	MaxApproverStores = 64
-	MaxEditBytes      = 1 << 10
+	MaxDecisionBytes = 8 << 10
+	MaxReasonRunes   = 500
+	MaxEditBytes     = 1 << 10
 )
 
 // DecodeApproval reads a decision strictly (one JSON object, no unknown or
@@ -180,8 +205,8 @@ func (a Approval) validate() error {
 		return fmt.Errorf("approver.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	case len(a.Approver.Role) > 32 || !roleName.MatchString(string(a.Approver.Role)):
 		return fmt.Errorf("approver.role must be a role name: lower-case letters and _, at most 32")
-	case len(a.Approver.StoreIDs) > MaxApproverStores:
-		return fmt.Errorf("approver.storeIds lists %d stores; at most %d", len(a.Approver.StoreIDs), MaxApproverStores)
+	case a.Approver.Resources.Problem("approver.resources") != "":
+		return fmt.Errorf("%s", a.Approver.Resources.Problem("approver.resources"))
 	case !utf8.ValidString(a.Reason) || utf8.RuneCountInString(a.Reason) > MaxReasonRunes:
 		return fmt.Errorf("reason must be valid text of at most %d characters", MaxReasonRunes)
 	case len(a.KeyID) > 64 || len(a.SignedAt) > 40 || len(a.Signature) > 128:
@@ -198,11 +223,6 @@ func (a Approval) validate() error {
 			if len(m) > 32 || !roleName.MatchString(m) {
 				return fmt.Errorf("evidence.amr holds %q, not a method name such as \"pwd\" or \"otp\"", clip(m))
 			}
-		}
-	}
-	for _, s := range a.Approver.StoreIDs {
-		if s < 1 || s > 99999 {
-			return fmt.Errorf("approver.storeIds holds %d, not a store number", s)
 		}
 	}
 	return nil
@@ -308,17 +328,22 @@ func Fingerprint(req Request) string {
 }
 
 // Intent names what an approve call asks for under whichever tool-call
-// ID: the hex SHA-256 of the tool, the store, the canonical args and, when
-// requester is not "" (the tool is not Shared), who asks. Two calls with
-// one intent want one card.
-func Intent(tool string, store int64, args json.RawMessage, requester string) (string, error) {
+// ID: the hex SHA-256 of the tool, the resource's ID ("0" for none, as
+// intents were keyed when resources were numbers), the canonical args and,
+// when requester is not "" (the tool is not Shared), who asks. Two calls
+// with one intent want one card.
+func Intent(tool string, resource ResourceRef, args json.RawMessage, requester string) (string, error) {
 	canon, err := Canonical(args)
 	if err != nil {
 		return "", err
 	}
-	head := fmt.Sprintf("%s\n%d\n", tool, store)
+	id := resource.ID
+	if resource.Kind == "" {
+		id = "0"
+	}
+	head := fmt.Sprintf("%s\n%s\n", tool, id)
 	if requester != "" {
-		head = fmt.Sprintf("%s\n%d\n%d:%s\n", tool, store, len(requester), requester)
+		head = fmt.Sprintf("%s\n%s\n%d:%s\n", tool, id, len(requester), requester)
 	}
 	sum := sha256.Sum256(append([]byte(head), canon...))
 	return hex.EncodeToString(sum[:]), nil

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/toolgate/toolgate/policy"
@@ -29,9 +30,9 @@ func benchCalls(tb testing.TB) []benchCall {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
-		if sc, ok := args.(policy.StoreScoped); ok {
-			sc.SetStore(112)
+		sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+		if a := reflect.ValueOf(args).Elem().FieldByName("StoreID"); a.IsValid() {
+			a.Set(reflect.ValueOf(new(int64(112))))
 		}
 		out = append(out, benchCall{tool: row.Tool, raw: json.RawMessage(spec.Example), args: args, sess: sess,
 			facts: policy.Facts{ValueCents: &value, Usage: make([]policy.Usage, len(row.Limits))}})
@@ -46,7 +47,7 @@ func TestDecideAgreesWithAuthorize(t *testing.T) {
 	for _, c := range benchCalls(t) {
 		a := p.Authorize(policy.Request{Tool: c.tool, Args: c.raw, Session: c.sess}, c.facts)
 		d := p.Decide(c.tool, c.args, c.sess, c.facts)
-		if a.Decision != d.Decision || a.Code != d.Code || a.StoreID != d.StoreID || a.ApproverRole != d.ApproverRole {
+		if a.Decision != d.Decision || a.Code != d.Code || a.Resource != d.Resource || a.ApproverRole != d.ApproverRole {
 			t.Errorf("%s: Authorize %s/%s, Decide %s/%s", c.tool, a.Decision, a.Code, d.Decision, d.Code)
 		}
 	}

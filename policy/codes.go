@@ -13,14 +13,16 @@ const (
 	CodeRole                  Code = "role"
 	CodeInvalidArguments      Code = "invalid_arguments"
 	CodeCredentialUnavailable Code = "credential_unavailable"
-	CodeStoreScope            Code = "store_scope"
-	CodeOverLimit             Code = "over_limit"
-	CodeRateLimit             Code = "rate_limit"
-	CodeRejected              Code = "rejected"
-	CodeExpired               Code = "expired"
-	CodeTimeout               Code = "timeout"
-	CodeUpstreamUnavailable   Code = "upstream_unavailable"
-	CodeUpstreamError         Code = "upstream_error"
+	// CodeResourceScope refuses a resource the session does not hold. Its
+	// wire value is the one the contract has always had.
+	CodeResourceScope       Code = "store_scope"
+	CodeOverLimit           Code = "over_limit"
+	CodeRateLimit           Code = "rate_limit"
+	CodeRejected            Code = "rejected"
+	CodeExpired             Code = "expired"
+	CodeTimeout             Code = "timeout"
+	CodeUpstreamUnavailable Code = "upstream_unavailable"
+	CodeUpstreamError       Code = "upstream_error"
 	// CodeLocked ends a card that took more refused decisions than
 	// MaxRefusedDecisions: it is closed for good and nothing runs.
 	CodeLocked Code = "locked"
@@ -31,14 +33,14 @@ const (
 	// weaker or older than what it needs: the person must sign in again.
 	CodeStepUpRequired Code = "step_up_required"
 	// CodeAlreadyPending ends a call whose equivalent card (same tool,
-	// store and canonical args) is already waiting for a person.
+	// resource and canonical args) is already waiting for a person.
 	CodeAlreadyPending Code = "already_pending"
 )
 
 // Codes lists the whole closed set, in the contract's (docs/contract.md) order.
 var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
-	CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit,
+	CodeCredentialUnavailable, CodeResourceScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
 	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired, CodeAlreadyPending,
 }
@@ -63,18 +65,18 @@ const (
 	StepRole
 	StepArguments
 	StepCredential
-	StepStoreScope
+	StepResourceScope
 	StepHardLimit
 	StepRateLimit
 )
 
 // Steps lists the chain in order.
-var Steps = []Step{StepRegistered, StepNotDenied, StepRole, StepArguments, StepCredential, StepStoreScope, StepHardLimit, StepRateLimit}
+var Steps = []Step{StepRegistered, StepNotDenied, StepRole, StepArguments, StepCredential, StepResourceScope, StepHardLimit, StepRateLimit}
 
 // Code is the failure code of the step.
 func (s Step) Code() Code {
 	return [...]Code{CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
-		CodeCredentialUnavailable, CodeStoreScope, CodeOverLimit, CodeRateLimit}[s]
+		CodeCredentialUnavailable, CodeResourceScope, CodeOverLimit, CodeRateLimit}[s]
 }
 
 func (s Step) String() string { return string(s.Code()) }

@@ -32,6 +32,9 @@ type Domain struct {
 	Formats []Format
 	// Unit is what the pack's values count (a currency, or none).
 	Unit Unit
+	// Resources are the kinds of thing the pack's credentials grant and its
+	// tools act on (ToolSpec.Resource).
+	Resources []ResourceKind
 }
 
 // RoleSpec is one of a pack's roles.
@@ -108,6 +111,9 @@ func (d Domain) check() error {
 		if !named[r.Name] {
 			return fmt.Errorf("pack %s: the role %q is declared but no row names it", d.Name, r.Name)
 		}
+	}
+	if err := checkKinds(d); err != nil {
+		return err
 	}
 	if err := d.Unit.check(); err != nil {
 		return fmt.Errorf("pack %s: %w", d.Name, err)

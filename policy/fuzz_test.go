@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -31,7 +32,7 @@ func FuzzAuthorize(f *testing.F) {
 	f.Add("get_stock", []byte(`{"ArticleId":1}`), "store_manager", int64(112), 0, int64(0))
 	f.Fuzz(func(t *testing.T, tool string, args []byte, role string, store int64, used int, value int64) {
 		req := policy.Request{Tool: tool, Args: json.RawMessage(args), Session: policy.Session{
-			UserID: "u", Role: policy.Role(role), StoreIDs: []int64{store}, SessionID: "s", ConversationID: "c", CredentialRef: "cred"}}
+			UserID: "u", Role: policy.Role(role), Resources: mangrove.Stores(store), SessionID: "s", ConversationID: "c", CredentialRef: "cred"}}
 		row, known := p.Row(tool)
 		usage := make([]policy.Usage, len(row.Limits))
 		for i := range usage {
@@ -57,8 +58,8 @@ func FuzzAuthorize(f *testing.F) {
 		if _, err := mangrovePolicy().Decode(spec, v.Args); err != nil {
 			t.Fatalf("allowed args %s do not decode again: %v", v.Args, err)
 		}
-		if v.StoreID != 0 && v.StoreID != store {
-			t.Fatalf("allowed store %d is not the session's %d", v.StoreID, store)
+		if v.Resource.Kind != "" && v.Resource.ID != strconv.FormatInt(store, 10) {
+			t.Fatalf("allowed store %v is not the session's %d", v.Resource, store)
 		}
 		if v.Decision == policy.DecisionApprove && v.ApproverRole == "" {
 			t.Fatal("an approve verdict routes to no one")

@@ -56,6 +56,8 @@ type entry struct {
 	value []int
 	// routes are the row's approvers' compiled When rules (nil where none).
 	routes []*route
+	// resource is step 5's plan, nil when the tool names no resource.
+	resource *resourcePlan
 }
 
 type evidenceAt struct {
@@ -180,6 +182,16 @@ func New(domains ...Domain) (*Policy, error) {
 		if err := e.compile(); err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
 		}
+		rp, err := compileResource(e.spec, d.Resources)
+		if err != nil {
+			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
+		}
+		e.resource = rp
+		for _, l := range e.row.Limits {
+			if l.Scope != PerUser && (l.Scope != PerResource || rp == nil) {
+				return nil, fmt.Errorf("policy: pack %s: tool %s: a limit of scope %q needs scope %q, or %q on a tool that names a resource (Resource)", d.Name, n, l.Scope, PerUser, PerResource)
+			}
+		}
 		p.entries[n] = e
 		for len(p.byLen) <= len(n) {
 			p.byLen = append(p.byLen, nil)
@@ -281,18 +293,37 @@ type Usage struct {
 	Cents int64 `json:"cents"`
 }
 
-// LimitKey names one limit bucket to count, e.g. create_task/store/112/86400.
-// It carries the limit's bounds, so admission counts and judges exactly the
-// limits the recorded verdict names.
+// LimitKey names one limit bucket to count, e.g. create_task/store/112/86400
+// (tool, the resource's kind or "user", whose, window). It carries the
+// limit's bounds, so admission counts and judges exactly the limits the
+// recorded verdict names.
 type LimitKey struct {
-	Key      string `json:"key"`
-	Tool     string `json:"tool"`
-	Scope    Scope  `json:"scope"`
-	UserID   string `json:"userId,omitempty"`
-	Store    int64  `json:"store,omitempty"`
-	Window   Window `json:"window"`
-	MaxCalls int    `json:"maxCalls,omitempty"`
-	MaxCents int64  `json:"maxCents,omitempty"`
+	Key      string      `json:"key"`
+	Tool     string      `json:"tool"`
+	Scope    Scope       `json:"scope"`
+	UserID   string      `json:"userId,omitempty"`
+	Resource ResourceRef `json:"resource,omitzero"`
+	Window   Window      `json:"window"`
+	MaxCalls int         `json:"maxCalls,omitempty"`
+	MaxCents int64       `json:"maxCents,omitempty"`
+}
+
+// UnmarshalJSON reads a limit key, and one recorded when a per-resource
+// limit was scope "store" with a numeric "store".
+func (k *LimitKey) UnmarshalJSON(b []byte) error {
+	type plain LimitKey
+	var w struct {
+		plain
+		Store int64 `json:"store"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*k = LimitKey(w.plain)
+	if k.Scope == legacyKind {
+		k.Scope, k.Resource = PerResource, ResourceRef{Kind: legacyKind, ID: strconv.FormatInt(w.Store, 10)}
+	}
+	return nil
 }
 
 // Verdict is the outcome of the chain.
@@ -309,8 +340,9 @@ type Verdict struct {
 	AuthRequired bool `json:"authRequired,omitempty"`
 	// Args are the decoded args after session fill, canonically encoded.
 	Args json.RawMessage `json:"args,omitempty"`
-	// StoreID is the store the call acts on, 0 when it names none.
-	StoreID int64 `json:"storeId,omitempty"`
+	// Resource is the resource the call acts on; its Kind is "" when the
+	// tool names none.
+	Resource ResourceRef `json:"resource,omitzero"`
 	// Limits are the buckets step 7 counts, in row order.
 	Limits []LimitKey `json:"limits,omitempty"`
 	// NeedsPreview says steps 0-5 passed and the tool's dry run must value
@@ -342,6 +374,24 @@ type Verdict struct {
 	Approvals int `json:"approvals,omitempty"`
 	// Editable are the args an approver may change (Row.Editable).
 	Editable []string `json:"editable,omitempty"`
+}
+
+// UnmarshalJSON reads a verdict, and one recorded when the resource was a
+// numeric "storeId".
+func (v *Verdict) UnmarshalJSON(b []byte) error {
+	type plain Verdict
+	var w struct {
+		plain
+		StoreID int64 `json:"storeId"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*v = Verdict(w.plain)
+	if w.StoreID != 0 && v.Resource.Kind == "" {
+		v.Resource = ResourceRef{Kind: legacyKind, ID: strconv.FormatInt(w.StoreID, 10)}
+	}
+	return nil
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -404,7 +454,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	if len(e.row.Limits) > 0 {
 		v.Limits = make([]LimitKey, 0, len(e.row.Limits))
 		for _, l := range e.row.Limits {
-			v.Limits = append(v.Limits, limitKey(e.spec.Name, l, req.Session.UserID, v.StoreID))
+			v.Limits = append(v.Limits, limitKey(e.spec.Name, l, req.Session.UserID, v.Resource))
 		}
 	}
 	return v
@@ -429,7 +479,7 @@ func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
 	value := deref(valueCents)
 	for i, k := range v.Limits {
 		if l := (Limit{Scope: k.Scope, Window: k.Window, MaxCalls: k.MaxCalls, MaxCents: k.MaxCents}); exceeds(&l, &usage[i], value) {
-			return limitDenial(k.Tool, l, v.StoreID, usage[i], value, Unit{Currency: v.Currency})
+			return limitDenial(k.Tool, l, v.Resource, usage[i], value, Unit{Currency: v.Currency})
 		}
 	}
 	return v
@@ -460,7 +510,7 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
 	}
 	for i := range e.row.Limits {
 		if l := &e.row.Limits[i]; exceeds(l, &f.Usage[i], deref(f.ValueCents)) {
-			return limitDenial(tool, *l, v.StoreID, f.Usage[i], deref(f.ValueCents), e.unit)
+			return limitDenial(tool, *l, v.Resource, f.Usage[i], deref(f.ValueCents), e.unit)
 		}
 	}
 	return v
@@ -502,32 +552,17 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 		v.AuthRequired = true
 		return
 	}
-	var store int64
-	if sc, ok := args.(StoreScoped); ok {
-		if sc.Store() == nil {
-			if len(s.StoreIDs) == 0 {
-				*v = deny(StepStoreScope, "The signed-in person has no store, so there is no default store for this call. Do not retry; tell the person their account has no store assigned.")
-				return
-			}
-			// The session is the agent backend's, not the model's: a store it
-			// lists must still be a valid store (the bounds of StoreArg's tag).
-			if id := s.StoreIDs[0]; id < MinStoreID || id > MaxStoreID {
-				*v = deny(StepStoreScope, fmt.Sprintf("The signed-in person's session names store %d, which is not a valid store. Do not retry; tell the person their session needs fixing.",
-					s.StoreIDs[0]))
-				return
-			}
-			sc.SetStore(s.StoreIDs[0])
-		}
-		store = *sc.Store()
-		if !s.owns(store) {
-			*v = deny(StepStoreScope, fmt.Sprintf("Store %d is not one of the signed-in person's stores (%s). Call again with storeId set to one of them, or leave storeId out.",
-				store, joinIDs(s.StoreIDs)))
+	var resource ResourceRef
+	if e.resource != nil {
+		var why string
+		if resource, why = p.scope(e.resource, args, s); why != "" {
+			*v = deny(StepResourceScope, why)
 			return
 		}
 	}
 	// v is still zero here: set fields one by one, not a whole Verdict
 	// through the pointer (a fifth of Decide's time).
-	v.Decision, v.Code, v.StoreID, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, store, "Allowed.", row.RequesterTier, e.unit.Currency
+	v.Decision, v.Code, v.Resource, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, resource, "Allowed.", row.RequesterTier, e.unit.Currency
 	if row.RequesterTier != "" {
 		age := row.RequesterMaxAge
 		if age <= 0 {
@@ -603,10 +638,10 @@ func exceeds(l *Limit, u *Usage, value int64) bool {
 }
 
 // limitDenial says which bound a call would pass, and for whom.
-func limitDenial(tool string, l Limit, store int64, u Usage, value int64, unit Unit) Verdict {
+func limitDenial(tool string, l Limit, r ResourceRef, u Usage, value int64, unit Unit) Verdict {
 	who := "the signed-in person"
-	if l.Scope == PerStore {
-		who = fmt.Sprintf("store %d", store)
+	if l.Scope == PerResource {
+		who = r.String()
 	}
 	if callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls; callsOver {
 		return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
@@ -616,27 +651,14 @@ func limitDenial(tool string, l Limit, store int64, u Usage, value int64, unit U
 		tool, who, unit.Format(l.MaxCents), l.Window, unit.Format(u.Cents)))
 }
 
-func limitKey(tool string, l Limit, user string, store int64) LimitKey {
+func limitKey(tool string, l Limit, user string, r ResourceRef) LimitKey {
 	k := LimitKey{Tool: tool, Scope: l.Scope, Window: l.Window, MaxCalls: l.MaxCalls, MaxCents: l.MaxCents}
-	who := ""
-	if l.Scope == PerStore {
-		k.Store = store
-		who = strconv.FormatInt(store, 10)
+	kind, who := string(l.Scope), user
+	if l.Scope == PerResource {
+		k.Resource, kind, who = r, r.Kind, r.ID
 	} else {
 		k.UserID = user
-		who = user
 	}
-	k.Key = fmt.Sprintf("%s/%s/%s/%d", tool, l.Scope, who, l.Window)
+	k.Key = fmt.Sprintf("%s/%s/%s/%d", tool, kind, who, l.Window)
 	return k
-}
-
-func joinIDs(ids []int64) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = strconv.FormatInt(id, 10)
-	}
-	return strings.Join(s, ", ")
 }

@@ -46,10 +46,7 @@ func validArgs(t *testing.T, spec policy.ToolSpec) map[string]any {
 	return out
 }
 
-func storeScoped(spec policy.ToolSpec) bool {
-	_, ok := reflect.New(spec.Args).Interface().(policy.StoreScoped)
-	return ok
-}
+func storeScoped(spec policy.ToolSpec) bool { return spec.Resource.Kind != "" }
 
 // reachable returns a copy of the row that every step can be reached
 // through: listed roles, a non-deny decision, a hard limit and one limit of
@@ -64,7 +61,7 @@ func reachable(row policy.Row) policy.Row {
 		r.HardLimitCents = 1000
 	}
 	if len(r.Limits) == 0 {
-		r.Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 3, MaxCents: 2500}, {Scope: policy.PerUser, Window: policy.Hour, MaxCalls: 2}}
+		r.Limits = []policy.Limit{{Scope: policy.PerResource, Window: policy.Day, MaxCalls: 3, MaxCents: 2500}, {Scope: policy.PerUser, Window: policy.Hour, MaxCalls: 2}}
 	}
 	if len(r.Approvers) == 0 {
 		r.Approvers = []policy.Approver{{Role: mangrove.RoleStoreManager}}
@@ -101,7 +98,7 @@ func baseCall(t *testing.T, p *policy.Policy, tool string) call {
 	usage := make([]policy.Usage, len(row.Limits))
 	var value int64 = 100
 	return call{tool: tool, p: p, req: policy.Request{Tool: tool, Args: args, Session: policy.Session{
-		UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama",
+		UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama",
 	}}, facts: policy.Facts{ValueCents: &value, Usage: usage}}
 }
 
@@ -128,7 +125,7 @@ func breaks(t *testing.T, c *call, step policy.Step) bool {
 			return false
 		}
 		c.req.Session.CredentialRef = ""
-	case policy.StepStoreScope:
+	case policy.StepResourceScope:
 		if !storeScoped(spec) {
 			return false
 		}
@@ -240,13 +237,13 @@ func TestUnknownToolNames(t *testing.T) {
 func TestStoreDefaultsToSessionFirstStore(t *testing.T) {
 	p := mangrovePolicy()
 	c := baseCall(t, p, "get_stock")
-	c.req.Session.StoreIDs = []int64{112, 118}
+	c.req.Session.Resources = mangrove.Stores(112, 118)
 	v := p.Authorize(c.req, c.facts)
-	if v.StoreID != 112 || !strings.Contains(string(v.Args), `"storeId":112`) {
-		t.Fatalf("got store %d args %s, want 112 filled in", v.StoreID, v.Args)
+	if v.Resource != (policy.ResourceRef{Kind: "store", ID: "112"}) || !strings.Contains(string(v.Args), `"storeId":112`) {
+		t.Fatalf("got store %v args %s, want 112 filled in", v.Resource, v.Args)
 	}
-	c.req.Session.StoreIDs = nil
-	if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeStoreScope {
+	c.req.Session.Resources = nil
+	if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeResourceScope {
 		t.Fatalf("no stores: got %s, want store_scope", v.Code)
 	}
 }
@@ -431,7 +428,7 @@ func TestDryRunToolsWaitForTheirValue(t *testing.T) {
 	p := mangrovePolicy()
 	c := baseCall(t, p, "request_stock_transfer")
 	v := p.Check(c.req, nil)
-	if !v.NeedsPreview || v.Code != policy.CodeOK || v.StoreID != 112 {
+	if !v.NeedsPreview || v.Code != policy.CodeOK || v.Resource.ID != "112" {
 		t.Fatalf("before the preview: %+v", v)
 	}
 	if v := p.Authorize(c.req, policy.Facts{Usage: c.facts.Usage}); v.Code != policy.CodeOverLimit {
@@ -448,7 +445,7 @@ func TestDryRunToolsWaitForTheirValue(t *testing.T) {
 }
 
 func TestCheckApproval(t *testing.T) {
-	good := policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}}
+	good := policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}}
 	cases := []struct {
 		name   string
 		change func(*policy.Approval)
@@ -459,14 +456,14 @@ func TestCheckApproval(t *testing.T) {
 		{"unknown decision", func(a *policy.Approval) { a.Decision = "maybe" }, policy.CodeInvalidArguments},
 		{"anonymous", func(a *policy.Approval) { a.Approver.UserID = "" }, policy.CodeInvalidArguments},
 		{"wrong role", func(a *policy.Approval) { a.Approver.Role = mangrove.RoleAreaManager }, policy.CodeRole},
-		{"other store", func(a *policy.Approval) { a.Approver.StoreIDs = []int64{118} }, policy.CodeStoreScope},
+		{"other store", func(a *policy.Approval) { a.Approver.Resources = mangrove.Stores(118) }, policy.CodeResourceScope},
 		{"wrong hash", func(a *policy.Approval) { a.ArgsHash = "other" }, policy.CodeInvalidArguments},
 	}
 	for _, c := range cases {
 		a := good
-		a.Approver.StoreIDs = slices.Clone(good.Approver.StoreIDs)
+		a.Approver.Resources = good.Approver.Resources.Clone()
 		c.change(&a)
-		if got, msg := policy.CheckApproval(a, mangrove.RoleStoreManager, 112, "h"); got != c.want || (got != policy.CodeOK && msg == "") {
+		if got, msg := policy.CheckApproval(a, mangrove.RoleStoreManager, policy.ResourceRef{Kind: mangrove.KindStore, ID: "112"}, "h"); got != c.want || (got != policy.CodeOK && msg == "") {
 			t.Errorf("%s: got %s %q, want %s", c.name, got, msg, c.want)
 		}
 	}
@@ -492,7 +489,7 @@ func TestApprovalSignatures(t *testing.T) {
 	expires := up.Add(30 * time.Minute)
 	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
 	sign := func(c policy.Card, at time.Time) policy.Approval {
-		return policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}},
+		return policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}},
 			c, "k1", priv, at.Format(time.RFC3339))
 	}
 	a := sign(card, up.Add(time.Minute))
@@ -502,7 +499,7 @@ func TestApprovalSignatures(t *testing.T) {
 	_, other, _ := ed25519.GenerateKey(nil)
 	forged := func(f func(*policy.Approval)) policy.Approval {
 		b := a
-		b.Approver.StoreIDs = []int64{112}
+		b.Approver.Resources = mangrove.Stores(112)
 		f(&b)
 		return b
 	}
@@ -520,7 +517,7 @@ func TestApprovalSignatures(t *testing.T) {
 		"changed decision":        forged(func(b *policy.Approval) { b.Decision = policy.Reject }),
 		"changed hash":            forged(func(b *policy.Approval) { b.ArgsHash = "x" }),
 		"changed signing time":    forged(func(b *policy.Approval) { b.SignedAt = up.Add(2 * time.Minute).Format(time.RFC3339) }),
-		"widened stores":          forged(func(b *policy.Approval) { b.Approver.StoreIDs = []int64{112, 118} }),
+		"widened stores":          forged(func(b *policy.Approval) { b.Approver.Resources = mangrove.Stores(112, 118) }),
 		"changed role":            forged(func(b *policy.Approval) { b.Approver.Role = mangrove.RoleAreaManager }),
 		"signed by a stranger":    policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: a.Approver}, card, "k1", other, a.SignedAt),
 		"garbage signature":       forged(func(b *policy.Approval) { b.Signature = "!!" }),
@@ -549,8 +546,8 @@ func TestSessionStoresMustBeValid(t *testing.T) {
 	p := mangrovePolicy()
 	for _, bad := range []int64{-30, 0, 1_000_000} {
 		c := baseCall(t, p, "get_stock")
-		c.req.Session.StoreIDs = []int64{bad}
-		if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeStoreScope {
+		c.req.Session.Resources = mangrove.Stores(bad)
+		if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeResourceScope {
 			t.Errorf("session store %d: got %s (%s)", bad, v.Code, v.Args)
 		}
 	}
@@ -561,7 +558,7 @@ func TestSessionStoresMustBeValid(t *testing.T) {
 func TestDecodeApproval(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	good := `{"decision":"approve","argsHash":"` + hash + `","approver":{"userId":"ama","role":"store_manager","storeIds":[112]},"reason":"ok"}`
-	if a, err := policy.DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || a.Approver.StoreIDs[0] != 112 {
+	if a, err := policy.DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || !a.Approver.Resources.Holds("store", "112") {
 		t.Fatalf("good decision: %+v %v", a, err)
 	}
 	for name, raw := range map[string]string{
@@ -580,7 +577,7 @@ func TestDecodeApproval(t *testing.T) {
 		"approver with a space": strings.Replace(good, `"userId":"ama"`, `"userId":"ama kofi"`, 1),
 		"100 KB reason":         strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("x", 100_000)+`"`, 1),
 		"501-char reason":       strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", policy.MaxReasonRunes+1)+`"`, 1),
-		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", policy.MaxApproverStores)+"112]", 1),
+		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", policy.MaxResources)+"112]", 1),
 		"store -1":              strings.Replace(good, `[112]`, `[-1]`, 1),
 		"role with capitals":    strings.Replace(good, `"store_manager"`, `"Store_Manager"`, 1),
 		"long signature":        strings.Replace(good, `"reason":"ok"`, `"reason":"ok","signature":"`+strings.Repeat("A", 200)+`"`, 1),
@@ -601,12 +598,14 @@ func TestDecodeApproval(t *testing.T) {
 func TestMalformedSessionsStopAtStepTwo(t *testing.T) {
 	p := mangrovePolicy()
 	for name, bad := range map[string]func(*policy.Session){
-		"long user":           func(s *policy.Session) { s.UserID = strings.Repeat("a", policy.MaxIDLength+1) },
-		"NUL in user":         func(s *policy.Session) { s.UserID = "ama\x00" },
-		"space in session":    func(s *policy.Session) { s.SessionID = "s 1" },
-		"slash in conv":       func(s *policy.Session) { s.ConversationID = "c/1" },
-		"newline credential":  func(s *policy.Session) { s.CredentialRef = "cred\n" },
-		"too many stores":     func(s *policy.Session) { s.StoreIDs = make([]int64, policy.MaxSessionStores+1) },
+		"long user":          func(s *policy.Session) { s.UserID = strings.Repeat("a", policy.MaxIDLength+1) },
+		"NUL in user":        func(s *policy.Session) { s.UserID = "ama\x00" },
+		"space in session":   func(s *policy.Session) { s.SessionID = "s 1" },
+		"slash in conv":      func(s *policy.Session) { s.ConversationID = "c/1" },
+		"newline credential": func(s *policy.Session) { s.CredentialRef = "cred\n" },
+		"too many stores": func(s *policy.Session) {
+			s.Resources = policy.Resources{"store": make([]string, policy.MaxResources+1)}
+		},
 		"unicode in the user": func(s *policy.Session) { s.UserID = "аma" },
 	} {
 		c := baseCall(t, p, "get_stock")

@@ -1,36 +1,55 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
 
 // Session is who is asking, as the agent backend's sign-in established it.
-// Identity, role and stores come only from here, never from the model.
+// Identity, role and resources come only from here, never from the model.
+// On the wire it is {"userId", "role", "resources", "sessionId",
+// "conversationId", "credentialRef"}; "storeIds" (numbers) is read as the
+// resources of kind "store", as agent backends wrote it before resources had
+// kinds.
 type Session struct {
-	UserID         string  `json:"userId"`
-	Role           Role    `json:"role"`
-	StoreIDs       []int64 `json:"storeIds"`
-	SessionID      string  `json:"sessionId"`
-	ConversationID string  `json:"conversationId"`
+	UserID string
+	Role   Role
+	// Resources are what the credential grants, by kind.
+	Resources      Resources
+	SessionID      string
+	ConversationID string
 	// CredentialRef names the person's credential in the vault; empty means signed out.
-	CredentialRef string `json:"credentialRef,omitempty"`
+	CredentialRef string
+	// legacy says the session came as "storeIds", and goes out so again:
+	// a fingerprint of it stays what it was.
+	legacy bool
 }
 
-// Owns reports whether the session covers the store.
-func (s Session) Owns(store int64) bool { return s.owns(store) }
+type sessionWire struct {
+	UserID string `json:"userId"`
+	Role   Role   `json:"role"`
+	resourceWire
+	SessionID      string `json:"sessionId"`
+	ConversationID string `json:"conversationId"`
+	CredentialRef  string `json:"credentialRef,omitempty"`
+}
 
-func (s *Session) owns(store int64) bool {
-	for _, id := range s.StoreIDs {
-		if id == store {
-			return true
-		}
+// MarshalJSON writes the session in the form it came in.
+func (s Session) MarshalJSON() ([]byte, error) {
+	return json.Marshal(sessionWire{UserID: s.UserID, Role: s.Role, resourceWire: write(s.Resources, s.legacy),
+		SessionID: s.SessionID, ConversationID: s.ConversationID, CredentialRef: s.CredentialRef})
+}
+
+// UnmarshalJSON reads a session strictly: an unknown field is an error.
+func (s *Session) UnmarshalJSON(b []byte) error {
+	var w sessionWire
+	if err := strictDecode(b, &w); err != nil {
+		return err
 	}
-	return false
+	*s = Session{UserID: w.UserID, Role: w.Role, SessionID: w.SessionID, ConversationID: w.ConversationID, CredentialRef: w.CredentialRef}
+	return w.read(&s.Resources, &s.legacy)
 }
-
-// MaxSessionStores bounds the stores a session may list.
-const MaxSessionStores = 64
 
 // Problem says what is malformed in the session, or "" when it is sound.
 // IDs must be what the audit log stores verbatim, so a limit counted by
@@ -48,10 +67,8 @@ func (s *Session) problem() string {
 		return fmt.Sprintf("session.conversationId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	case s.CredentialRef != "" && !ValidID(s.CredentialRef):
 		return fmt.Sprintf("session.credentialRef must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
-	case len(s.StoreIDs) > MaxSessionStores:
-		return fmt.Sprintf("session.storeIds lists %d stores; at most %d", len(s.StoreIDs), MaxSessionStores)
 	}
-	return ""
+	return s.Resources.Problem("session.resources")
 }
 
 // ValidToolCallID reports whether id can name a call: 1 to 64 letters,

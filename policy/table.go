@@ -36,10 +36,11 @@ type Role string
 // Scope says whose calls a limit counts together.
 type Scope string
 
-// Limit scopes.
+// Limit scopes: the signed-in person's calls, or every call on the one
+// resource the call names (its tool's ResourceArg), whoever makes it.
 const (
-	PerUser  Scope = "user"
-	PerStore Scope = "store"
+	PerUser     Scope = "user"
+	PerResource Scope = "resource"
 )
 
 // Window is the rolling period a limit counts over, in seconds.

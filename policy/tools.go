@@ -62,6 +62,9 @@ type ToolSpec struct {
 	// store's stock): two of them asking the same thing want one card.
 	// Otherwise each requester's intent is their own.
 	Shared bool
+	// Resource names the arg that holds the resource the call acts on,
+	// which the session must hold (step 5); zero when it names none.
+	Resource ResourceArg
 }
 
 // Route is how a call's authorized args (canonical JSON, session filled)
@@ -70,7 +73,7 @@ type Route struct {
 	// Method is GET or POST.
 	Method string
 	// Path has {field} placeholders filled from the args, e.g.
-	// /v1/stores/{storeId}/stock/{articleId}.
+	// /v1/portals/{portalRef}/plan.
 	Path string
 	// Query maps query parameters to the arg fields that fill them, when present.
 	Query map[string]string
@@ -79,19 +82,6 @@ type Route struct {
 	// Keyed writes send the call's workflow ID as the Idempotency-Key.
 	Keyed bool
 }
-
-// StoreScoped is implemented by args that name a store the session must own.
-// A missing store defaults to the session's first store.
-type StoreScoped interface {
-	Store() *int64
-	SetStore(int64)
-}
-
-// Store numbers run from MinStoreID to MaxStoreID (StoreArg's validate tag).
-const (
-	MinStoreID = 1
-	MaxStoreID = 99999
-)
 
 // JustificationOf reads the assistant's justification from canonical args,
 // "" when there is none.

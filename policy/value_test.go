@@ -114,7 +114,7 @@ func TestNewRefusesRulesTheValidatorWouldPanicOn(t *testing.T) {
 func TestAValueBelowZeroIsRefused(t *testing.T) {
 	p := mangrovePolicy()
 	req := policy.Request{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`),
-		Session: policy.Session{UserID: "ama", Role: "store_manager", StoreIDs: []int64{112}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}}
+		Session: policy.Session{UserID: "ama", Role: "store_manager", Resources: policy.Resources{"store": {"112"}}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}}
 	minus := int64(-1)
 	if v := p.Check(req, &minus); v.Code != policy.CodeOverLimit || !strings.Contains(v.Message, "below zero") {
 		t.Fatalf("a transfer valued at -1 cent: %s %q", v.Code, v.Message)

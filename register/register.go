@@ -10,7 +10,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -86,8 +85,6 @@ func (t tool) limited(calls bool) bool {
 	return slices.ContainsFunc(t.row.Limits, func(l policy.Limit) bool { return calls && l.MaxCalls > 0 || !calls && l.MaxCents > 0 })
 }
 
-var storeScoped = reflect.TypeFor[policy.StoreScoped]()
-
 // Check is one control: what it guarantees and which tools' calls pass it.
 type Check struct {
 	ID   string `json:"id"`
@@ -107,8 +104,8 @@ var Catalogue = []Check{
 	{"chain.credential", "step 4: a credential when the tool runs as the person (credential_unavailable); a signed-out call waits for a sign-in", func(t tool) bool {
 		return t.runs() && t.spec.RequiresCredential
 	}},
-	{"chain.store_scope", "step 5: every store the args name is one of the session's (store_scope)", func(t tool) bool {
-		return t.runs() && t.spec.Args != nil && reflect.PointerTo(t.spec.Args).Implements(storeScoped)
+	{"chain.resource_scope", "step 5: the resource the args name (or the session's own, filled in) is one the session holds (store_scope)", func(t tool) bool {
+		return t.runs() && t.spec.Resource.Kind != ""
 	}},
 	{"chain.hard_limit", "step 6: the dry run's value within the hard limit (over_limit)", func(t tool) bool { return t.runs() && t.row.HardLimitCents > 0 }},
 	{"limits.calls", "step 7: calls per window, counted from the audit log (rate_limit)", func(t tool) bool { return t.runs() && t.limited(true) }},
@@ -127,7 +124,7 @@ var Catalogue = []Check{
 	{"audit.every_decision", "every decision is one audit row, written once", func(tool) bool { return true }},
 	{"audit.append_only", "the audit log is append-only for every service's role", func(tool) bool { return true }},
 	{"approval.role", "a decision counts only from the routed role (or the one it escalated to)", tool.approves},
-	{"approval.stores", "a decision counts only from an approver covering the action's store", tool.approves},
+	{"approval.resources", "a decision counts only from an approver who holds the action's resource", tool.approves},
 	{"approval.signed", "a decision counts only signed by a trusted key, for this card and run, within its life", tool.approves},
 	{"approval.hash", "a decision counts only with the card's args hash", tool.approves},
 	{"approval.evidence", "an approval counts only with the approver's sign-in as strong and fresh as the card needs; a rejection needs a trusted sign-in, never the step-up", tool.approves},

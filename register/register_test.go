@@ -93,9 +93,9 @@ func TestARemovedGuardProofFailsTheRegister(t *testing.T) {
 		t.Fatal("no check has a single proof, so this test removed nothing that mattered")
 	}
 	// Taking every proof of the chain's step 5 out names the tools left bare.
-	bare := slices.DeleteFunc(slices.Clone(gs), func(g register.Guard) bool { return slices.Contains(g.Checks, "chain.store_scope") })
+	bare := slices.DeleteFunc(slices.Clone(gs), func(g register.Guard) bool { return slices.Contains(g.Checks, "chain.resource_scope") })
 	_, err = register.Build(testenv.Policy, bare, locs)
-	if err == nil || !strings.Contains(err.Error(), `get_stock: no guard proves "chain.store_scope"`) {
+	if err == nil || !strings.Contains(err.Error(), `get_stock: no guard proves "chain.resource_scope"`) {
 		t.Fatalf("without step 5's guards: %v", err)
 	}
 }

@@ -34,7 +34,7 @@ func TestCredentialIssuesAnUnguessableHandle(t *testing.T) {
 	defer conn.Close(context.Background())
 	var n int
 	_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM vault.credentials WHERE ref = $1 AND user_id = 'ama' AND NOT demo AND role = 'store_manager'
-		AND store_ids = ARRAY[112]::bigint[] AND acr = 'mfa' AND auth_time IS NOT NULL`, ref).Scan(&n)
+		AND resources = '{"store": ["112"]}'::jsonb AND acr = 'mfa' AND auth_time IS NOT NULL`, ref).Scan(&n)
 	if n != 1 {
 		t.Fatal("the vault row is not bound as asked")
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-var amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
+var amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
 
 // friday plays the incident: ama asks for 40 cases of milk for store 112
 // and approves; later the assistant asks again, for 30 more, under a new
@@ -27,7 +27,7 @@ var amaID = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Stor
 func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 	t.Helper()
 	ctx := context.Background()
-	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s-fri", ConversationID: "friday", CredentialRef: "cred-ama"}
+	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s-fri", ConversationID: "friday", CredentialRef: "cred-ama"}
 	card := func(call string, quantity string, decision, note string) string {
 		first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: call,
 			Args: json.RawMessage(`{"articleId":40211,"quantity":` + quantity + `,"reason":"stockout_risk"}`), Session: sess})

@@ -206,6 +206,7 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	user := fs.String("user", "", "the demo user (ama, efua, kofi, yaw)")
 	role := fs.String("role", "", "the role the credential holds")
 	stores := fs.String("stores", "", "the stores it holds, comma-separated")
+	resources := fs.String("resources", "", "other resources it holds, as kind=id pairs, comma-separated")
 	acr := fs.String("acr", policy.ACRPassword, "the strength of the sign-in it stands for (pwd or mfa)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -213,12 +214,12 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	if !cfg.DevMode {
 		return errors.New("credential: issues demo credentials, so it runs only in dev mode (TOOLGATE_DEV=1); a deployment's sign-in issues its own")
 	}
-	ids, err := parseIDs(*stores)
+	held, err := parseResources(*stores, *resources)
 	if err != nil {
 		return err
 	}
-	if *user == "" || *role == "" || len(ids) == 0 || !slices.Contains(policy.ACRLevels, *acr) {
-		return fmt.Errorf("credential: --user, --role and --stores are required, and --acr is one of %v", policy.ACRLevels)
+	if *user == "" || *role == "" || !slices.Contains(policy.ACRLevels, *acr) {
+		return fmt.Errorf("credential: --user and --role are required, and --acr is one of %v", policy.ACRLevels)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -228,9 +229,9 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	}
 	defer db.Close(ctx)
 	ref := "cr_" + strings.ToLower(rand.Text())
-	tag, err := db.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
-		SELECT $1, user_id, client_secret, $2, user_id, $3, $4, $5, now() FROM vault.credentials WHERE user_id = $6 AND demo AND NOT revoked LIMIT 1`,
-		ref, OperatorIssuer, *role, ids, *acr, *user)
+	tag, err := db.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, resources, acr, auth_time)
+		SELECT $1, user_id, client_secret, $2, user_id, $3, $4::jsonb, $5, now() FROM vault.credentials WHERE user_id = $6 AND demo AND NOT revoked LIMIT 1`,
+		ref, OperatorIssuer, *role, held, *acr, *user)
 	if err != nil {
 		return fmt.Errorf("credential: %w", err)
 	}
@@ -250,6 +251,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	user := fs.String("user", "", "signed-in user ID")
 	role := fs.String("role", "", "the session's role")
 	stores := fs.String("stores", "", "the session's stores, comma-separated")
+	resources := fs.String("resources", "", "the session's other resources, as kind=id pairs, comma-separated")
 	conv := fs.String("conversation", "", "conversation ID")
 	session := fs.String("session", "", "session ID (defaults to the conversation ID)")
 	cred := fs.String("credential", "", "credential reference; leave out for a signed-out session")
@@ -265,7 +267,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 			return fmt.Errorf("--input is not a ToolCall input (fields tool, toolCallId, args, session): %w", err)
 		}
 	} else {
-		ids, err := parseIDs(*stores)
+		held, err := parseResources(*stores, *resources)
 		if err != nil {
 			return err
 		}
@@ -273,7 +275,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 			*session = *conv
 		}
 		in = workflows.ToolCallInput{Tool: *tool, ToolCallID: *callID, Args: json.RawMessage(*argsJSON), Session: policy.Session{
-			UserID: *user, Role: policy.Role(*role), StoreIDs: ids, SessionID: *session, ConversationID: *conv, CredentialRef: *cred}}
+			UserID: *user, Role: policy.Role(*role), Resources: held, SessionID: *session, ConversationID: *conv, CredentialRef: *cred}}
 		if !json.Valid(in.Args) {
 			return fmt.Errorf("--args is not valid JSON: %s", *argsJSON)
 		}
@@ -358,6 +360,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	user := fs.String("user", "", "approver's user ID")
 	role := fs.String("role", "", "approver's role")
 	stores := fs.String("stores", "", "approver's stores, comma-separated")
+	resources := fs.String("resources", "", "approver's other resources, as kind=id pairs, comma-separated")
 	reason := fs.String("reason", "", "optional note")
 	hash := fs.String("hash", "", "the args hash shown on the card (read from the call when left out)")
 	acr := fs.String("acr", policy.ACRPassword, "the sign-in strength the operator vouches for (pwd or mfa)")
@@ -371,7 +374,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	if !slices.Contains(policy.ACRLevels, *acr) {
 		return fmt.Errorf("%s: --acr must be one of %v", decision, policy.ACRLevels)
 	}
-	ids, err := parseIDs(*stores)
+	held, err := parseResources(*stores, *resources)
 	if err != nil {
 		return err
 	}
@@ -390,7 +393,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	// evidence names the operator as its issuer, and counts only where the
 	// worker trusts it (make dev does; a deployment should not).
 	a := policy.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
-		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), StoreIDs: ids},
+		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), Resources: held},
 		Evidence: &policy.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
 	if err := workflows.Decide(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 		return err
@@ -442,19 +445,33 @@ func statusCmd(cfg config.Config, args []string, out io.Writer) error {
 	return printJSON(out, st)
 }
 
-func parseIDs(s string) ([]int64, error) {
-	var ids []int64
-	for _, p := range strings.Split(s, ",") {
+// parseResources reads --resources (kind=id pairs, comma-separated) and
+// --stores (the demo pack's store numbers, comma-separated) into one set.
+func parseResources(stores, resources string) (policy.Resources, error) {
+	out := policy.Resources{}
+	for _, p := range strings.Split(stores, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		id, err := strconv.ParseInt(p, 10, 64)
-		if err != nil {
+		if _, err := strconv.ParseInt(p, 10, 64); err != nil {
 			return nil, fmt.Errorf("--stores: %q is not a store number", p)
 		}
-		ids = append(ids, id)
+		out["store"] = append(out["store"], p)
 	}
-	return ids, nil
+	for _, p := range strings.Split(resources, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		kind, id, ok := strings.Cut(p, "=")
+		if !ok || kind == "" || id == "" {
+			return nil, fmt.Errorf("--resources: %q is not kind=id, e.g. portal=PRT-40122", p)
+		}
+		out[kind] = append(out[kind], id)
+	}
+	if why := out.Problem("--resources"); why != "" {
+		return nil, errors.New(why)
+	}
+	return out, nil
 }
 
 func printJSON(out io.Writer, v any) error {
@@ -499,9 +516,10 @@ func auditor(ctx context.Context, cfg config.Config) (insights.Reader, func(), e
 func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	id := fs.String("workflow-id", "", "the call, toolcall-<conversationId>-<toolCallId>")
-	store := fs.Int64("store", 0, "with --day: every call that ran upstream for this store")
-	day := fs.String("day", "", "with --store: the day, YYYY-MM-DD (UTC)")
-	tool := fs.String("tool", "", "with --store: only this tool")
+	store := fs.Int64("store", 0, "with --day: every call that ran upstream for this store (the demo pack's; --resource store=N)")
+	resource := fs.String("resource", "", "with --day: every call that ran upstream for this resource, kind=id")
+	day := fs.String("day", "", "with --store or --resource: the day, YYYY-MM-DD (UTC)")
+	tool := fs.String("tool", "", "with --store or --resource: only this tool")
 	format := fs.String("format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -509,7 +527,18 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 	if *format != "text" && *format != "json" {
 		return fmt.Errorf("explain: --format %q: want text or json", *format)
 	}
-	if (*id == "") == (*store == 0) {
+	var res policy.ResourceRef
+	if *store != 0 {
+		res = policy.ResourceRef{Kind: "store", ID: strconv.FormatInt(*store, 10)}
+	}
+	if *resource != "" {
+		kind, rid, ok := strings.Cut(*resource, "=")
+		if !ok || *store != 0 {
+			return fmt.Errorf("explain: --resource %q: want kind=id, e.g. portal=PRT-40122, and no --store beside it", *resource)
+		}
+		res = policy.ResourceRef{Kind: kind, ID: rid}
+	}
+	if (*id == "") == (res.Kind == "") {
 		return errors.New("explain: give --workflow-id ID, or --store N --day YYYY-MM-DD [--tool NAME]")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -526,7 +555,7 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 	defer c.Close()
 	ids := []string{*id}
 	var verdict string
-	if *store != 0 {
+	if res.Kind != "" {
 		d, err := time.Parse(time.DateOnly, *day)
 		if err != nil {
 			return fmt.Errorf("explain: --day %q: want YYYY-MM-DD", *day)
@@ -536,10 +565,10 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 				return fmt.Errorf("explain: --tool %q is not a tool; use one of %s", *tool, strings.Join(cfg.Policy.Names(), ", "))
 			}
 		}
-		if ids, err = r.Executed(ctx, *store, d, *tool); err != nil {
+		if ids, err = r.Executed(ctx, res, d, *tool); err != nil {
 			return err
 		}
-		verdict = insights.Verdict(ids, *tool, *store, d)
+		verdict = insights.Verdict(ids, *tool, res, d)
 	}
 	var stories []insights.Story
 	for _, id := range ids {

@@ -63,7 +63,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	need := max(1, v.Approvals)
 	c.status.ApprovalsNeeded = need
-	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, StoreID: v.StoreID,
+	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
 		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: 1, Editable: v.Editable}
 	if c.requester.Known() {
@@ -88,7 +88,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 			return ToolCallResult{}, err
 		}
 	}
-	g := guard{role: v.ApproverRole, store: v.StoreID, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
+	g := guard{role: v.ApproverRole, resource: v.Resource, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
 		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
 		requesterPerson: c.requester, judging: held.Judging,
 		action: action, version: 1, editable: v.Editable,
@@ -268,7 +268,7 @@ func (c *call) escalate(g *guard) error {
 	card := g.pendingCard
 	card.EscalatedTo = g.escalateTo
 	if err := c.record(activities.AuditInput{Key: "escalated", Event: activities.EventEscalated, Reason: policy.CodeOK, Message: msg,
-		Args: card.Args, StoreID: card.StoreID, Value: c.value()}, card, true); err != nil {
+		Args: card.Args, Resource: card.Resource, Value: c.value()}, card, true); err != nil {
 		return err
 	}
 	c.notify(activities.CardEventEscalated, card, "")
@@ -283,7 +283,7 @@ func (c *call) notify(event string, card activities.ProjectInput, decidedBy stri
 		return
 	}
 	ev := activities.CardEvent{Type: event, WorkflowID: c.key, RunID: c.status.RunID, CardVersion: max(1, card.CardVersion), Status: card.Status,
-		Tool: c.in.Tool, StoreID: card.StoreID, ValueCents: card.ValueCents, Card: card.Card, ApproverRole: card.ApproverRole,
+		Tool: c.in.Tool, Resource: card.Resource, ValueCents: card.ValueCents, Card: card.Card, ApproverRole: card.ApproverRole,
 		EscalatedTo: card.EscalatedTo, ApprovalsNeeded: max(1, card.ApprovalsNeeded), ExpiresAt: card.ExpiresAt, DecidedBy: decidedBy}
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: fmt.Sprintf("webhook %s v%d", event, ev.CardVersion),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
@@ -343,7 +343,7 @@ func (c *call) trust() (trust, error) {
 // end closes a card that will not run: rejected or expired.
 func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.Code, event activities.Event, by *policy.Approval, msg string) (ToolCallResult, error) {
 	c.setStatus(status, code)
-	in := activities.AuditInput{Key: string(event), Event: event, Reason: code, Message: msg, Args: card.Args, StoreID: card.StoreID, Value: c.value()}
+	in := activities.AuditInput{Key: string(event), Event: event, Reason: code, Message: msg, Args: card.Args, Resource: card.Resource, Value: c.value()}
 	// An expiry or a lock does not depend on when the task runs: record it locally.
 	local := status == StatusExpired || code == policy.CodeLocked
 	card.Version, card.Status = cardFinal, status.card()
@@ -386,7 +386,7 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 	}
 	card.Version, card.Status, card.DecidedBy, card.Note = cardDecided, "approved", &a.Approver, a.Reason
 	card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
-	approved := activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, StoreID: v.StoreID,
+	approved := activities.AuditInput{Key: "approved", Event: activities.EventApproved, Reason: policy.CodeOK, Args: action, Resource: v.Resource,
 		Value: c.value(), Approver: &a.Approver, Evidence: a.Evidence, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
 	// The call's own activity writes the approval first: it is scheduled
 	// only once the task that accepted the approval is complete.

@@ -78,7 +78,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	var listed []byte
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		listed, err = exec.Command(cli, "workflow", "list", "--address", testenv.TemporalAddress(t),
-			"--query", `ToolStatus="pending_approval" AND StoreId=112 AND ApproverRole="store_manager" AND ValueCents=38400`).CombinedOutput()
+			"--query", `ToolStatus="pending_approval" AND Resource="store/112" AND ApproverRole="store_manager" AND ValueCents=38400`).CombinedOutput()
 		if err == nil && strings.Contains(string(listed), run.GetID()) {
 			break
 		}
@@ -168,7 +168,7 @@ func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 
 // StoryQuery is README's answer to "what happened in this conversation, and
 // why?": every decision event in order with who, what and where.
-const StoryQuery = `SELECT tool, event, reason, store_id FROM audit_log WHERE conversation_id = $1 ORDER BY id`
+const StoryQuery = `SELECT tool, event, reason, resource_id FROM audit_log WHERE conversation_id = $1 ORDER BY id`
 
 // TestDemoStory plays the README's story and checks its audit rows exactly.
 func TestDemoStory(t *testing.T) {
@@ -178,7 +178,7 @@ func TestDemoStory(t *testing.T) {
 	if r := s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "1", Args: json.RawMessage(`{"articleId":40211}`), Session: sess}); !strings.Contains(string(r.Result), `"cases":6`) {
 		t.Fatalf("stock at 112: %+v", r)
 	}
-	if r := s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "2", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess}); r.Code != policy.CodeStoreScope {
+	if r := s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "2", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess}); r.Code != policy.CodeResourceScope {
 		t.Fatalf("stock at 118: %+v", r)
 	}
 	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("story", "3", fortyCases, sess))

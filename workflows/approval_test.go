@@ -93,9 +93,9 @@ func status(t *testing.T, env tenv) workflows.Status {
 }
 
 var (
-	amaID  = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}}
-	efuaID = policy.Identity{UserID: "efua", Role: mangrove.RoleStoreManager, StoreIDs: []int64{118}}
-	kofiID = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}}
+	amaID  = policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
+	efuaID = policy.Identity{UserID: "efua", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(118)}
+	kofiID = policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121)}
 )
 
 // decide sends signed decisions at a moment of the wait; hash "" means the
@@ -123,7 +123,7 @@ func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, ap
 
 // storeManager is a manager of one store, for stores the seed gives none.
 func storeManager(store int64) policy.Identity {
-	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}
+	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}
 }
 
 func approve(who policy.Identity) policy.Approval {
@@ -134,21 +134,21 @@ const fortyCases = `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`
 
 type auditRow struct {
 	Event, Reason, Tool string
-	Store               int64
+	Resource            string
 	Approver            string
 }
 
 func (f *fixture) audit(t *testing.T, workflowID string) []auditRow {
 	t.Helper()
 	pool := testenv.OwnerPool(t, f.db)
-	rows, err := pool.Query(context.Background(), `SELECT event, reason, tool, coalesce(store_id, 0), coalesce(approver_id, '') FROM audit_log WHERE workflow_id = $1 ORDER BY id`, workflowID)
+	rows, err := pool.Query(context.Background(), `SELECT event, reason, tool, coalesce(resource_kind || '/' || resource_id, ''), coalesce(approver_id, '') FROM audit_log WHERE workflow_id = $1 ORDER BY id`, workflowID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []auditRow
 	for rows.Next() {
 		var r auditRow
-		if err := rows.Scan(&r.Event, &r.Reason, &r.Tool, &r.Store, &r.Approver); err != nil {
+		if err := rows.Scan(&r.Event, &r.Reason, &r.Tool, &r.Resource, &r.Approver); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, r)
@@ -589,8 +589,8 @@ func TestUnansweredCardsEscalate(t *testing.T) {
 }
 
 var (
-	adwoaID = policy.Identity{UserID: "adwoa", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
-	yoofiID = policy.Identity{UserID: "yoofi", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+	adwoaID = policy.Identity{UserID: "adwoa", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources}
+	yoofiID = policy.Identity{UserID: "yoofi", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources}
 )
 
 const twoHundredCases = `{"articleId":40211,"quantity":200,"reason":"festival_peak"}`
@@ -621,7 +621,7 @@ func TestTwoPersonRule(t *testing.T) {
 	}
 
 	// The requester is an area manager: their own approval does not count.
-	kofi113 := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k", CredentialRef: "cred-kofi"}
+	kofi113 := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k", CredentialRef: "cred-kofi"}
 	res = f.run(t, "quorum", "q2", "request_stock_transfer", twoHundredCases, kofi113, func(env tenv) {
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(adwoaID))
 		decide(t, env, 2*time.Minute, nil, approve(yoofiID))
@@ -633,7 +633,7 @@ func TestTwoPersonRule(t *testing.T) {
 
 	// One rejection ends it, whatever was approved before.
 	kofi114 := kofi113
-	kofi114.StoreIDs = []int64{114}
+	kofi114.Resources = mangrove.Stores(114)
 	res = f.run(t, "quorum", "q3", "request_stock_transfer", `{"articleId":40211,"quantity":190,"reason":"festival_peak"}`, kofi114, func(env tenv) {
 		decide(t, env, time.Minute, nil, approve(adwoaID))
 		decide(t, env, 2*time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: yoofiID, Reason: "too much"})

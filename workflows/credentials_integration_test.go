@@ -44,13 +44,13 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 	asArea := ama("")
 	asArea.Role = mangrove.RoleAreaManager
 	wider := ama("")
-	wider.StoreIDs = []int64{112, 118}
+	wider.Resources = mangrove.Stores(112, 118)
 	for id, sess := range map[string]policy.Session{"role": asArea, "stores": wider} {
 		if res := read(id, sess); res.Code != policy.CodeCredentialUnavailable || res.Status != workflows.StatusAwaitingSignIn || !res.AuthRequired || !strings.Contains(res.Message, "Ask them to sign in") {
 			t.Errorf("a session claiming another %s: %s/%s %q", id, res.Status, res.Code, res.Message)
 		}
 	}
-	if res := read("narrower", policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "k", CredentialRef: "cred-kofi"}); res.Status != workflows.StatusExecuted {
+	if res := read("narrower", policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "k", CredentialRef: "cred-kofi"}); res.Status != workflows.StatusExecuted {
 		t.Errorf("a session narrower than its credential: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 

@@ -26,11 +26,11 @@ const codeLocked CallStatus = "locked"
 
 // guard is what a decision must match to count on this card.
 type guard struct {
-	role    policy.Role
-	store   int64
-	hash    string
-	keys    policy.ApprovalKeys
-	issuers []string
+	role     policy.Role
+	resource policy.ResourceRef
+	hash     string
+	keys     policy.ApprovalKeys
+	issuers  []string
 	// evidence is the sign-in the card needs; nil on cards recorded before.
 	evidence *policy.Requirement
 	// escalateTo is offered the card after escalateAfter (0: never);
@@ -200,7 +200,7 @@ func (g guard) judge(r received, now time.Time) refusal {
 	if g.escalated && r.a.Approver.Role == g.escalateTo {
 		role = g.escalateTo // the card was also offered one role up
 	}
-	if f.code, f.why = policy.CheckApproval(r.a, role, g.store, g.hash); f.code != policy.CodeOK {
+	if f.code, f.why = policy.CheckApproval(r.a, role, g.resource, g.hash); f.code != policy.CodeOK {
 		return f
 	}
 	if f.code, f.why = g.checkEvidence(r.a, now); f.code != policy.CodeOK {
@@ -267,7 +267,7 @@ func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time
 			key = fmt.Sprintf("v%d-approval-%d", g.version, n)
 		}
 		if err := c.record(activities.AuditInput{Key: key, Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,
-			Args: g.pendingCard.Args, StoreID: g.pendingCard.StoreID, Value: c.value(), Approver: &who, Evidence: a.Evidence}, g.pendingCard, false); err != nil {
+			Args: g.pendingCard.Args, Resource: g.pendingCard.Resource, Value: c.value(), Approver: &who, Evidence: a.Evidence}, g.pendingCard, false); err != nil {
 			return err
 		}
 	}
@@ -319,7 +319,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 		}
 		workflow.GetLogger(c.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
 		row := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: f.code,
-			Message: "Refused: " + f.why, StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
+			Message: "Refused: " + f.why, Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
 		if f.verified {
 			who := f.a.Approver
 			row.Approver, row.Evidence = &who, f.a.Evidence
@@ -330,8 +330,8 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	}
 	if over > 0 && summary != "" {
 		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: summaryCode,
-			Message: fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions),
-			StoreID: c.status.storeID, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
+			Message:  fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions),
+			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
 	}
 	if len(rows) == 0 {
 		return nil

@@ -80,10 +80,10 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	if a.Reason != "" {
 		msg += " Their note: " + a.Reason
 	}
-	intent, _ := policy.Intent(c.in.Tool, nv.StoreID, action, c.intentRequester())
+	intent, _ := policy.Intent(c.in.Tool, nv.Resource, action, c.intentRequester())
 	in := activities.ReviseInput{Verdict: nv, ValueCents: pv.ValueCents, PrevValueCents: prev, Intent: intent, Card: card,
 		Audit: activities.AuditInput{Key: fmt.Sprintf("edited-%d", card.CardVersion), Event: activities.EventEdited, Reason: policy.CodeOK, Message: msg,
-			Args: action, StoreID: nv.StoreID, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
+			Args: action, Resource: nv.Resource, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
 	var res activities.ReviseResult
 	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, fmt.Sprintf("revise the card to version %d", card.CardVersion)), acts.Revise, in).Get(c.ctx, &res); err != nil {
 		return fmt.Errorf("revise the card: %w", err)
@@ -98,7 +98,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	g.escalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
 	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash
 	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
-	c.status.storeID = nv.StoreID
+	c.status.resource = nv.Resource
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	c.notify(activities.CardEventPending, card, "")
 	return nil
@@ -120,8 +120,8 @@ func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResul
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: summary,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
-	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, StoreID: v.StoreID, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
-		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier,
+	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, Resource: v.Resource, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
+		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
 		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
 	if c.version >= shapeLean {
 		// A dry run changes nothing upstream: it runs in the workflow task.

@@ -79,7 +79,7 @@ var goldenPaths = []struct {
 		[]policy.Approval{{Decision: policy.Reject, Approver: adwoaID, Reason: "not this week", Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa",
 			ACR: policy.ACRPassword, AuthTime: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}}},
 	{"transfer_two_person_one_person", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
-		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs},
+		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources},
 			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
@@ -95,15 +95,15 @@ var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "si
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
 var goldenRequesters = map[string]policy.Session{
-	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110}, SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_escalated_approved":            {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_already_pending":               {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{111}, SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_approved":               {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{117}, SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_expired":                {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{120}, SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_webhook_rejected":              {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{119}, SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{116}, SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{114}, SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{115}, SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110), SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_escalated_approved":            {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_already_pending":               {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(111), SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_approved":               {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(117), SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_expired":                {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(120), SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_webhook_rejected":              {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(119), SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(116), SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card

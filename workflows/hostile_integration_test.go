@@ -53,15 +53,18 @@ var hostileCalls = []struct {
 	{"huge quantity", "request_stock_transfer", `{"articleId":40211,"quantity":1e18,"reason":"stockout_risk"}`, nil, policy.CodeInvalidArguments},
 	{"reason outside the enum", "request_stock_transfer", `{"articleId":40211,"quantity":4,"reason":"because I said so"}`, nil, policy.CodeInvalidArguments},
 	{"array for args", "create_task", `["kind","shelf_check"]`, nil, policy.CodeInvalidArguments},
-	{"another store's task", "create_task", `{"kind":"shelf_check","dueBy":"today","storeId":118}`, nil, policy.CodeStoreScope},
-	{"another area's transfer", "request_stock_transfer", `{"articleId":40211,"quantity":4,"reason":"stockout_risk","storeId":131}`, nil, policy.CodeStoreScope},
-	{"another store's stock", "get_stock", `{"articleId":40211,"storeId":118}`, nil, policy.CodeStoreScope},
+	{"another store's task", "create_task", `{"kind":"shelf_check","dueBy":"today","storeId":118}`, nil, policy.CodeResourceScope},
+	{"another area's transfer", "request_stock_transfer", `{"articleId":40211,"quantity":4,"reason":"stockout_risk","storeId":131}`, nil, policy.CodeResourceScope},
+	{"another store's stock", "get_stock", `{"articleId":40211,"storeId":118}`, nil, policy.CodeResourceScope},
 	{"signed out", "create_task", `{"kind":"shelf_check","dueBy":"today"}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, policy.CodeCredentialUnavailable},
 	{"someone else's credential", "create_task", `{"kind":"shelf_check","dueBy":"today"}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-kofi"; return s }, policy.CodeCredentialUnavailable},
 	{"300-character user ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.UserID = strings.Repeat("a", 300); return s }, policy.CodeRole},
 	{"NUL in the user ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.UserID = "ama\x00kofi"; return s }, policy.CodeRole},
 	{"space in the session ID", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.SessionID = "s 1"; return s }, policy.CodeRole},
-	{"1,000 session stores", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.StoreIDs = make([]int64, 1000); return s }, policy.CodeRole},
+	{"1,000 session stores", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session {
+		s.Resources = policy.Resources{"store": make([]string, 1000)}
+		return s
+	}, policy.CodeRole},
 	{"newline in the credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-ama\n"; return s }, policy.CodeRole},
 	{"over the hard limit", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"festival_peak"}`, func(s policy.Session) policy.Session {
 		s.UserID, s.Role, s.CredentialRef = "kofi", mangrove.RoleAreaManager, "cred-kofi"

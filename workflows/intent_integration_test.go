@@ -108,7 +108,7 @@ func TestAlreadyPendingNamesNoOnesCall(t *testing.T) {
 	if err != nil || card.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, card.ToolCallResult)
 	}
-	kofi := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{112, 113}, SessionID: "k1", CredentialRef: "cred-kofi"}
+	kofi := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(112, 113), SessionID: "k1", CredentialRef: "cred-kofi"}
 	other, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("kofi.conv", "c1", fortyCases, kofi))
 	if err != nil || other.Code != policy.CodeAlreadyPending {
 		t.Fatalf("kofi's equivalent call: %v %+v", err, other.ToolCallResult)

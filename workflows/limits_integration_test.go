@@ -22,7 +22,7 @@ func kofi(conv string) policy.Session {
 	for id := int64(110); id <= 121; id++ {
 		stores = append(stores, id)
 	}
-	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: stores, SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
+	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(stores...), SessionID: "s-kofi", ConversationID: conv, CredentialRef: "cred-kofi"}
 }
 
 // task is a recount of UHT milk at a store, due today, with a note.
@@ -208,7 +208,7 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 	}
 	var released int
 	if err := s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE conversation_id = 'budget' AND event = 'released' AND reason = 'credential_unavailable'
-		AND store_id = 112 AND value_cents > 0`).Scan(&released); err != nil || released != 5 {
+		AND resource_kind = 'store' AND resource_id = '112' AND value_cents > 0`).Scan(&released); err != nil || released != 5 {
 		t.Fatalf("released rows: %d (%v), want one per call that ran nothing", released, err)
 	}
 }

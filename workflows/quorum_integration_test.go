@@ -22,7 +22,7 @@ import (
 func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "quorum", CredentialRef: "cred-kofi"}
 	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 192000 || first.ApproverRole != mangrove.RoleAreaManager ||
@@ -63,7 +63,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	// Two more signed approvals, sent at once: the second of them finds the
 	// card decided.
 	var wg sync.WaitGroup
-	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}}} {
+	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113)}} {
 		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}, first.CardRef())
 		wg.Add(1)
 		go func() {
@@ -94,7 +94,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 func TestAnEditClearsWhatWasApproved(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
 	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
@@ -156,7 +156,7 @@ func TestOnePersonIsOnePerson(t *testing.T) {
 		SELECT 'cred-kofi-7', user_id, client_secret, $1, 'kofi-7', role, store_ids, 'mfa', now() FROM vault.credentials WHERE ref = 'cred-kofi'`, testenv.Issuer); err != nil {
 		t.Fatal(err)
 	}
-	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{113}, SessionID: "k1", ConversationID: "one-person", CredentialRef: "cred-kofi-7"}
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "one-person", CredentialRef: "cred-kofi-7"}
 	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
@@ -164,7 +164,7 @@ func TestOnePersonIsOnePerson(t *testing.T) {
 	}
 	as := func(userID, subject string) {
 		t.Helper()
-		who := policy.Identity{UserID: userID, Role: mangrove.RoleAreaManager, StoreIDs: kofiID.StoreIDs}
+		who := policy.Identity{UserID: userID, Role: mangrove.RoleAreaManager, Resources: kofiID.Resources}
 		ev := testenv.Evidence(subject, time.Now())
 		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)

@@ -37,7 +37,7 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 	}
 	c.setStatus(StatusDenied, policy.CodeIdempotencyConflict)
 	if err := c.audit(activities.AuditInput{Key: "idempotency-conflict", Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
-		Message: msg, Args: c.in.Args, StoreID: c.storeForAudit(policy.Verdict{})}); err != nil {
+		Message: msg, Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{})}); err != nil {
 		return ToolCallResult{}, err
 	}
 	return c.result(StatusDenied, policy.CodeIdempotencyConflict, msg, false, false, nil), nil

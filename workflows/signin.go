@@ -75,7 +75,7 @@ func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
 	msg := fmt.Sprintf("The person must sign in before this can run on their behalf (%s). Ask them to sign in; the call waits until %s and carries on by itself once they have. Do not call again.",
 		signInWhy(need.code), c.signInExpires)
 	if err := c.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", c.signInRounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
-		Message: msg, Args: c.in.Args, StoreID: c.storeForAudit(policy.Verdict{}), Claim: c.claim()}); err != nil {
+		Message: msg, Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{}), Claim: c.claim()}); err != nil {
 		return false, res, err
 	}
 	if c.first == nil {
@@ -95,7 +95,7 @@ func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
 			c.setStatus(StatusExpired, policy.CodeExpired)
 			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", c.signInTTL, c.in.Tool)
 			if err := c.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
-				Args: c.in.Args, StoreID: c.storeForAudit(policy.Verdict{})}); err != nil {
+				Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{})}); err != nil {
 				return false, res, err
 			}
 			return false, c.result(StatusExpired, policy.CodeExpired, msg, false, true, nil), nil

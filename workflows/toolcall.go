@@ -68,8 +68,8 @@ type Status struct {
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID string `json:"runId"`
 	// Version counts the card's versions when an approver has edited it.
-	Version int `json:"version,omitempty"`
-	storeID int64
+	Version  int `json:"version,omitempty"`
+	resource policy.ResourceRef
 }
 
 // Settings are a deployment's choices. The workflow records the ones it
@@ -180,7 +180,7 @@ func (c *call) chain() (ToolCallResult, error) {
 	if !v.Allowed() {
 		return c.denied(v)
 	}
-	c.status.storeID = v.StoreID
+	c.status.resource = v.Resource
 	if v.Decision == policy.DecisionApprove {
 		return c.approval(v)
 	}
@@ -378,7 +378,7 @@ func refusalResult(err error, def json.RawMessage) json.RawMessage {
 // failed ends a call that could not run, with its audit row.
 func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable, auth bool) (ToolCallResult, error) {
 	c.setStatus(StatusFailed, code)
-	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, StoreID: v.StoreID, Value: c.value(), Claim: c.claim()}); err != nil {
+	if err := c.audit(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: v.Args, Resource: v.Resource, Value: c.value(), Claim: c.claim()}); err != nil {
 		return c.rerun(err)
 	}
 	return c.result(StatusFailed, code, msg, retryable, auth, nil), nil
@@ -403,7 +403,7 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 		if c.preview_ != nil && len(c.preview_.Action) > 0 {
 			args = c.preview_.Action
 		}
-		if intent, err := policy.Intent(c.in.Tool, v.StoreID, args, c.intentRequester()); err == nil {
+		if intent, err := policy.Intent(c.in.Tool, v.Resource, args, c.intentRequester()); err == nil {
 			in.Intent, in.TTLSeconds = intent, int64(c.settings.ApprovalTTL.Seconds())
 		}
 	}
@@ -467,12 +467,12 @@ func (c *call) credential() string {
 }
 
 func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
-	c.status.storeID = c.storeForAudit(v)
+	c.status.resource = c.resourceForAudit(v)
 	c.setStatus(StatusDenied, v.Code)
 	workflow.GetLogger(c.ctx).Info("denied", "tool", c.in.Tool, "code", v.Code)
 	if v.Step < policy.StepRateLimit {
 		err := c.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message,
-			Args: c.argsForAudit(v), StoreID: c.storeForAudit(v), Claim: c.claim()})
+			Args: c.argsForAudit(v), Resource: c.resourceForAudit(v), Claim: c.claim()})
 		if err != nil {
 			return c.rerun(err)
 		}
@@ -487,22 +487,14 @@ func (c *call) argsForAudit(v policy.Verdict) json.RawMessage {
 	return c.in.Args
 }
 
-// storeForAudit is the store a refused call was about: the one it named,
-// else the session's first, so "what happened at store 112" finds it.
-func (c *call) storeForAudit(v policy.Verdict) int64 {
-	if v.StoreID != 0 {
-		return v.StoreID
+// resourceForAudit is the resource a refused call was about: the one it
+// named, else the session's (policy.ResourceAbout), so "what happened at
+// this resource" finds it.
+func (c *call) resourceForAudit(v policy.Verdict) policy.ResourceRef {
+	if v.Resource.Kind != "" {
+		return v.Resource
 	}
-	var named struct {
-		StoreID int64 `json:"storeId"`
-	}
-	if json.Unmarshal(c.in.Args, &named) == nil && named.StoreID > 0 {
-		return named.StoreID
-	}
-	if len(c.in.Session.StoreIDs) > 0 {
-		return c.in.Session.StoreIDs[0]
-	}
-	return 0
+	return c.settings.Policy.ResourceAbout(c.in.Tool, c.in.Args, c.in.Session)
 }
 
 // execute runs the authorized args upstream, once unless the tool is idempotent.
@@ -515,11 +507,11 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
-	in := activities.CallInput{Tool: c.in.Tool, Args: args, StoreID: v.StoreID, UserID: c.in.Session.UserID,
+	in := activities.CallInput{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: c.in.Session.UserID,
 		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
-		Role: c.in.Session.Role, StoreIDs: c.in.Session.StoreIDs, RequiredTier: v.RequesterTier,
+		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
 		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
-	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, StoreID: v.StoreID, Value: c.value()}
+	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, Resource: v.Resource, Value: c.value()}
 	if c.version >= shapeLean && spec.Tier != policy.TierRead {
 		after := executed
 		after.Tool, after.Session = c.in.Tool, c.in.Session
@@ -556,7 +548,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 				return ToolCallResult{}, err
 			}
 		}
-		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, StoreID: v.StoreID, Value: c.value()}); err != nil {
+		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, Resource: v.Resource, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
 		return c.result(StatusFailed, code, msg, retryable, auth, refusalResult(err, nil)), nil

@@ -13,7 +13,7 @@ import (
 )
 
 func ama(conv string) policy.Session {
-	return policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
+	return policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
 }
 
 // TestReadmeCalls runs the calls of the README and the "done when"

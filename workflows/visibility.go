@@ -18,7 +18,7 @@ var (
 	ToolCodeKey     = temporal.NewSearchAttributeKeyKeyword("ToolCode")
 	RequestedByKey  = temporal.NewSearchAttributeKeyKeyword("RequestedBy")
 	ApproverRoleKey = temporal.NewSearchAttributeKeyKeyword("ApproverRole")
-	StoreIDKey      = temporal.NewSearchAttributeKeyInt64("StoreId")
+	ResourceKey     = temporal.NewSearchAttributeKeyKeyword("Resource")
 	ValueCentsKey   = temporal.NewSearchAttributeKeyInt64("ValueCents")
 )
 
@@ -26,7 +26,7 @@ var (
 // --search-attribute flag and `temporal operator search-attribute create` want them.
 var SearchAttributes = []struct{ Name, Type string }{
 	{"ToolName", "Keyword"}, {"ToolStatus", "Keyword"}, {"ToolCode", "Keyword"}, {"RequestedBy", "Keyword"},
-	{"ApproverRole", "Keyword"}, {"StoreId", "Int"}, {"ValueCents", "Int"},
+	{"ApproverRole", "Keyword"}, {"Resource", "Keyword"}, {"ValueCents", "Int"},
 }
 
 // StartAttributes are the search attributes a client sets when it starts a
@@ -35,19 +35,19 @@ func StartAttributes(p *policy.Policy, in ToolCallInput) temporal.SearchAttribut
 	updates := []temporal.SearchAttributeUpdate{
 		ToolNameKey.ValueSet(toolLabel(p, in.Tool)), ToolStatusKey.ValueSet(string(StatusDeciding)), RequestedByKey.ValueSet(label(in.Session.UserID)),
 	}
-	if len(in.Session.StoreIDs) > 0 {
-		updates = append(updates, StoreIDKey.ValueSet(in.Session.StoreIDs[0]))
+	if r := p.ResourceAbout(in.Tool, nil, in.Session); r.Kind != "" {
+		updates = append(updates, ResourceKey.ValueSet(resourceLabel(r)))
 	}
 	return temporal.NewSearchAttributes(updates...)
 }
 
 // StaticSummary is the one line Temporal Web shows for a call.
 func StaticSummary(p *policy.Policy, in ToolCallInput) string {
-	store := "no store"
-	if len(in.Session.StoreIDs) > 0 {
-		store = fmt.Sprintf("store %d", in.Session.StoreIDs[0])
+	about := "no resource"
+	if r := p.ResourceAbout(in.Tool, nil, in.Session); r.Kind != "" {
+		about = label(r.String())
 	}
-	return fmt.Sprintf("%s by %s (%s) for %s", toolLabel(p, in.Tool), label(in.Session.UserID), label(string(in.Session.Role)), store)
+	return fmt.Sprintf("%s by %s (%s) for %s", toolLabel(p, in.Tool), label(in.Session.UserID), label(string(in.Session.Role)), about)
 }
 
 // toolLabel names a tool for search attributes, summaries and metrics: a
@@ -93,8 +93,8 @@ func (c *call) setStatus(status CallStatus, code policy.Code) {
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
 	}
-	if c.status.storeID != 0 {
-		updates = append(updates, StoreIDKey.ValueSet(c.status.storeID))
+	if c.status.resource.Kind != "" {
+		updates = append(updates, ResourceKey.ValueSet(resourceLabel(c.status.resource)))
 	}
 	if c.status.ValueCents != 0 {
 		updates = append(updates, ValueCentsKey.ValueSet(c.status.ValueCents))
@@ -114,11 +114,15 @@ func (c *call) details(code policy.Code) string {
 	if code != "" && code != policy.CodeOK {
 		d += fmt.Sprintf(" · code `%s`", code)
 	}
-	if c.status.storeID != 0 {
-		d += fmt.Sprintf(" · store %d", c.status.storeID)
+	if c.status.resource.Kind != "" {
+		d += " · " + label(c.status.resource.String())
 	}
 	if c.status.Card != "" {
 		d += fmt.Sprintf("\n\nCard: %s\n\nRouted to %s, expires %s, args hash `%s`", c.status.Card, c.status.ApproverRole, c.status.ExpiresAt, c.status.ArgsHash)
 	}
 	return d
 }
+
+// resourceLabel is a resource as the Resource search attribute holds it:
+// "kind/id", e.g. "portal/PRT-40122".
+func resourceLabel(r policy.ResourceRef) string { return label(r.Kind + "/" + r.ID) }

@@ -234,7 +234,7 @@ func TestChaos(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * spacing)
 			in := workflows.ToolCallInput{ToolCallID: p.id, Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager,
-				StoreIDs: []int64{store, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}, SessionID: "chaos", ConversationID: conversation, CredentialRef: "cred-kofi"}}
+				Resources: mangrove.Stores(store, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121), SessionID: "chaos", ConversationID: conversation, CredentialRef: "cred-kofi"}}
 			switch p.kind {
 			case "read":
 				in.Tool, in.Args = "get_stock", json.RawMessage(`{"articleId":40211}`)
@@ -266,7 +266,7 @@ func TestChaos(t *testing.T) {
 				if p.kind == "reject" {
 					decision = policy.Reject
 				}
-				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}
+				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}
 				a := testenv.Sign(policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, first.CardRef())
 				for attempt := 0; attempt < 20; attempt++ {
 					if err := c.SignalWorkflow(ctx, p.workflow, "", workflows.ApprovalSignal, a); err == nil {

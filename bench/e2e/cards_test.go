@@ -174,7 +174,7 @@ func putCard(t *testing.T, s *testenv.Stack, conv string, k int) {
 
 // kofiAt is kofi, the area manager, signed in for one store.
 func kofiAt(conv string, store int64) policy.Session {
-	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
+	return policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(store), SessionID: "b", ConversationID: conv, CredentialRef: "cred-kofi"}
 }
 
 // cpuByPart reads the CPU time (user + system) used so far by this

@@ -214,7 +214,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("card %d: %v %+v", i, err, first)
 		}
 		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash,
-			Approver: policy.Identity{UserID: "sm", Role: mangrove.RoleStoreManager, StoreIDs: []int64{store}}}, first.CardRef())
+			Approver: policy.Identity{UserID: "sm", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}}, first.CardRef())
 		start := time.Now()
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)

@@ -32,7 +32,7 @@ func TestMCPLatency(t *testing.T) {
 	s := testenv.NewStack(t)
 	p := testenv.NewIdP(t, "http://127.0.0.1:1")
 	ctx := context.Background()
-	verify, err := mcpgate.NewVerifier(ctx, p.URL, testenv.MCPAudience, mcpgate.DefaultClaims, 10*time.Second)
+	verify, err := mcpgate.NewVerifier(ctx, p.URL, testenv.MCPAudience, mcpgate.DefaultClaims(testenv.Policy), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMCPLatency(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	session := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121},
+	session := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121),
 		SessionID: "b", ConversationID: "mcpbench", CredentialRef: "cred-kofi"}
 	viaGo := func(i int) time.Duration {
 		start := time.Now()

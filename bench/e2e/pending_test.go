@@ -74,7 +74,7 @@ func liftedTransferLimits(t *testing.T) *policy.Policy {
 	return testenv.Mangrove(t, func(d *policy.Domain) {
 		for i := range d.Rows {
 			if d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
-				d.Rows[i].Limits = []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
+				d.Rows[i].Limits = []policy.Limit{{Scope: policy.PerResource, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}
 			}
 		}
 	})
@@ -120,7 +120,7 @@ func TestPendingApprovals(t *testing.T) {
 				store, args := distinctTransfer(stores, int(i))
 				first, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint("p", i),
 					Args:    json.RawMessage(args),
-					Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, StoreIDs: []int64{store}, SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
+					Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(store), SessionID: "p", ConversationID: "pending", CredentialRef: "cred-kofi"}})
 				if err != nil || first.Status != workflows.StatusPendingApproval {
 					failed.Add(1)
 					continue

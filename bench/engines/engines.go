@@ -91,7 +91,7 @@ func (f *Floor) Decide(in *Input) (string, tg.Code) {
 	case !in.Credential:
 		return "deny", tg.CodeCredentialUnavailable
 	case r.scoped && !slices.Contains(in.Stores, in.Store):
-		return "deny", tg.CodeStoreScope
+		return "deny", tg.CodeResourceScope
 	case r.hardLimit > 0 && in.Value > r.hardLimit:
 		return "deny", tg.CodeOverLimit
 	case r.maxCalls > 0 && in.Calls+1 > r.maxCalls, r.maxCents > 0 && in.Cents+in.Value > r.maxCents:
@@ -176,7 +176,7 @@ permit (principal, action == Action::"call", resource);
 `
 
 var cedarCodes = []tg.Code{tg.CodeUnknownTool, tg.CodeToolDenied, tg.CodeRole, tg.CodeCredentialUnavailable,
-	tg.CodeStoreScope, tg.CodeOverLimit, tg.CodeRateLimit, tg.CodeRateLimit}
+	tg.CodeResourceScope, tg.CodeOverLimit, tg.CodeRateLimit, tg.CodeRateLimit}
 
 // Cedar is the Cedar version with the table as entities.
 type Cedar struct {

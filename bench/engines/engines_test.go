@@ -3,6 +3,7 @@ package engines
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
@@ -63,9 +64,7 @@ func newToolgate(t testing.TB) *toolgateDecide {
 
 func (d *toolgateDecide) Decide(in *Input) (string, tg.Code) {
 	args := d.args[in.Tool]
-	if sc, ok := args.(tg.StoreScoped); ok {
-		sc.SetStore(in.Store)
-	}
+	setStore(args, in.Store)
 	cred := ""
 	if in.Credential {
 		cred = "cred"
@@ -75,7 +74,7 @@ func (d *toolgateDecide) Decide(in *Input) (string, tg.Code) {
 	for i := range usage {
 		usage[i] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
 	}
-	v := d.p.Decide(in.Tool, args, tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
+	v := d.p.Decide(in.Tool, args, tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred},
 		tg.Facts{ValueCents: &in.Value, Usage: usage})
 	return string(v.Decision), v.Code
 }
@@ -133,7 +132,7 @@ func prepare(d *toolgateDecide, ins []Input) []prepared {
 			usage[j] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
 		}
 		v := in.Value
-		out[i] = prepared{in: in, args: d.args[in.Tool], sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), StoreIDs: in.Stores, CredentialRef: cred},
+		out[i] = prepared{in: in, args: d.args[in.Tool], sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred},
 			facts: tg.Facts{ValueCents: &v, Usage: usage}}
 	}
 	return out
@@ -169,8 +168,8 @@ func BenchmarkEngines(b *testing.B) {
 	}{{"allowed", allowed}, {"mixed", mixed}} {
 		ins, pre := set.ins, prepare(tgd, set.ins)
 		for _, s := range pre {
-			if sc, ok := tgd.args[s.in.Tool].(tg.StoreScoped); ok && s.in.Store != 0 {
-				sc.SetStore(s.in.Store) // the args as decoded and filled for this call
+			if s.in.Store != 0 {
+				setStore(tgd.args[s.in.Tool], s.in.Store) // the args as decoded and filled for this call
 			}
 		}
 		b.Run("floor/"+set.name, func(b *testing.B) {
@@ -200,5 +199,16 @@ func BenchmarkEngines(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// setStore fills the store of args that name one (mangrove.StoreArg), as
+// the chain fills it from the session.
+func setStore(args any, store int64) {
+	if args == nil {
+		return
+	}
+	if f := reflect.ValueOf(args).Elem().FieldByName("StoreID"); f.IsValid() {
+		f.Set(reflect.ValueOf(&store))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -33,6 +34,8 @@ func Domain() policy.Domain {
 		Formats:  []policy.Format{{Tag: "grnid", Pattern: GRNID, Rule: `must be a GRN id such as "GRN-88213", as get_deliveries returns it`}},
 		// Values are US cents: the dry run values a transfer at cost.
 		Unit: policy.Unit{Currency: "USD"},
+		// A person's stores come in the provider's toolgate_stores claim.
+		Resources: []policy.ResourceKind{{Name: KindStore, Plural: "stores", Claim: "toolgate_stores"}},
 	}
 }
 
@@ -60,24 +63,25 @@ var Table = []policy.Row{
 	{Tool: ToolGetStock, Roles: managers, Decision: policy.DecisionAllow},
 	{Tool: ToolGetDeliveries, Roles: managers, Decision: policy.DecisionAllow},
 	{Tool: ToolGetGRN, Roles: managers, Decision: policy.DecisionAllow},
-	{Tool: ToolCreateTask, Roles: managers, Decision: policy.DecisionAllow, Limits: []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 30}}},
+	{Tool: ToolCreateTask, Roles: managers, Decision: policy.DecisionAllow, Limits: []policy.Limit{{Scope: policy.PerResource, Window: policy.Day, MaxCalls: 30}}},
 	{Tool: ToolRequestStockTransfer, Roles: managers, Decision: policy.DecisionApprove, HardLimitCents: 200000,
-		Limits:    []policy.Limit{{Scope: policy.PerStore, Window: policy.Day, MaxCalls: 5, MaxCents: 200000}},
+		Limits:    []policy.Limit{{Scope: policy.PerResource, Window: policy.Day, MaxCalls: 5, MaxCents: 200000}},
 		Approvers: []policy.Approver{{Role: RoleStoreManager, UpToCents: 50000}, {Role: RoleAreaManager}},
 		Quorum:    []policy.Quorum{{AboveCents: 150000, Approvals: 2}}, Editable: []string{"quantity"}},
 	{Tool: ToolChangePrice, Roles: nil, Decision: policy.DecisionDeny},
 }
 
-// StoreArg is embedded in args that name a store. The JSON name is storeId.
+// StoreArg is embedded in args that name a store. The JSON name is storeId;
+// the tools that embed it name it as their resource (ByStore).
 type StoreArg struct {
 	StoreID *int64 `json:"storeId,omitempty" validate:"omitempty,min=1,max=99999" desc:"Store number. Leave it out to use the signed-in person's own store."`
 }
 
-// Store returns the named store, or nil when the model left it out.
-func (s *StoreArg) Store() *int64 { return s.StoreID }
+// KindStore is the pack's one resource kind: a store, by its number.
+const KindStore = "store"
 
-// SetStore fills the store from the session.
-func (s *StoreArg) SetStore(id int64) { s.StoreID = &id }
+// ByStore is the resource of every tool whose args embed StoreArg.
+var ByStore = policy.ResourceArg{Arg: "storeId", Kind: KindStore}
 
 // The read tools' arguments.
 type (
@@ -175,7 +179,7 @@ var Tools = []policy.ToolSpec{
 		Example: `{"articleId":40211}`,
 		Description: "Cases of one article on hand in one store. Use it for \"how many X do I have\" and before proposing a task or a transfer. " +
 			"Not for deliveries on the way (use get_deliveries). It takes an article number, never a name: an unknown number is answered with candidates to ask the person about.",
-		Args: reflect.TypeFor[GetStockArgs](), Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
+		Args: reflect.TypeFor[GetStockArgs](), Resource: ByStore, Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    ToolGetDeliveries,
@@ -184,7 +188,7 @@ var Tools = []policy.ToolSpec{
 		Description: "Status of supplier and DC deliveries to one store on one day: expected, on_the_way, arrived, received (with its GRN id) or delayed, " +
 			"with the expected time and what it carries. Use it for \"where is my delivery\" or \"when does X arrive\". " +
 			"Not for stock on the shelf (use get_stock) or for differences on a received delivery (use get_grn).",
-		Args: reflect.TypeFor[GetDeliveriesArgs](), Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
+		Args: reflect.TypeFor[GetDeliveriesArgs](), Resource: ByStore, Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    ToolGetGRN,
@@ -192,7 +196,7 @@ var Tools = []policy.ToolSpec{
 		Example: `{"grnId":"GRN-88213"}`,
 		Description: "One goods received note: what a delivery actually brought in, line by line, with any shortages. " +
 			"Use it to check a received delivery; get_deliveries gives its GRN id. Not for deliveries still on the way (use get_deliveries).",
-		Args: reflect.TypeFor[GetGRNArgs](), Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
+		Args: reflect.TypeFor[GetGRNArgs](), Resource: ByStore, Tier: policy.TierRead, Idempotent: true, RequiresCredential: true, Timeout: 10 * time.Second,
 	},
 	{
 		Name:    ToolCreateTask,
@@ -201,7 +205,7 @@ var Tools = []policy.ToolSpec{
 		Description: "Create a follow-up task for staff at one store, such as a recount or a shelf check; the system writes its title from the kind and the article. " +
 			"Use it when the person wants someone to do something later, or when you believe a count is wrong: a person checks. " +
 			"It does not change stock or prices, and it is not for moving stock (use request_stock_transfer).",
-		Args: reflect.TypeFor[CreateTaskArgs](), Tier: policy.TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
+		Args: reflect.TypeFor[CreateTaskArgs](), Resource: ByStore, Tier: policy.TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},
 	{
 		Name:    ToolRequestStockTransfer,
@@ -210,7 +214,7 @@ var Tools = []policy.ToolSpec{
 		Description: "Ask for stock to be moved into a store from a nearby store of the same area. The system picks the source store and values the move at cost, " +
 			"and a manager always approves a card before anything moves. Use it only when stock will run out before the next delivery: check get_stock and get_deliveries first. " +
 			"Not for ordering from a supplier.",
-		Args: reflect.TypeFor[RequestStockTransferArgs](), Tier: policy.TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
+		Args: reflect.TypeFor[RequestStockTransferArgs](), Resource: ByStore, Tier: policy.TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
 		// A store's stock is everyone's at the store: one card per transfer, whoever asks.
 		Shared: true,
 	},
@@ -218,7 +222,7 @@ var Tools = []policy.ToolSpec{
 		Name:        ToolChangePrice,
 		Example:     `{"articleId":40211,"newPriceCents":899}`,
 		Description: "Change the shelf price of an article in a store. Never offered to a model: prices are changed by pricing staff.",
-		Args:        reflect.TypeFor[ChangePriceArgs](), Tier: policy.TierIrreversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
+		Args:        reflect.TypeFor[ChangePriceArgs](), Resource: ByStore, Tier: policy.TierIrreversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
 	},
 }
 
@@ -249,3 +253,22 @@ const (
 
 // MaxTransferQuantity is the most cases one transfer may move.
 const MaxTransferQuantity = 500
+
+// Stores are the resources a sign-in holds at these store numbers.
+func Stores(ids ...int64) policy.Resources {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return policy.Resources{KindStore: out}
+}
+
+// ClaimMap is the pack's own claim for each resource kind, as a deployment
+// with no TOOLGATE_RESOURCE_CLAIMS reads it.
+func ClaimMap() policy.ClaimMap {
+	m := policy.ClaimMap{}
+	for _, k := range Domain().Resources {
+		m[k.Name] = k.Claim
+	}
+	return m
+}

@@ -25,19 +25,23 @@ func previewTransfer(ctx context.Context, req pack.PreviewRequest, sys pack.Syst
 	if err := json.Unmarshal(req.Args, &args); err != nil {
 		return pack.Preview{}, fmt.Errorf("authorized args do not decode: %w", err)
 	}
+	if args.StoreID == nil {
+		return pack.Preview{}, fmt.Errorf("authorized args name no store")
+	}
+	store := *args.StoreID
 	q := url.Values{"articleId": {fmt.Sprint(args.ArticleID)}, "quantity": {fmt.Sprint(args.Quantity)}}
-	body, err := sys.Get(ctx, fmt.Sprintf("/v1/stores/%d/transfer-preview?%s", req.StoreID, q.Encode()))
+	body, err := sys.Get(ctx, fmt.Sprintf("/v1/stores/%d/transfer-preview?%s", store, q.Encode()))
 	if err != nil {
 		return pack.Preview{}, err
 	}
 	var p api.TransferPreview
-	if err := json.Unmarshal(body, &p); err != nil || p.ToStoreID != req.StoreID || int64(p.Quantity) != args.Quantity {
+	if err := json.Unmarshal(body, &p); err != nil || p.ToStoreID != store || int64(p.Quantity) != args.Quantity {
 		return pack.Preview{}, pack.Unavailable("the transfer preview did not match the request")
 	}
 	if p.FromStoreID == 0 {
 		return pack.Preview{ValueCents: p.ValueCents, Shortfall: p.Shortfall}, nil
 	}
-	action, _ := json.Marshal(TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: req.StoreID, FromStoreID: p.FromStoreID})
+	action, _ := json.Marshal(TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: store, FromStoreID: p.FromStoreID})
 	return pack.Preview{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil
 }
 

@@ -43,7 +43,7 @@ var Vars = []string{
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE", "TOOLGATE_DEV",
 	"TOOLGATE_APPROVER_ISSUERS", "APPROVALS_OIDC_ISSUER", "APPROVALS_OIDC_CLIENT_ID", "APPROVALS_OIDC_CLIENT_SECRET", "APPROVALS_OIDC_REDIRECT_URL",
-	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_STORES_CLAIM",
+	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "TOOLGATE_RESOURCE_CLAIMS",
 	"APPROVALS_OIDC_ACR_VALUES", "IDP_ADDR", "IDP_ISSUER", "IDP_USERS_FILE", "IDP_CLIENT_ID", "IDP_CLIENT_SECRET", "IDP_REDIRECT_URIS",
 	"IDP_BACKCHANNEL_LOGOUT_URI", "TOOLGATE_ESCALATE_AFTER", "TOOLGATE_SIGN_IN_TTL",
 	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
@@ -109,6 +109,10 @@ type Config struct {
 	// Previewers are their dry runs, by tool.
 	Policy     *policy.Policy
 	Previewers map[string]pack.Previewer
+	// Claims (TOOLGATE_RESOURCE_CLAIMS, kind=claim pairs over the packs'
+	// own) are the sign-in claims the card UI and the MCP server read each
+	// kind of resource from.
+	Claims policy.ClaimMap
 }
 
 // ClientOptions are the Temporal client options every process uses:
@@ -207,6 +211,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	c.Policy, c.Previewers = set.Policy, set.Previewers
+	if c.Claims, err = c.Policy.ClaimMap(os.Getenv("TOOLGATE_RESOURCE_CLAIMS")); err != nil {
+		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
+	}
 	t, err := TemporalClient()
 	if err != nil {
 		return c, err

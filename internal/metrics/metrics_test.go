@@ -31,7 +31,7 @@ func TestMetricsAfterACall(t *testing.T) {
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 	s := testenv.NewStackWith(t, testenv.StackOptions{Metrics: m.SDK})
-	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, StoreIDs: []int64{112}, SessionID: "s1", ConversationID: "m", CredentialRef: "cred-ama"}
+	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "m", CredentialRef: "cred-ama"}
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "1", Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "2", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess})
 	resp, err := srv.Client().Get(srv.URL)

@@ -31,7 +31,22 @@ type file struct {
 	// are in its minor units); none when left out.
 	Currency string     `yaml:"currency"`
 	Roles    []fileRole `yaml:"roles"`
-	Tools    []fileTool `yaml:"tools"`
+	// Resources are the kinds of thing the pack's sign-ins grant and its
+	// tools act on.
+	Resources []fileKind `yaml:"resources"`
+	Tools     []fileTool `yaml:"tools"`
+}
+
+type fileKind struct {
+	Kind    string `yaml:"kind"`
+	Plural  string `yaml:"plural"`
+	Claim   string `yaml:"claim"`
+	Conceal bool   `yaml:"conceal"`
+}
+
+type fileResource struct {
+	Arg  string `yaml:"arg"`
+	Kind string `yaml:"kind"`
 }
 
 type fileRole struct {
@@ -48,6 +63,7 @@ type fileTool struct {
 	Timeout     string         `yaml:"timeout"`
 	Shared      bool           `yaml:"shared"`
 	ValueArg    string         `yaml:"valueArg"`
+	Resource    *fileResource  `yaml:"resource"`
 	Args        map[string]any `yaml:"args"`
 	Example     map[string]any `yaml:"example"`
 	Route       *fileRoute     `yaml:"route"`
@@ -240,6 +256,18 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 	for _, role := range f.Roles {
 		d.Roles = append(d.Roles, policy.RoleSpec{Name: policy.Role(role.Name), Label: role.Label})
 	}
+	kinds := map[string]bool{}
+	for i, k := range f.Resources {
+		at := fmt.Sprintf("resources[%d]", i)
+		if !kindWord.MatchString(k.Kind) {
+			return d, r.errorf(at+".kind", "%q must be 1 to 32 lower-case letters, digits or _, starting with a letter, e.g. kind: portal", k.Kind)
+		}
+		if kinds[k.Kind] {
+			return d, r.errorf(at+".kind", "%q is declared twice", k.Kind)
+		}
+		kinds[k.Kind] = true
+		d.Resources = append(d.Resources, policy.ResourceKind{Name: k.Kind, Plural: k.Plural, Claim: k.Claim, Conceal: k.Conceal})
+	}
 	if len(f.Tools) == 0 {
 		return d, r.errorf("tools", "a pack file declares at least one tool")
 	}
@@ -249,7 +277,16 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 		if err != nil {
 			return d, err
 		}
-		row, rules, err := r.row(at+".policy", t.Name, t.Tier, t.ValueArg != "", t.Policy)
+		if t.Resource != nil {
+			switch {
+			case !kinds[t.Resource.Kind]:
+				return d, r.errorf(at+".resource.kind", "%q is not one of the pack's resources; declare it under resources (kind: %s)", t.Resource.Kind, t.Resource.Kind)
+			case !slices.Contains(fieldNames(spec.Args), t.Resource.Arg):
+				return d, r.errorf(at+".resource.arg", "%q is not one of the tool's args (%s)", t.Resource.Arg, strings.Join(fieldNames(spec.Args), ", "))
+			}
+			spec.Resource = policy.ResourceArg{Arg: t.Resource.Arg, Kind: t.Resource.Kind}
+		}
+		row, rules, err := r.row(at+".policy", t.Name, t.Tier, t.ValueArg != "", t.Resource != nil, t.Policy)
 		if err != nil {
 			return d, err
 		}
@@ -259,7 +296,10 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 	return d, nil
 }
 
-var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+var (
+	toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	kindWord = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
 
 func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []policy.Format, error) {
 	spec := policy.ToolSpec{Name: t.Name, Description: strings.TrimSpace(t.Description), Tier: policy.Tier(t.Tier), Idempotent: t.Idempotent,
@@ -347,7 +387,7 @@ func (r *reader) route(at string, fr *fileRoute, args reflect.Type) (policy.Rout
 	return route, nil
 }
 
-func (r *reader) row(at, tool, tier string, valued bool, p filePolicy) (policy.Row, []policy.EvidenceRule, error) {
+func (r *reader) row(at, tool, tier string, valued, scoped bool, p filePolicy) (policy.Row, []policy.EvidenceRule, error) {
 	row := policy.Row{Tool: tool, Decision: policy.Decision(p.Decision), HardLimitCents: p.HardLimit, Editable: p.Editable, RequesterTier: p.RequesterTier}
 	switch row.Decision {
 	case policy.DecisionAllow, policy.DecisionApprove, policy.DecisionDeny:
@@ -360,8 +400,11 @@ func (r *reader) row(at, tool, tier string, valued bool, p filePolicy) (policy.R
 	for i, l := range p.Limits {
 		li := fmt.Sprintf("%s.limits[%d]", at, i)
 		lim := policy.Limit{Scope: policy.Scope(l.Scope), MaxCalls: l.MaxCalls, MaxCents: l.MaxValue}
-		if lim.Scope != policy.PerUser {
-			return row, nil, r.errorf(li+".scope", "%q: use user (each person's calls, counted together)", l.Scope)
+		switch {
+		case lim.Scope == policy.PerResource && !scoped:
+			return row, nil, r.errorf(li+".scope", "resource counts the calls on one resource, and this tool names none (resource); use user")
+		case lim.Scope != policy.PerUser && lim.Scope != policy.PerResource:
+			return row, nil, r.errorf(li+".scope", "%q: use user (each person's calls, counted together) or resource (every call on one resource)", l.Scope)
 		}
 		switch l.Window {
 		case "hour":

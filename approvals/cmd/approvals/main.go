@@ -34,7 +34,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	oc.Roles = approvals.RolesOf(cfg.Policy)
+	oc.Roles, oc.Policy, oc.Resources = approvals.RolesOf(cfg.Policy), cfg.Policy, cfg.Claims
 	if len(sessionKey) == 0 {
 		sessionKey = make([]byte, 32)
 		_, _ = rand.Read(sessionKey)

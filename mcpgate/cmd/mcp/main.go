@@ -25,7 +25,8 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, mcpgate.DefaultClaims, 30*time.Second)
+	claims := mcpgate.Claims{User: "preferred_username", Role: "toolgate_role", Policy: cfg.Policy, Resources: cfg.Claims}
+	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, claims, 30*time.Second)
 	if err != nil {
 		return err
 	}

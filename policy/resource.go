@@ -1,0 +1,457 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Resources are what a credential grants, by kind: {"portal": ["PRT-40122"]}.
+// A call that names a resource of a kind acts on it only when the session
+// holds it (step 5). IDs are strings whatever the pack's args hold.
+type Resources map[string][]string
+
+// Holds reports whether id of kind is among the resources.
+func (r Resources) Holds(kind, id string) bool { return slices.Contains(r[kind], id) }
+
+// first is the first resource of kind, "" when there is none.
+func (r Resources) first(kind string) string {
+	if ids := r[kind]; len(ids) > 0 {
+		return ids[0]
+	}
+	return ""
+}
+
+// Count is how many resources there are, over every kind.
+func (r Resources) Count() int {
+	n := 0
+	//workflowcheck:ignore a sum is the same in any order
+	for _, ids := range r {
+		n += len(ids)
+	}
+	return n
+}
+
+// Clone copies the resources, so the copy can change alone.
+func (r Resources) Clone() Resources {
+	if r == nil {
+		return nil
+	}
+	out := make(Resources, len(r))
+	for k, ids := range r {
+		out[k] = slices.Clone(ids)
+	}
+	return out
+}
+
+// MaxResources bounds the resources a session or an approver may hold, over
+// every kind.
+const MaxResources = 64
+
+// Problem says what is malformed in resources named field, or "".
+func (r Resources) Problem(field string) string {
+	if n := r.Count(); n > MaxResources {
+		return fmt.Sprintf("%s lists %d resources; at most %d", field, n, MaxResources)
+	}
+	for _, kind := range sortedKinds(r) {
+		ids := r[kind]
+		if !kindName.MatchString(kind) {
+			return fmt.Sprintf("%s has the kind %q; a kind is 1 to 32 lower-case letters, digits or _, starting with a letter", field, clip(kind))
+		}
+		for _, id := range ids {
+			if !ValidID(id) {
+				return fmt.Sprintf("%s.%s holds %q; an ID is 1 to %d letters, digits or . _ @ -", field, kind, clip(id), MaxIDLength)
+			}
+		}
+	}
+	return ""
+}
+
+var kindName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// ResourceRef names the one resource a call acts on.
+type ResourceRef struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+}
+
+// String writes the resource as "kind id", e.g. "portal PRT-40122"; "" for none.
+func (r ResourceRef) String() string {
+	if r.Kind == "" {
+		return ""
+	}
+	return r.Kind + " " + r.ID
+}
+
+// ResourceKind is a kind of thing a pack's credentials grant (a store, a
+// portal, an account): how messages name it and which sign-in claim lists
+// the ones a person holds.
+type ResourceKind struct {
+	// Name is the kind as sessions carry it, e.g. "portal".
+	Name string
+	// Plural names several in messages, e.g. "portals" (Name+"s" when empty).
+	Plural string
+	// Claim is the ID-token claim that lists a person's resources of this
+	// kind, as strings or numbers, e.g. "toolgate_portals".
+	Claim string
+	// Conceal answers a resource the caller does not hold as not found,
+	// naming none of theirs: nothing is said about whose it is.
+	Conceal bool
+}
+
+func (k ResourceKind) plural() string {
+	if k.Plural != "" {
+		return k.Plural
+	}
+	return k.Name + "s"
+}
+
+// ResourceArg says which of a tool's args names the resource it acts on.
+type ResourceArg struct {
+	// Arg is the arg's JSON name, e.g. "portalRef". When the model leaves it
+	// out, the session's first resource of Kind fills it.
+	Arg string
+	// Kind is one of the pack's ResourceKinds.
+	Kind string
+}
+
+// resourcePlan is a tool's ResourceArg compiled against its args type.
+type resourcePlan struct {
+	kind  ResourceKind
+	arg   string
+	index []int
+	// isInt says the arg holds a number, written in decimal as its ID.
+	isInt bool
+	rule  string
+	// Messages worded once, with the ID and the held list left to fill.
+	noneHeld, invalid, notHeld string
+}
+
+// compileResource checks the tool's ResourceArg against its args and the
+// pack's kinds.
+func compileResource(spec ToolSpec, kinds []ResourceKind) (*resourcePlan, error) {
+	ra := spec.Resource
+	if ra.Arg == "" && ra.Kind == "" {
+		return nil, nil
+	}
+	i := slices.IndexFunc(kinds, func(k ResourceKind) bool { return k.Name == ra.Kind })
+	if i < 0 {
+		return nil, fmt.Errorf("its resource arg %q is of kind %q, which the pack does not declare (Resources)", ra.Arg, ra.Kind)
+	}
+	f, ok := fieldByName(spec.Args, ra.Arg)
+	if !ok {
+		return nil, fmt.Errorf("its resource arg %q is not one of its args", ra.Arg)
+	}
+	t := f.typ // the field's type, a pointer's element
+	if t.Kind() != reflect.String && !isInt(t) {
+		return nil, fmt.Errorf("its resource arg %q must hold a string or an integer, not %s", ra.Arg, t)
+	}
+	// A string left out is "", which no ID is; a number left out must be a
+	// nil pointer, to tell it from 0.
+	if isInt(t) && spec.Args.FieldByIndex(f.index).Type.Kind() != reflect.Pointer && !requiredRule(f.validate) {
+		return nil, fmt.Errorf("its resource arg %q may be left out, so it must be a pointer (to tell it from a zero value)", ra.Arg)
+	}
+	k := kinds[i]
+	return &resourcePlan{kind: k, arg: ra.Arg, index: f.index, isInt: isInt(t), rule: presentRule(f.validate),
+		noneHeld: fmt.Sprintf("The signed-in person has no %[1]s, so there is no default %[1]s for this call. Do not retry; tell the person their account has no %[1]s assigned.", k.Name),
+		invalid:  "The signed-in person's session names " + k.Name + " %s, which is not a valid " + k.Name + ". Do not retry; tell the person their session needs fixing.",
+		notHeld: upperFirst(k.Name) + " %s is not one of the signed-in person's " + k.plural() + " (%s). Call again with " + ra.Arg +
+			" set to one of them, or leave " + ra.Arg + " out.",
+	}, nil
+}
+
+// presentRule is a validate rule as it applies to a value that is there:
+// without omitempty, which would let a zero through.
+func presentRule(rule string) string {
+	var keep []string
+	for _, r := range strings.Split(rule, ",") {
+		if r != "" && r != "omitempty" {
+			keep = append(keep, r)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
+// checkKinds refuses a pack's resource kinds that cannot be told apart.
+func checkKinds(d Domain) error {
+	seen := map[string]bool{}
+	for _, k := range d.Resources {
+		if !kindName.MatchString(k.Name) {
+			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, clip(k.Name))
+		}
+		if seen[k.Name] {
+			return fmt.Errorf("pack %s: resource kind %q is declared twice", d.Name, k.Name)
+		}
+		seen[k.Name] = true
+	}
+	return nil
+}
+
+// scope is step 5 on decoded args: the resource they name, or the
+// session's first of its kind when they name none, must be the session's.
+// It returns the resource, or a refusal ("" when none).
+func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, string) {
+	f := reflect.ValueOf(args).Elem().FieldByIndex(rp.index)
+	held := s.Resources[rp.kind.Name]
+	var id string
+	if f.Kind() == reflect.String && f.String() == "" {
+		if len(held) == 0 {
+			return ResourceRef{}, rp.noneHeld
+		}
+		id = held[0]
+		if rp.rule != "" && p.validate.Var(id, rp.rule) != nil {
+			return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+		}
+		f.SetString(id)
+	} else if f.Kind() == reflect.Pointer && f.IsNil() {
+		if len(held) == 0 {
+			return ResourceRef{}, rp.noneHeld
+		}
+		// The session is the agent backend's, not the model's: the ID it
+		// lists must still pass the arg's own rule.
+		id = held[0]
+		v := reflect.New(f.Type().Elem())
+		if rp.isInt {
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+			}
+			v.Elem().SetInt(n)
+		} else {
+			v.Elem().SetString(id)
+		}
+		if rp.rule != "" && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
+			return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+		}
+		f.Set(v)
+	} else {
+		if f.Kind() == reflect.Pointer {
+			f = f.Elem()
+		}
+		if rp.isInt {
+			id = strconv.FormatInt(f.Int(), 10)
+		} else {
+			id = f.String()
+		}
+	}
+	if !slices.Contains(held, id) {
+		if rp.kind.Conceal {
+			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", rp.kind.Name, clip(id), rp.arg, rp.arg)
+		}
+		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
+	}
+	return ResourceRef{Kind: rp.kind.Name, ID: id}, ""
+}
+
+func joinHeld(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
+}
+
+// legacyKind is the one kind sessions and approvers could hold before
+// resources had kinds: their "storeIds" wire field reads as it, so an agent
+// backend, a recorded history or a signed decision of that time still means
+// what it meant.
+const legacyKind = "store"
+
+// legacyIDs converts the numeric IDs of the earlier wire field.
+func legacyIDs(ids []int64) Resources {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return Resources{legacyKind: out}
+}
+
+// legacyOf gives back the earlier wire field's IDs when r holds only what it
+// could say, and false otherwise.
+func legacyOf(r Resources) ([]int64, bool) {
+	if len(r) > 1 {
+		return nil, false
+	}
+	ids := make([]int64, 0, len(r[legacyKind]))
+	for k, list := range r {
+		if k != legacyKind {
+			return nil, false
+		}
+		for _, s := range list {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || strconv.FormatInt(n, 10) != s {
+				return nil, false
+			}
+			ids = append(ids, n)
+		}
+	}
+	return ids, true
+}
+
+// resourceWire is how sessions and approvers carry resources on the wire:
+// "resources" by kind, or the earlier "storeIds".
+type resourceWire struct {
+	Resources Resources `json:"resources,omitempty"`
+	StoreIDs  *[]int64  `json:"storeIds,omitempty"`
+}
+
+// read fills r from the wire, refusing both fields at once.
+func (w resourceWire) read(r *Resources, legacy *bool) error {
+	if w.StoreIDs != nil && w.Resources != nil {
+		return fmt.Errorf("give resources or storeIds, not both")
+	}
+	*r, *legacy = w.Resources, false
+	if w.StoreIDs != nil {
+		for _, id := range *w.StoreIDs {
+			if id < 1 {
+				return fmt.Errorf("storeIds holds %d; a store number is 1 or more", id)
+			}
+		}
+		*r, *legacy = legacyIDs(*w.StoreIDs), true
+	}
+	return nil
+}
+
+// write is the wire form of r: the field it came in, so that what was
+// fingerprinted or signed encodes the same again.
+func write(r Resources, legacy bool) resourceWire {
+	if legacy {
+		if ids, ok := legacyOf(r); ok {
+			return resourceWire{StoreIDs: &ids}
+		}
+	}
+	return resourceWire{Resources: r}
+}
+
+// strictDecode reads one JSON object into v, refusing unknown fields.
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// EarlierResource is embedded in payloads that carried a call's resource as
+// a number before resources had kinds ("storeId"); new payloads leave it
+// zero, so it reads only what an earlier worker recorded.
+type EarlierResource struct {
+	StoreID int64 `json:"storeId,omitempty"`
+}
+
+// Or is r, or the earlier field's resource when r names none.
+func (e EarlierResource) Or(r ResourceRef) ResourceRef {
+	if r.Kind == "" && e.StoreID != 0 {
+		return ResourceRef{Kind: legacyKind, ID: strconv.FormatInt(e.StoreID, 10)}
+	}
+	return r
+}
+
+// EarlierResources is EarlierResource for a session's claims ("storeIds").
+type EarlierResources struct {
+	StoreIDs []int64 `json:"storeIds,omitempty"`
+}
+
+// Or is r, or the earlier field's resources when r holds none.
+func (e EarlierResources) Or(r Resources) Resources {
+	if len(r) == 0 && len(e.StoreIDs) > 0 {
+		return legacyIDs(e.StoreIDs)
+	}
+	return r
+}
+
+// ResourceAbout is the resource a call is about, for the record even when
+// it was refused: the one its args name (as sent, held or not), else the
+// session's first of the tool's kind, else the session's first of any kind
+// for a tool that names none. Kind "" when there is none.
+func (p *Policy) ResourceAbout(tool string, args json.RawMessage, s Session) ResourceRef {
+	e := p.lookup(tool)
+	if e == nil || e.resource == nil {
+		for _, kind := range sortedKinds(s.Resources) {
+			if id := s.Resources.first(kind); id != "" {
+				return ResourceRef{Kind: kind, ID: id}
+			}
+		}
+		return ResourceRef{}
+	}
+	kind := e.resource.kind.Name
+	var named map[string]json.RawMessage
+	if json.Unmarshal(args, &named) == nil {
+		if raw, ok := named[e.resource.arg]; ok {
+			var id string
+			if json.Unmarshal(raw, &id) != nil {
+				var n int64
+				if json.Unmarshal(raw, &n) == nil && n > 0 {
+					id = strconv.FormatInt(n, 10)
+				}
+			}
+			if ValidID(id) {
+				return ResourceRef{Kind: kind, ID: id}
+			}
+		}
+	}
+	if id := s.Resources.first(kind); id != "" {
+		return ResourceRef{Kind: kind, ID: id}
+	}
+	return ResourceRef{}
+}
+
+func sortedKinds(r Resources) []string {
+	kinds := make([]string, 0, len(r))
+	//workflowcheck:ignore sorted below
+	for k := range r {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// ResourceKinds are every pack's resource kinds, in pack order.
+func (p *Policy) ResourceKinds() []ResourceKind {
+	var out []ResourceKind
+	for _, d := range p.domains {
+		out = append(out, d.Resources...)
+	}
+	return out
+}
+
+// CheckResource says what is wrong with id as a resource of kind, or nil:
+// the kind must be a pack's, and id must pass the rule of the first tool's
+// arg that holds that kind.
+func (p *Policy) CheckResource(kind, id string) error {
+	if !slices.ContainsFunc(p.ResourceKinds(), func(k ResourceKind) bool { return k.Name == kind }) {
+		return fmt.Errorf("%q is not a kind of resource any pack names", clip(kind))
+	}
+	for _, n := range p.names {
+		rp := p.entries[n].resource
+		if rp == nil || rp.kind.Name != kind {
+			continue
+		}
+		if rp.isInt {
+			v, err := strconv.ParseInt(id, 10, 64)
+			if err != nil || (rp.rule != "" && p.validate.Var(v, rp.rule) != nil) {
+				return fmt.Errorf("%q is not a %s number", clip(id), kind)
+			}
+			return nil
+		}
+		if !ValidID(id) || (rp.rule != "" && p.validate.Var(id, rp.rule) != nil) {
+			return fmt.Errorf("%q is not a valid %s", clip(id), kind)
+		}
+		return nil
+	}
+	if !ValidID(id) {
+		return fmt.Errorf("%q is not a valid %s", clip(id), kind)
+	}
+	return nil
+}

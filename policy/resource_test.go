@@ -1,0 +1,176 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// planArgs are a portal read's args: a string resource the model may leave out.
+type planArgs struct {
+	PortalRef string `json:"portalRef,omitempty" validate:"omitempty,startswith=PRT-,max=20" desc:"The portal; the person's own when left out."`
+}
+
+// portalPack is a pack with no stores and no money: one read by portal.
+func portalPack(conceal bool) policy.Domain {
+	return policy.Domain{
+		Name: "plancover", System: "the member portal",
+		Roles:     []policy.RoleSpec{{Name: "member", Label: "Member"}},
+		Resources: []policy.ResourceKind{{Name: "portal", Claim: "plancover_portals", Conceal: conceal}},
+		Tools: []policy.ToolSpec{{Name: "get_plan", Description: "The member's plan.", Args: reflect.TypeFor[planArgs](), Tier: policy.TierRead,
+			Idempotent: true, RequiresCredential: true, Timeout: time.Second, Resource: policy.ResourceArg{Arg: "portalRef", Kind: "portal"},
+			Route: policy.Route{Method: "GET", Path: "/portals/{portalRef}/plan"}}},
+		Rows: []policy.Row{{Tool: "get_plan", Roles: []policy.Role{"member"}, Decision: policy.DecisionAllow,
+			Limits: []policy.Limit{{Scope: policy.PerResource, Window: policy.Hour, MaxCalls: 2}}}},
+	}
+}
+
+func member(portals ...string) policy.Session {
+	return policy.Session{UserID: "m1", Role: "member", Resources: policy.Resources{"portal": portals}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-m1"}
+}
+
+// TestStepFiveIsThePacksOwn: a resource is of the pack's kind, named by the
+// tool's own arg: filled from the session when left out, refused in the
+// pack's words when not held, and counted per resource.
+func TestStepFiveIsThePacksOwn(t *testing.T) {
+	p, err := policy.New(portalPack(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := policy.Facts{Usage: []policy.Usage{{}}}
+	v := p.Authorize(policy.Request{Tool: "get_plan", Args: json.RawMessage(`{}`), Session: member("PRT-1", "PRT-7")}, ok)
+	if v.Code != policy.CodeOK || v.Resource != (policy.ResourceRef{Kind: "portal", ID: "PRT-1"}) || string(v.Args) != `{"portalRef":"PRT-1"}` {
+		t.Fatalf("left out: %s %v %s", v.Code, v.Resource, v.Args)
+	}
+	if k := v.Limits[0]; k.Key != "get_plan/portal/PRT-1/3600" || k.Resource.ID != "PRT-1" {
+		t.Fatalf("the limit counts the portal: %+v", k)
+	}
+	for name, c := range map[string]struct {
+		args string
+		sess policy.Session
+		want string
+	}{
+		"another's":           {`{"portalRef":"PRT-2"}`, member("PRT-1"), "Portal PRT-2 is not one of the signed-in person's portals (PRT-1). Call again with portalRef set to one of them, or leave portalRef out."},
+		"none held":           {`{}`, member(), "The signed-in person has no portal, so there is no default portal for this call."},
+		"a session's bad one": {`{}`, member("X-1"), "The signed-in person's session names portal X-1, which is not a valid portal."},
+	} {
+		v := p.Authorize(policy.Request{Tool: "get_plan", Args: json.RawMessage(c.args), Session: c.sess}, ok)
+		if v.Code != policy.CodeResourceScope || !strings.HasPrefix(v.Message, c.want) {
+			t.Errorf("%s: %s %q", name, v.Code, v.Message)
+		}
+	}
+	v = p.Authorize(policy.Request{Tool: "get_plan", Args: json.RawMessage(`{}`), Session: member("PRT-1")}, policy.Facts{Usage: []policy.Usage{{Calls: 2}}})
+	if v.Code != policy.CodeRateLimit || !strings.Contains(v.Message, "for portal PRT-1") {
+		t.Fatalf("the third call on one portal: %s %q", v.Code, v.Message)
+	}
+
+	hidden, err := policy.New(portalPack(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = hidden.Authorize(policy.Request{Tool: "get_plan", Args: json.RawMessage(`{"portalRef":"PRT-2"}`), Session: member("PRT-1")}, ok)
+	if v.Code != policy.CodeResourceScope || !strings.Contains(v.Message, `No portal "PRT-2" was found`) || strings.Contains(v.Message, "PRT-1") {
+		t.Fatalf("a concealed portal says only not found, naming none of the caller's: %q", v.Message)
+	}
+}
+
+// TestNewRefusesResourcesThatDoNotHold: a resource of an undeclared kind,
+// on an arg the tool lacks, or a per-resource limit on a tool that names
+// none, is refused at start.
+func TestNewRefusesResourcesThatDoNotHold(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(*policy.Domain)
+		want string
+	}{
+		"undeclared kind": {func(d *policy.Domain) { d.Tools[0].Resource.Kind = "account" }, `kind "account", which the pack does not declare`},
+		"no such arg":     {func(d *policy.Domain) { d.Tools[0].Resource.Arg = "accountId" }, `"accountId" is not one of its args`},
+		"limit by none":   {func(d *policy.Domain) { d.Tools[0].Resource = policy.ResourceArg{} }, `scope "resource"`},
+		"kind twice":      {func(d *policy.Domain) { d.Resources = append(d.Resources, d.Resources[0]) }, `declared twice`},
+		"bad kind":        {func(d *policy.Domain) { d.Resources[0].Name = "Portal" }, `resource kind "Portal"`},
+	} {
+		d := portalPack(false)
+		c.edit(&d)
+		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// TestEarlierStoreIDsStillMeanWhatTheyMeant: a session, an approver, a
+// verdict and a limit key recorded when resources were numeric stores read
+// as resources of kind store, and a session or approver goes out in the
+// form it came in (so its fingerprint and signature stay what they were).
+func TestEarlierStoreIDsStillMeanWhatTheyMeant(t *testing.T) {
+	old := `{"userId":"ama","role":"store_manager","storeIds":[112,118],"sessionId":"s","conversationId":"c","credentialRef":"cred-ama"}`
+	var s policy.Session
+	if err := json.Unmarshal([]byte(old), &s); err != nil || !s.Resources.Holds("store", "118") {
+		t.Fatalf("%v %+v", err, s)
+	}
+	if b, _ := json.Marshal(s); string(b) != old {
+		t.Fatalf("written back as\n%s\nnot\n%s", b, old)
+	}
+	var id policy.Identity
+	if err := json.Unmarshal([]byte(`{"userId":"ama","role":"store_manager","storeIds":[112]}`), &id); err != nil || !id.Resources.Holds("store", "112") {
+		t.Fatalf("%v %+v", err, id)
+	}
+	if b, _ := json.Marshal(id); string(b) != `{"userId":"ama","role":"store_manager","storeIds":[112]}` {
+		t.Fatalf("an approver written back as %s", b)
+	}
+	for _, bad := range []string{
+		`{"userId":"a","role":"r","storeIds":[1],"resources":{"store":["1"]}}`,
+		`{"userId":"a","role":"r","storeIds":[0]}`,
+		`{"userId":"a","role":"r","stores":[1]}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &id); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	var v policy.Verdict
+	if err := json.Unmarshal([]byte(`{"decision":"allow","code":"ok","storeId":112,"limits":[{"key":"create_task/store/112/86400","tool":"create_task","scope":"store","store":112,"window":86400,"maxCalls":30}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Resource != (policy.ResourceRef{Kind: "store", ID: "112"}) || v.Limits[0].Scope != policy.PerResource || v.Limits[0].Resource != v.Resource {
+		t.Fatalf("an earlier verdict: %+v", v)
+	}
+	if b, _ := json.Marshal(member("PRT-1")); !strings.Contains(string(b), `"resources":{"portal":["PRT-1"]}`) {
+		t.Fatalf("a new session: %s", b)
+	}
+}
+
+// TestClaimsGrantThePacksResources: a sign-in's resources come from the
+// claim each kind names (the pack's, or the deployment's override), as
+// strings or numbers, and a bad one is refused naming the claim.
+func TestClaimsGrantThePacksResources(t *testing.T) {
+	p, err := policy.New(portalPack(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.ClaimMap("")
+	if err != nil || m["portal"] != "plancover_portals" {
+		t.Fatalf("%v %v", m, err)
+	}
+	raw := map[string]json.RawMessage{"plancover_portals": json.RawMessage(`["PRT-1","PRT-1","PRT-9"]`), "groups": json.RawMessage(`"PRT-4 PRT-5"`)}
+	if r, err := p.ResourcesFromClaims(m, raw); err != nil || strings.Join(r["portal"], ",") != "PRT-1,PRT-9" {
+		t.Fatalf("%v %v", r, err)
+	}
+	if m, err = p.ClaimMap("portal=groups"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.ResourcesFromClaims(m, raw); err != nil || strings.Join(r["portal"], ",") != "PRT-4,PRT-5" {
+		t.Fatalf("overridden: %v %v", r, err)
+	}
+	if _, err := p.ClaimMap("store=toolgate_stores"); err == nil || !strings.Contains(err.Error(), `"store" is not a resource kind of the packs (portal)`) {
+		t.Fatalf("an unknown kind: %v", err)
+	}
+	raw["groups"] = json.RawMessage(`["X-1"]`)
+	if _, err := p.ResourcesFromClaims(m, raw); err == nil || !strings.Contains(err.Error(), `the "groups" claim: "X-1" is not a valid portal`) {
+		t.Fatalf("a bad ID: %v", err)
+	}
+	if r, err := p.ResourcesFromClaims(m, map[string]json.RawMessage{}); err != nil || len(r) != 0 {
+		t.Fatalf("no claim grants nothing: %v %v", r, err)
+	}
+}
