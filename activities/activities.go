@@ -47,9 +47,13 @@ type Activities struct {
 	// DevMode lets demo credentials (readable refs such as cred-ama) through.
 	DevMode bool
 	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.
-	Pool        *pgxpool.Pool
-	HTTP        *http.Client
+	Pool *pgxpool.Pool
+	HTTP *http.Client
+	// UpstreamURL is the HTTP executor's base URL for every pack that
+	// Upstreams does not name; Upstreams gives a pack its own, by pack name
+	// (TOOLGATE_UPSTREAMS).
 	UpstreamURL string
+	Upstreams   map[string]string
 	Sanitizer   sanitize.Sanitizer
 	Logger      *zap.Logger
 	// Temporal reads an earlier run's result when a later run of the same
@@ -78,4 +82,14 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: "Record"})
 	w.RegisterActivityWithOptions(a.Revise, activity.RegisterOptions{Name: "Revise"})
 	w.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: "Notify"})
+}
+
+// upstream is the base URL the tool's pack's calls go to.
+func (a *Activities) upstream(tool string) string {
+	if d, ok := a.Policy.DomainOf(tool); ok {
+		if u, ok := a.Upstreams[d.Name]; ok {
+			return u
+		}
+	}
+	return a.UpstreamURL
 }

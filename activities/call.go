@@ -111,7 +111,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	if spec.Route.Keyed {
 		key = in.IdempotencyKey
 	}
-	answer, err := a.do(ctx, spec.Route.Method, path, token, key, body)
+	answer, err := a.do(ctx, a.upstream(in.Tool), spec.Route.Method, path, token, key, body)
 	if err != nil {
 		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
 		return CallResult{}, err
@@ -289,7 +289,7 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 		}
 	}
 	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": secret})
-	body, err := a.do(ctx, http.MethodPost, "/oauth/token", "", "", req)
+	body, err := a.do(ctx, a.upstream(in.Tool), http.MethodPost, "/oauth/token", "", "", req)
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == ErrUpstream {
@@ -331,8 +331,8 @@ func claimsBeyond(in CallInput, role *string, held policy.Resources) string {
 // do makes one HTTP call. 5xx, 429 and transport errors are retryable
 // upstream_unavailable; other 4xx are non-retryable upstream_error carrying
 // the upstream's own message.
-func (a *Activities) do(ctx context.Context, method, path, token, idemKey string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, a.UpstreamURL+path, bytes.NewReader(body))
+func (a *Activities) do(ctx context.Context, base, method, path, token, idemKey string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("bad upstream request: "+err.Error(), ErrUpstream, nil)
 	}
@@ -341,7 +341,7 @@ func (a *Activities) do(ctx context.Context, method, path, token, idemKey string
 	for wait := 200 * time.Millisecond; err != nil && neverSent(err) && wait <= 800*time.Millisecond && ctx.Err() == nil; wait *= 2 {
 		// Nothing reached the upstream, so trying again cannot act twice.
 		time.Sleep(wait)
-		if req, err = http.NewRequestWithContext(ctx, method, a.UpstreamURL+path, bytes.NewReader(body)); err == nil {
+		if req, err = http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body)); err == nil {
 			req.Header = requestHeader(token, idemKey, body != nil)
 			resp, err = a.HTTP.Do(req)
 		}

@@ -48,12 +48,12 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if preview == nil {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	token, err := a.exchange(ctx, CallInput{UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
+	token, err := a.exchange(ctx, CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
 		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt})
 	if err != nil {
 		return PreviewResult{}, err
 	}
-	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, token: token})
+	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, base: a.upstream(in.Tool), token: token})
 	var app *temporal.ApplicationError
 	switch {
 	case err == nil:
@@ -69,10 +69,11 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 // system is a pack's upstream as one person: the token stays in here.
 type system struct {
 	a     *Activities
+	base  string
 	token string
 }
 
 // Get reads path as the person.
 func (s system) Get(ctx context.Context, path string) ([]byte, error) {
-	return s.a.do(ctx, http.MethodGet, path, s.token, "", nil)
+	return s.a.do(ctx, s.base, http.MethodGet, path, s.token, "", nil)
 }

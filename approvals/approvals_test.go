@@ -42,17 +42,29 @@ type ui struct {
 func (u *ui) now() time.Time { return time.Now().Add(time.Duration(u.ahead.Load())) }
 
 func newUI(t *testing.T, ttl time.Duration) *ui {
+	return newUIWith(t, testenv.StackOptions{ApprovalTTL: ttl})
+}
+
+// newUIWith is newUI with the stack's options: its packs (o.Policy, the
+// shipped ones when nil) are the card UI's too, their roles and their
+// resources' claims.
+func newUIWith(t *testing.T, o testenv.StackOptions) *ui {
 	h := &testenv.LateHandler{}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	u := &ui{URL: srv.URL}
 	id := testenv.NewIdPWith(t, srv.URL, u.now)
-	s := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: ttl, ApproverIssuers: []string{id.URL}})
+	o.ApproverIssuers = append(o.ApproverIssuers, id.URL)
+	s := testenv.NewStackWith(t, o)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
+	claims, err := s.Policy.ClaimMap("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(s.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
 		RedirectURL: srv.URL + "/auth/callback", Scopes: []string{"openid", "profile"}, UserClaim: "preferred_username", NameClaim: "name",
-		RoleClaim: "toolgate_role", Policy: testenv.Policy, Resources: mangrove.ClaimMap()}, 5*time.Second)
+		RoleClaim: "toolgate_role", Policy: s.Policy, Resources: claims}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

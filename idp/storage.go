@@ -210,6 +210,11 @@ func (s *storage) userinfo(info *oidc.UserInfo, subject string) error {
 	info.Subject, info.Name, info.PreferredUsername = a.ID, a.Name, a.ID
 	info.AppendClaims(ClaimRole, a.Role)
 	info.AppendClaims(ClaimStores, slices.Clone(a.Stores))
+	for k, v := range a.Claims {
+		if !reserved(k) {
+			info.AppendClaims(k, v)
+		}
+	}
 	return nil
 }
 
@@ -243,8 +248,17 @@ func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, req op.TokenReq
 	if !found || acc.locked {
 		return nil, oidc.ErrAccessDenied().WithDescription("the account is locked")
 	}
-	return map[string]any{"preferred_username": acc.ID, ClaimRole: acc.Role, ClaimStores: acc.Stores,
-		"acr": a.acr, "amr": a.amr, "auth_time": a.authTime.Unix()}, nil
+	claims := map[string]any{}
+	for k, v := range acc.Claims {
+		if !reserved(k) {
+			claims[k] = v
+		}
+	}
+	for k, v := range map[string]any{"preferred_username": acc.ID, ClaimRole: acc.Role, ClaimStores: acc.Stores,
+		"acr": a.acr, "amr": a.amr, "auth_time": a.authTime.Unix()} {
+		claims[k] = v
+	}
+	return claims, nil
 }
 
 func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
@@ -315,3 +329,14 @@ func (c client) DevMode() bool {
 }
 
 func keep(s []string) []string { return s }
+
+// reserved says a user's extra claim would shadow one the provider sets
+// itself (who, how and when they signed in), so it is never sent.
+func reserved(claim string) bool {
+	switch claim {
+	case "iss", "sub", "aud", "exp", "iat", "nbf", "jti", "auth_time", "acr", "amr", "nonce", "azp", "sid", "at_hash", "c_hash",
+		"preferred_username", "name", "email", ClaimRole, ClaimStores:
+		return true
+	}
+	return false
+}

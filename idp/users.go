@@ -20,6 +20,10 @@ type User struct {
 	Password string  `json:"password"`
 	Role     string  `json:"role"`
 	Stores   []int64 `json:"stores"`
+	// Claims are more claims the provider puts in the person's tokens,
+	// e.g. {"carddesk_accounts": ["ACC-4471"]}: how a pack's resources
+	// reach a sign-in.
+	Claims map[string]any `json:"claims,omitempty"`
 	// TOTPSecret is the base32 secret of the person's authenticator app.
 	TOTPSecret string `json:"totpSecret"`
 }
@@ -39,6 +43,10 @@ var seed = []User{
 	{ID: "adwoa", Name: "Adwoa Darko", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
 	// The auditor reads the insights page for the area; she decides nothing.
 	{ID: "abena", Name: "Abena Ofori", Role: "auditor", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
+	// The card desk of examples/packs/carddesk.yaml: an agent and a
+	// supervisor over two accounts, granted by the pack's own claim.
+	{ID: "cara", Name: "Cara Doyle", Role: "card_agent", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
+	{ID: "sam", Name: "Sam Okafor", Role: "card_supervisor", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

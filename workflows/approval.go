@@ -44,8 +44,14 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if c.preview_ != nil {
 		action = c.preview_.Action
 		c.status.Card, c.status.ValueCents = c.preview_.Card, c.preview_.ValueCents
-	} else if c.argValue != nil {
-		c.status.ValueCents = *c.argValue
+	} else {
+		if c.argValue != nil {
+			c.status.ValueCents = *c.argValue
+		}
+		if c.version >= shapeLean {
+			// No dry run worded the card: it shows the exact action.
+			c.status.Card = c.settings.Policy.CardText(c.in.Tool, action)
+		}
 	}
 	hash, err := policy.ArgsHash(c.in.Tool, action)
 	if err != nil {

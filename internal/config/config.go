@@ -49,7 +49,7 @@ var Vars = []string{
 	"TOOLGATE_WEBHOOK_URL", "TOOLGATE_WEBHOOK_SECRET", "TOOLGATE_CARDS_URL",
 	"MCP_ADDR", "MCP_RESOURCE", "MCP_AUDIENCE", "MCP_OIDC_ISSUER", "MCP_OIDC_CLIENT_ID", "MCP_MAX_WAIT", "MCP_DATABASE_URL", "IDP_MCP_CLIENT_ID", "IDP_MCP_AUDIENCE",
 	"IDP_MCP_BACKCHANNEL_LOGOUT_URI",
-	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL", "TOOLGATE_PACKS",
+	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL", "TOOLGATE_PACKS", "TOOLGATE_UPSTREAMS",
 }
 
 // Config is the environment a process runs with.
@@ -69,8 +69,11 @@ type Config struct {
 	TaskQueue       string
 	DatabaseURL     string
 	UpstreamURL     string
-	MaxResultChars  int
-	ApprovalTTL     time.Duration
+	// Upstreams (TOOLGATE_UPSTREAMS, pack=url pairs) give a pack its own
+	// upstream; the others use UpstreamURL.
+	Upstreams      map[string]string
+	MaxResultChars int
+	ApprovalTTL    time.Duration
 	// Webhook (TOOLGATE_WEBHOOK_URL, TOOLGATE_WEBHOOK_SECRET, TOOLGATE_CARDS_URL)
 	// hears about cards; nil when no URL is set.
 	Webhook *Webhook
@@ -213,6 +216,9 @@ func FromEnv() (Config, error) {
 	c.Policy, c.Previewers = set.Policy, set.Previewers
 	if c.Claims, err = c.Policy.ClaimMap(os.Getenv("TOOLGATE_RESOURCE_CLAIMS")); err != nil {
 		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
+	}
+	if c.Upstreams, err = ParseUpstreams(os.Getenv("TOOLGATE_UPSTREAMS"), c.Policy); err != nil {
+		return c, err
 	}
 	t, err := TemporalClient()
 	if err != nil {
@@ -359,4 +365,38 @@ func (c Config) OpenPool(ctx context.Context, service string) (*pgxpool.Pool, er
 		return nil, err
 	}
 	return pg.OpenService(ctx, url, service)
+}
+
+// ParseUpstreams reads TOOLGATE_UPSTREAMS: pack=url pairs separated by
+// commas, each pack one the policy loads and each URL http or https with a
+// host and no query, e.g. "carddesk=http://127.0.0.1:8095".
+func ParseUpstreams(s string, p *policy.Policy) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %q is not pack=url", pair)
+		}
+		known := false
+		var names []string
+		for _, d := range p.Domains() {
+			known = known || d.Name == name
+			names = append(names, d.Name)
+		}
+		if !known {
+			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %q is not a loaded pack (%s)", name, strings.Join(names, ", "))
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %s's upstream %q is not an http(s) URL with a host and no query", name, raw)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %s is named twice", name)
+		}
+		out[name] = strings.TrimRight(raw, "/")
+	}
+	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/packs"
 )
 
 // TestWebhookSettings: a webhook needs an http(s) URL and a secret of at
@@ -72,5 +74,26 @@ func TestNoDirectTemporalVariables(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Fatalf("TEMPORAL_* read directly (use config.TemporalClient, or let the temporal CLI read its own configuration):\n%s", strings.Join(found, "\n"))
+	}
+}
+
+// TestUpstreamsSayWhatToFix: TOOLGATE_UPSTREAMS names loaded packs and
+// http(s) URLs only; each refusal says which entry and why.
+func TestUpstreamsSayWhatToFix(t *testing.T) {
+	p := packs.MustLoad(packs.Default).Policy
+	got, err := ParseUpstreams(" mangrove=http://127.0.0.1:9000/ ", p)
+	if err != nil || got["mangrove"] != "http://127.0.0.1:9000" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for in, want := range map[string]string{
+		"mangrove":                            `"mangrove" is not pack=url`,
+		"carddesk=http://127.0.0.1:1":         `"carddesk" is not a loaded pack (mangrove)`,
+		"mangrove=file:///etc/passwd":         `is not an http(s) URL`,
+		"mangrove=http://h/?x=1":              `is not an http(s) URL`,
+		"mangrove=http://h,mangrove=http://i": `mangrove is named twice`,
+	} {
+		if _, err := ParseUpstreams(in, p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
 	}
 }

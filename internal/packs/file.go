@@ -335,7 +335,11 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 		spec.Example = string(b)
 	}
 	if t.Route != nil {
-		route, err := r.route(at+".route", t.Route, args)
+		filled := ""
+		if t.Resource != nil {
+			filled = t.Resource.Arg // step 5 fills it from the session when left out
+		}
+		route, err := r.route(at+".route", t.Route, args, filled)
 		if err != nil {
 			return spec, nil, err
 		}
@@ -344,7 +348,7 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 	return spec, formats, nil
 }
 
-func (r *reader) route(at string, fr *fileRoute, args reflect.Type) (policy.Route, error) {
+func (r *reader) route(at string, fr *fileRoute, args reflect.Type, filled string) (policy.Route, error) {
 	route := policy.Route{Method: fr.Method, Path: fr.Path, Query: fr.Query, Body: fr.Body, Keyed: fr.Method == "POST"}
 	if fr.Keyed != nil {
 		route.Keyed = *fr.Keyed
@@ -369,8 +373,8 @@ func (r *reader) route(at string, fr *fileRoute, args reflect.Type) (policy.Rout
 		if !slices.Contains(names, f) {
 			return route, r.errorf(at+".path", "{%s} is not one of the args (%s)", f, strings.Join(names, ", "))
 		}
-		if !requiredArg(args, f) {
-			return route, r.errorf(at+".path", "{%s} is filled from an optional arg; make %s required", f, f)
+		if !requiredArg(args, f) && f != filled {
+			return route, r.errorf(at+".path", "{%s} is filled from an optional arg; make %s required, or the tool's resource arg", f, f)
 		}
 		rest = rest[open+end+1:]
 	}

@@ -466,6 +466,8 @@ type StackOptions struct {
 	Webhook *activities.Webhook
 	// EscalateAfter is the worker's escalation fraction (the default when zero; 1 never escalates).
 	EscalateAfter float64
+	// Upstreams give packs their own upstream, by pack name (TOOLGATE_UPSTREAMS).
+	Upstreams map[string]string
 }
 
 // NewStackWith starts a stack with options.
@@ -500,7 +502,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
-	s.Activities.Webhook = o.Webhook
+	s.Activities.Webhook, s.Activities.Upstreams = o.Webhook, o.Upstreams
 	s.settings = workflows.Settings{Policy: s.Policy, ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
 		Webhooks: o.Webhook != nil, EscalateAfter: o.EscalateAfter}
 	s.StartWorker(t)
