@@ -370,8 +370,8 @@ func (a *Activities) do(ctx context.Context, base, method, path, token, idemKey 
 }
 
 // UpstreamRefusal details an upstream_error: the HTTP status, the
-// upstream's code and, for an unknown article, the articles the person may
-// have meant.
+// upstream's code and, for an unknown ID, the candidates the person may
+// have meant (the HTTP executor's error body: code, message, candidates).
 type UpstreamRefusal struct {
 	Status     int             `json:"status"`
 	Code       string          `json:"code,omitempty"`

@@ -1,5 +1,5 @@
 // Package approvals is the card UI: approvers sign in, see the cards routed
-// to their role at their stores, and approve or reject them. Each decision
+// to their role over their resources, and approve or reject them. Each decision
 // is signed here and verified by the worker before it counts.
 package approvals
 

@@ -11,10 +11,10 @@ import (
 // args use. The engine knows no domain of its own: every tool a deployment
 // gates comes in a Domain, and New checks it whole before anything runs.
 type Domain struct {
-	// Name names the pack in configuration and in errors, e.g. "mangrove".
+	// Name names the pack in configuration and in errors, e.g. "plancover".
 	Name string
 	// System is how messages to the model name the pack's upstream, e.g.
-	// "the store system".
+	// "the member portal".
 	System string
 	// Roles are the session roles the pack's rows name, in the order the
 	// card UI lists them.
@@ -41,13 +41,13 @@ type Domain struct {
 type RoleSpec struct {
 	// Name is the role as sessions and decisions carry it.
 	Name Role
-	// Label is how the card UI shows it, e.g. "Store manager".
+	// Label is how the card UI shows it, e.g. "Card supervisor".
 	Label string
 }
 
 // Format is a validate tag a pack defines for its string args: a value
 // passes when it matches Pattern. Rule completes "Field "x" ..." in the
-// refusal, e.g. `must be a GRN id such as "GRN-88213"`.
+// refusal, e.g. `must be a portal reference such as "PRT-40122"`.
 type Format struct {
 	Tag     string
 	Pattern *regexp.Regexp
@@ -77,7 +77,7 @@ func (d Domain) check() error {
 		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, clip(d.Name))
 	}
 	if d.System == "" {
-		return fmt.Errorf("pack %s: System must name its upstream for messages to the model, e.g. \"the store system\"", d.Name)
+		return fmt.Errorf("pack %s: System must name its upstream for messages to the model, e.g. \"the member portal\"", d.Name)
 	}
 	declared := map[Role]bool{}
 	for _, r := range d.Roles {

@@ -293,7 +293,7 @@ type Usage struct {
 	Cents int64 `json:"cents"`
 }
 
-// LimitKey names one limit bucket to count, e.g. create_task/store/112/86400
+// LimitKey names one limit bucket to count, e.g. get_plan/portal/PRT-1/3600
 // (tool, the resource's kind or "user", whose, window). It carries the
 // limit's bounds, so admission counts and judges exactly the limits the
 // recorded verdict names.
@@ -413,7 +413,7 @@ func deny(step Step, msg string) Verdict {
 }
 
 // The chain, top to bottom: front (steps 0-2), Decode (step 3), the
-// session's credential and stores and the call's value (steps 4-6), then
+// session's credential and resources and the call's value (steps 4-6), then
 // step 7 on the limits. Check is what the workflow runs and records; Admit
 // is step 7 on that record, run by admission against the audit log's
 // counts; Decide is the whole chain on decoded args, for callers that count
@@ -541,7 +541,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) *entry {
 }
 
 // steps4to6 runs steps 4 to 6 on decoded args: a credential when the tool
-// needs one, the stores the args name (filling the session's first when
+// needs one, the resource the args name (filling the session's first when
 // they name none), and the dry run's value against the hard limit and the
 // approver routing. A dry-run tool without its value yet passes with
 // NeedsPreview set. The verdict is written to v, which must be zero.

@@ -59,7 +59,8 @@ type ToolSpec struct {
 	// routing judge. A tool with neither has no value.
 	ValueArg string
 	// Shared says the tool acts on something several people share (a
-	// store's stock): two of them asking the same thing want one card.
+	// warehouse's stock, a team's queue): two of them asking the same thing
+	// want one card.
 	// Otherwise each requester's intent is their own.
 	Shared bool
 	// Resource names the arg that holds the resource the call acts on,

@@ -352,8 +352,8 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	return pv, &res, err
 }
 
-// refusalResult is the result of a call the upstream refused: the articles
-// an unknown article id may stand for, so the model can ask the person
+// refusalResult is the result of a call the upstream refused: the
+// candidates an unknown ID may stand for, so the model can ask the person
 // which one they mean; or, for a sign-in below the tool's requester tier,
 // the tier needed and the tier held; else def.
 func refusalResult(err error, def json.RawMessage) json.RawMessage {
@@ -607,7 +607,7 @@ func sentence(s string) string {
 }
 
 // upstreamFailure turns an activity error into a code and a note for the
-// model, naming the upstream as system (e.g. "the store system").
+// model, naming the upstream as system (e.g. "the member portal").
 func upstreamFailure(err error, idempotent bool, system string) (policy.Code, string, bool, bool) {
 	sys := sentence(system)
 	var timeout *temporal.TimeoutError
