@@ -102,6 +102,9 @@ type ResourceKind struct {
 	// Conceal answers a resource the caller does not hold as not found,
 	// naming none of theirs: nothing is said about whose it is.
 	Conceal bool
+	// Example is one valid ID, for docs and the pack test kit
+	// (pack/packtest), e.g. "PRT-40122".
+	Example string
 }
 
 func (k ResourceKind) plural() string {

@@ -35,7 +35,7 @@ func Domain() policy.Domain {
 		// Values are US cents: the dry run values a transfer at cost.
 		Unit: policy.Unit{Currency: "USD"},
 		// A person's stores come in the provider's toolgate_stores claim.
-		Resources: []policy.ResourceKind{{Name: KindStore, Plural: "stores", Claim: "toolgate_stores"}},
+		Resources: []policy.ResourceKind{{Name: KindStore, Plural: "stores", Claim: "toolgate_stores", Example: "112"}},
 	}
 }
 

@@ -42,6 +42,7 @@ type fileKind struct {
 	Plural  string `yaml:"plural"`
 	Claim   string `yaml:"claim"`
 	Conceal bool   `yaml:"conceal"`
+	Example string `yaml:"example"`
 }
 
 type fileResource struct {
@@ -266,7 +267,7 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 			return d, r.errorf(at+".kind", "%q is declared twice", k.Kind)
 		}
 		kinds[k.Kind] = true
-		d.Resources = append(d.Resources, policy.ResourceKind{Name: k.Kind, Plural: k.Plural, Claim: k.Claim, Conceal: k.Conceal})
+		d.Resources = append(d.Resources, policy.ResourceKind{Name: k.Kind, Plural: k.Plural, Claim: k.Claim, Conceal: k.Conceal, Example: k.Example})
 	}
 	if len(f.Tools) == 0 {
 		return d, r.errorf("tools", "a pack file declares at least one tool")

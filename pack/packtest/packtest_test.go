@@ -1,0 +1,29 @@
+package packtest_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/pack/packtest"
+)
+
+// TestTheKitOverEveryPackInTheTree: the core's second pack (the library:
+// no stores, no money, no dry run) and every example pack file, each beside
+// Mangrove as a deployment loads them.
+func TestTheKitOverEveryPackInTheTree(t *testing.T) {
+	t.Run("library", func(t *testing.T) { packtest.Chain(t, testenv.LibraryDomain(), mangrove.Domain()) })
+	files, err := filepath.Glob("../../examples/packs/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("the example packs: %v %v", files, err)
+	}
+	for _, f := range files {
+		p, err := packs.LoadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) { packtest.Chain(t, p.Domain, mangrove.Domain()) })
+	}
+}
