@@ -53,10 +53,26 @@ func (r Resources) Clone() Resources {
 // every kind.
 const MaxResources = 64
 
-// Problem says what is malformed in resources named field, or "".
+// Problem says what is malformed in resources named field, or "". It runs
+// on every call's session: a sound one costs no allocation.
 func (r Resources) Problem(field string) string {
-	if n := r.Count(); n > MaxResources {
+	if len(r) == 0 {
+		return ""
+	}
+	sound, n := true, 0
+	//workflowcheck:ignore a count and whether all are sound, the same in any order
+	for kind, ids := range r {
+		n += len(ids)
+		sound = sound && kindOK(kind)
+		for _, id := range ids {
+			sound = sound && ValidID(id)
+		}
+	}
+	if n > MaxResources {
 		return fmt.Sprintf("%s lists %d resources; at most %d", field, n, MaxResources)
+	}
+	if sound {
+		return ""
 	}
 	for _, kind := range sortedKinds(r) {
 		ids := r[kind]
@@ -73,6 +89,19 @@ func (r Resources) Problem(field string) string {
 }
 
 var kindName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// kindOK is kindName without a regexp, for the hot path.
+func kindOK(s string) bool {
+	if len(s) < 1 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // ResourceRef names the one resource a call acts on.
 type ResourceRef struct {
@@ -237,7 +266,14 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 			f = f.Elem()
 		}
 		if rp.isInt {
-			id = strconv.FormatInt(f.Int(), 10)
+			// The ID is the session's own string when held: no allocation.
+			var buf [20]byte
+			b := strconv.AppendInt(buf[:0], f.Int(), 10)
+			if i := slices.IndexFunc(held, func(h string) bool { return h == string(b) }); i >= 0 {
+				id = held[i]
+			} else {
+				id = string(b)
+			}
 		} else {
 			id = f.String()
 		}
