@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
-	"github.com/toolgate/toolgate/upstream/api"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -361,12 +360,21 @@ func (a *Activities) do(ctx context.Context, base, method, path, token, idemKey 
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		return nil, temporal.NewApplicationError("the upstream is unavailable (HTTP "+strconv.Itoa(resp.StatusCode)+")", ErrUnavailable)
 	}
-	var e api.Error
+	var e struct {
+		Code       string          `json:"code"`
+		Message    string          `json:"message"`
+		Candidates json.RawMessage `json:"candidates"`
+	}
 	_ = json.Unmarshal(data, &e)
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
-	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil, UpstreamRefusal{Status: resp.StatusCode, Code: e.Code, Candidates: e.Candidates})
+	var candidates json.RawMessage
+	if trimmed := bytes.TrimSpace(e.Candidates); len(trimmed) > 0 && trimmed[0] == '[' {
+		candidates = a.Sanitizer.Result(trimmed) // they reach the model: sanitized as a result is
+	}
+	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil,
+		UpstreamRefusal{Status: resp.StatusCode, Code: sanitize.Text(e.Code), Candidates: candidates})
 }
 
 // UpstreamRefusal details an upstream_error: the HTTP status, the
@@ -375,7 +383,7 @@ func (a *Activities) do(ctx context.Context, base, method, path, token, idemKey 
 type UpstreamRefusal struct {
 	Status     int             `json:"status"`
 	Code       string          `json:"code,omitempty"`
-	Candidates []api.Candidate `json:"candidates,omitempty"`
+	Candidates json.RawMessage `json:"candidates,omitempty"`
 }
 
 // neverSent reports a transport error from before the request left: the

@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolgate/toolgate/domains/mangrove/upstream/api"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
-	"github.com/toolgate/toolgate/upstream/api"
 )
 
 // Pack is the Mangrove pack with its dry run: a transfer is previewed by the

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove/upstream"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpgate"
-	"github.com/toolgate/toolgate/upstream"
 )
 
 func repoRoot() string {
@@ -33,7 +33,7 @@ func repoRoot() string {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./upstream/cmd/upstream", "./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./domains/mangrove/upstream/cmd/upstream", "./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp")
 	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
