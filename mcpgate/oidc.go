@@ -80,7 +80,7 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 func VaultCredentials(pool *pgxpool.Pool) func(context.Context, Identity) (string, error) {
 	return func(ctx context.Context, id Identity) (string, error) {
 		var ref string
-		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in($1, $2, $3, $4, $5::jsonb, $6, $7)`,
+		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in_resources($1, $2, $3, $4, $5::jsonb, $6, $7)`,
 			id.UserID, id.Issuer, id.Subject, string(id.Role), id.Resources, id.ACR, id.AuthTime).Scan(&ref)
 		if err != nil {
 			return "", fmt.Errorf("issue a credential for %s: %w", id.UserID, err)

@@ -507,11 +507,14 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 		_ = again.Close()
 		t.Fatal("a new session with the token from before the lock connected")
 	}
-	var ref string
-	err = testenv.ServicePool(t, g.s.DatabaseURL, "mcp").QueryRow(ctx, `SELECT vault.issue_for_sign_in('ama', $1, 'ama', 'store_manager', ARRAY[112]::bigint[], 'pwd', now() - interval '1 minute')`,
-		g.idp.URL).Scan(&ref)
-	if err == nil {
-		t.Fatalf("the vault issued %s for a sign-in from before the lock", ref)
+	for _, issue := range []string{
+		`SELECT vault.issue_for_sign_in_resources('ama', $1, 'ama', 'store_manager', '{"store": ["112"]}'::jsonb, 'pwd', now() - interval '1 minute')`,
+		`SELECT vault.issue_for_sign_in('ama', $1, 'ama', 'store_manager', ARRAY[112]::bigint[], 'pwd', now() - interval '1 minute')`, // an earlier MCP server's
+	} {
+		var ref string
+		if err := testenv.ServicePool(t, g.s.DatabaseURL, "mcp").QueryRow(ctx, issue, g.idp.URL).Scan(&ref); err == nil {
+			t.Fatalf("the vault issued %s for a sign-in from before the lock", ref)
+		}
 	}
 	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
 	if err := workflows.Decide(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},

@@ -152,7 +152,8 @@ func TestTheAuditorReadsTheAuditLogAndNothingElse(t *testing.T) {
 		`SELECT * FROM sign_in_log`,
 		`SELECT * FROM tool_calls`,
 		`SELECT * FROM mangrove.transfers`,
-		`SELECT vault.issue_for_sign_in('ama', 'i', 's', 'store_manager', '{112}', 'pwd', now())`,
+		`SELECT vault.issue_for_sign_in('ama', 'i', 's', 'store_manager', '{112}'::bigint[], 'pwd', now())`,
+		`SELECT vault.issue_for_sign_in_resources('ama', 'i', 's', 'store_manager', '{"store": ["112"]}'::jsonb, 'pwd', now())`,
 		`CREATE TABLE public.notes (x int)`,
 	} {
 		if _, err := auditor.Exec(ctx, stmt); err == nil {

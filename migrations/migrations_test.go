@@ -2,8 +2,10 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -54,5 +56,47 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 	url := testenv.Database(t)
 	if err := testenv.Migrate(url); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEarlierAndLaterVersionsReadEachOthersRows: during a rolling deploy
+// across migration 023, a row an earlier worker writes (store_id only) has
+// its resource, and a row this version writes for a store has its
+// store_id, so either version counts and lists the other's; a resource of
+// another kind, or an ID that is not a store number, fills nothing.
+func TestEarlierAndLaterVersionsReadEachOthersRows(t *testing.T) {
+	ctx := context.Background()
+	owner := testenv.OwnerPool(t, testenv.Database(t))
+	for _, c := range []struct {
+		key, write, want string
+	}{
+		{"earlier", `112, NULL, NULL`, "112 store 112"},
+		{"later", `NULL, 'store', '118'`, "118 store 118"},
+		{"account", `NULL, 'account', '4471'`, "- account 4471"},
+		{"padded", `NULL, 'store', '0112'`, "- store 0112"},
+	} {
+		if _, err := owner.Exec(ctx, `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key, store_id, resource_kind, resource_id)
+			VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's', 'c', 'wf', 'run', $1, `+c.write+`)`, c.key); err != nil {
+			t.Fatalf("%s: %v", c.key, err)
+		}
+		var got string
+		if err := owner.QueryRow(ctx, `SELECT coalesce(store_id::text, '-') || ' ' || coalesce(resource_kind, '-') || ' ' || coalesce(resource_id, '-') FROM audit_log WHERE event_key = $1`, c.key).Scan(&got); err != nil || got != c.want {
+			t.Errorf("%s: %q %v, want %q", c.key, got, err, c.want)
+		}
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, resources) VALUES ('cr_later', 'ama', 'x', '{"store": ["112", "118"]}'), ('cr_acc', 'ama', 'x', '{"account": ["ACC-1"]}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, store_ids) VALUES ('cr_earlier', 'ama', 'x', ARRAY[131])`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := owner.Query(ctx, `SELECT ref || ' ' || coalesce(array_to_string(store_ids, ','), '-') || ' ' || coalesce(resources::text, '-') FROM vault.credentials WHERE ref IN ('cr_acc', 'cr_earlier', 'cr_later') ORDER BY ref`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	want := []string{`cr_acc - {"account": ["ACC-1"]}`, `cr_earlier 131 {"store": ["131"]}`, `cr_later 112,118 {"store": ["112", "118"]}`}
+	if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("credentials:\n%s\nwant:\n%s (%v)", strings.Join(got, "\n"), strings.Join(want, "\n"), err)
 	}
 }

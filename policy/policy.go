@@ -99,6 +99,7 @@ func New(domains ...Domain) (*Policy, error) {
 	}
 	names := map[string]bool{}
 	roles := map[Role]string{}
+	kinds := map[string]string{}
 	for i, d := range domains {
 		if err := d.check(); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
@@ -154,6 +155,14 @@ func New(domains ...Domain) (*Policy, error) {
 				return nil, fmt.Errorf("policy: the role %q is declared by packs %s and %s; a role is one pack's", r.Name, other, d.Name)
 			}
 			roles[r.Name] = d.Name
+		}
+		// A kind is one pack's too: an account held for one pack's tools
+		// must not act on another's, nor its claim be taken over.
+		for _, k := range d.Resources {
+			if other, dup := kinds[k.Name]; dup {
+				return nil, fmt.Errorf("policy: the resource kind %q is declared by packs %s and %s; a kind is one pack's", k.Name, other, d.Name)
+			}
+			kinds[k.Name] = d.Name
 		}
 	}
 	p.domains = domains

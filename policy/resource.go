@@ -117,8 +117,8 @@ func (r ResourceRef) String() string {
 	return r.Kind + " " + r.ID
 }
 
-// ResourceKind is a kind of thing a pack's credentials grant (a store, a
-// portal, an account): how messages name it and which sign-in claim lists
+// ResourceKind is a kind of thing a pack's credentials grant (a portal,
+// an account, a branch): how messages name it and which sign-in claim lists
 // the ones a person holds.
 type ResourceKind struct {
 	// Name is the kind as sessions carry it, e.g. "portal".
@@ -209,12 +209,19 @@ func presentRule(rule string) string {
 	return strings.Join(keep, ",")
 }
 
+// reservedKinds would read as something else: "user" is a limit key's
+// other scope, and the rest are the insights page's own filters.
+var reservedKinds = []string{"user", "tool", "from", "to"}
+
 // checkKinds refuses a pack's resource kinds that cannot be told apart.
 func checkKinds(d Domain) error {
 	seen := map[string]bool{}
 	for _, k := range d.Resources {
 		if !kindName.MatchString(k.Name) {
 			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, clip(k.Name))
+		}
+		if slices.Contains(reservedKinds, k.Name) {
+			return fmt.Errorf("pack %s: resource kind %q is reserved (%s read as something else); name it otherwise", d.Name, k.Name, strings.Join(reservedKinds, ", "))
 		}
 		if seen[k.Name] {
 			return fmt.Errorf("pack %s: resource kind %q is declared twice", d.Name, k.Name)
@@ -249,8 +256,9 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 		id = held[0]
 		v := reflect.New(f.Type().Elem())
 		if rp.isInt {
+			// One spelling per number: "0112" is not a second 112.
 			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil {
+			if err != nil || strconv.FormatInt(n, 10) != id {
 				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 			}
 			v.Elem().SetInt(n)
@@ -479,8 +487,8 @@ func (p *Policy) CheckResource(kind, id string) error {
 		}
 		if rp.isInt {
 			v, err := strconv.ParseInt(id, 10, 64)
-			if err != nil || (rp.rule != "" && p.validate.Var(v, rp.rule) != nil) {
-				return fmt.Errorf("%q is not a %s number", clip(id), kind)
+			if err != nil || strconv.FormatInt(v, 10) != id || (rp.rule != "" && p.validate.Var(v, rp.rule) != nil) {
+				return fmt.Errorf("%q is not a %s number (written in decimal, no leading zeros)", clip(id), kind)
 			}
 			return nil
 		}

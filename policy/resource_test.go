@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -172,5 +173,40 @@ func TestClaimsGrantThePacksResources(t *testing.T) {
 	}
 	if r, err := p.ResourcesFromClaims(m, map[string]json.RawMessage{}); err != nil || len(r) != 0 {
 		t.Fatalf("no claim grants nothing: %v %v", r, err)
+	}
+}
+
+// TestANumberHasOneSpelling: a numeric resource's ID is its decimal form
+// alone, so "0112" is not a second store 112 with a budget and an inbox of
+// its own, whether it comes from a claim or a session.
+func TestANumberHasOneSpelling(t *testing.T) {
+	p := mangrovePolicy()
+	m, _ := p.ClaimMap("")
+	for _, bad := range []string{`["0112"]`, `["00112"]`, `["112.0"]`} {
+		if r, err := p.ResourcesFromClaims(m, map[string]json.RawMessage{"toolgate_stores": json.RawMessage(bad)}); err == nil {
+			t.Errorf("the claim %s gave %v", bad, r)
+		}
+	}
+	sess := policy.Session{UserID: "ama", Role: "store_manager", Resources: policy.Resources{"store": {"0112"}}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	if v := p.Check(policy.Request{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`), Session: sess}, nil); v.Code != policy.CodeResourceScope {
+		t.Fatalf("a session's store 0112: %s %v %s", v.Code, v.Resource, v.Args)
+	}
+}
+
+// TestAKindIsOnePacks: two packs declaring one resource kind would let one
+// pack's sign-ins act on the other's tools and take over its claim, so
+// New refuses it, as it refuses a role in two packs.
+func TestAKindIsOnePacks(t *testing.T) {
+	d := portalPack(false)
+	d.Resources[0].Name, d.Tools[0].Resource.Kind = "store", "store"
+	if _, err := policy.New(mangrove.Domain(), d); err == nil || !strings.Contains(err.Error(), `the resource kind "store" is declared by packs mangrove and plancover`) {
+		t.Fatalf("%v", err)
+	}
+	for _, reserved := range []string{"user", "tool", "from", "to"} {
+		d := portalPack(false)
+		d.Resources[0].Name, d.Tools[0].Resource.Kind = reserved, reserved
+		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("the kind %q: %v", reserved, err)
+		}
 	}
 }

@@ -41,10 +41,12 @@ func (s Session) MarshalJSON() ([]byte, error) {
 		SessionID: s.SessionID, ConversationID: s.ConversationID, CredentialRef: s.CredentialRef})
 }
 
-// UnmarshalJSON reads a session strictly: an unknown field is an error.
+// UnmarshalJSON reads a session as the struct it was before it had its own
+// decoder: an unknown field is ignored, so a client that sends one still
+// gets a verdict and a recorded history still replays.
 func (s *Session) UnmarshalJSON(b []byte) error {
 	var w sessionWire
-	if err := strictDecode(b, &w); err != nil {
+	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	*s = Session{UserID: w.UserID, Role: w.Role, SessionID: w.SessionID, ConversationID: w.ConversationID, CredentialRef: w.CredentialRef}
