@@ -52,11 +52,10 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 		}
 		id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, Expiry: tok.Expiry}
 		id.UserID, _ = all[claims.User].(string)
-		role, _ := all[claims.Role].(string)
-		id.Role = policy.Role(role)
 		if claims.Policy == nil {
 			return Identity{}, errors.New("the MCP server has no packs to read a token's resources by")
 		}
+		id.Role = roleOf(all[claims.Role], claims.Policy)
 		if id.Resources, err = claims.Policy.ResourcesFromClaims(claims.Resources, byName); err != nil {
 			return Identity{}, fmt.Errorf("the token: %w", err)
 		}
@@ -164,4 +163,28 @@ func discover(ctx context.Context, issuer string, wait time.Duration) (*oidc.Pro
 			return nil, fmt.Errorf("the OpenID provider %s: %w", issuer, err)
 		}
 	}
+}
+
+// roleOf reads a role claim as the card UI does: a string, or a list whose
+// first role a pack declares; "" when there is none.
+func roleOf(claim any, p *policy.Policy) policy.Role {
+	known := func(r string) bool {
+		for _, spec := range p.Roles() {
+			if string(spec.Name) == r {
+				return true
+			}
+		}
+		return false
+	}
+	switch v := claim.(type) {
+	case string:
+		return policy.Role(v)
+	case []any:
+		for _, x := range v {
+			if r, ok := x.(string); ok && known(r) {
+				return policy.Role(r)
+			}
+		}
+	}
+	return ""
 }

@@ -191,6 +191,11 @@ func New(domains ...Domain) (*Policy, error) {
 		if err := e.compile(); err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
 		}
+		for _, name := range e.row.Editable {
+			if _, ok := fieldByName(e.spec.Args, name); !ok {
+				return nil, fmt.Errorf("policy: pack %s: tool %s: the row lets approvers edit %q, which is not one of its args", d.Name, n, name)
+			}
+		}
 		rp, err := compileResource(e.spec, d.Resources)
 		if err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)

@@ -300,6 +300,10 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 		"unused role": {func(d *policy.Domain) { d.Roles = append(d.Roles, policy.RoleSpec{Name: "cashier", Label: "Cashier"}) }, `the role "cashier" is declared but no row names it`},
 		"no route":    {func(d *policy.Domain) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
 		"no system":   {func(d *policy.Domain) { d.System = "" }, "System must name its upstream"},
+		"edit of no arg": {func(d *policy.Domain) {
+			d.Rows = slices.Clone(d.Rows)
+			d.Rows[5].Editable = []string{"fromStoreId"}
+		}, `lets approvers edit "fromStoreId", which is not one of its args`},
 		"no name":     {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
 		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId": the rule "grnid" is neither built in`},
 		"stray rule": {func(d *policy.Domain) {

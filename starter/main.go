@@ -36,16 +36,16 @@ import (
 )
 
 const usage = `usage:
-  starter call    --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] --conversation C [--session S] [--credential REF] [--wait]
+  starter call    --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] | --resources KIND=ID[,KIND=ID] --conversation C [--session S] [--credential REF] [--wait]
   starter call    --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}' [--wait]
   starter status  --conversation C --call-id ID
   starter wait    --conversation C --call-id ID
-  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
-  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter resume  --conversation C --call-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
   starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
-  starter explain --store 112 --day YYYY-MM-DD [--tool NAME]   (every call that ran upstream for a store that day, and their stories)
+  starter explain --store 112 | --resource KIND=ID --day YYYY-MM-DD [--tool NAME]   (every call that ran upstream for a resource that day, and their stories)
   starter export-evals --since YYYY-MM-DD|RFC3339|24h [--format jsonl]   (one line per model-facing decision; docs/evals.schema.json)
   starter register [--format markdown|json]   (the action register: each tool's checks, where they are enforced, the tests that prove them)
   starter keygen  [--id KEY_ID]
@@ -54,7 +54,7 @@ const usage = `usage:
   starter dev-certs --dir DIR [--toml FILE --profile NAME --address A --namespace N]   (make cluster's mTLS certificates, and a client profile for them)
   starter migrate
   starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
-  starter credential --user U --role R --stores 112[,118] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
+  starter credential --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 

@@ -291,6 +291,11 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 		if err != nil {
 			return d, err
 		}
+		for j, e := range row.Editable {
+			if !slices.Contains(fieldNames(spec.Args), e) {
+				return d, r.errorf(fmt.Sprintf("%s.policy.editable[%d]", at, j), "editable: %q is not one of the tool's args (%s)", e, strings.Join(fieldNames(spec.Args), ", "))
+			}
+		}
 		d.Tools, d.Rows, d.Evidence = append(d.Tools, spec), append(d.Rows, row), append(d.Evidence, rules...)
 		d.Formats = append(d.Formats, formats...)
 	}
@@ -430,11 +435,11 @@ func (r *reader) row(at, tool, tier string, valued, scoped bool, p filePolicy) (
 	if (row.Decision == policy.DecisionApprove || row.Decision == policy.DecisionAllow && policy.Tier(tier).Floor() == policy.DecisionApprove) && len(row.Approvers) == 0 {
 		return row, nil, r.errorf(at+".approvers", "a card of this tool (an approve row, or a %s tool, which a person always approves) needs its approvers: list at least one role, e.g. approvers: [{role: supervisor}]", tier)
 	}
-	if !valued && (row.HardLimitCents > 0 || len(row.Quorum) > 0 || slices.ContainsFunc(row.Limits, func(l policy.Limit) bool { return l.MaxCents > 0 })) {
-		return row, nil, r.errorf(at, "hardLimit, maxValue and quorum judge a call's value, and this tool has none: name its valueArg, or leave them out")
-	}
 	for _, q := range p.Quorum {
 		row.Quorum = append(row.Quorum, policy.Quorum{AboveCents: q.Above, Approvals: q.Approvals})
+	}
+	if !valued && (row.HardLimitCents > 0 || len(row.Quorum) > 0 || slices.ContainsFunc(row.Limits, func(l policy.Limit) bool { return l.MaxCents > 0 })) {
+		return row, nil, r.errorf(at, "hardLimit, maxValue and quorum judge a call's value, and this tool has none: name its valueArg, or leave them out")
 	}
 	if p.RequesterMaxAge != "" {
 		d, err := time.ParseDuration(p.RequesterMaxAge)

@@ -262,6 +262,8 @@ func TestWhatAFileSaysIsWhatIsKept(t *testing.T) {
 	for name, c := range map[string]struct{ from, to, want string }{
 		"a boolean default":       {`{type: boolean, title: Urgent,`, `{type: boolean, default: false, title: Urgent,`, ""},
 		"a hard limit on nothing": {"      decision: approve\n", "      decision: approve\n      hardLimit: 1000\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
+		"a quorum on nothing":     {"      decision: approve\n", "      decision: approve\n      quorum: [{above: 0, approvals: 2}]\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
+		"an edit of no arg":       {"      decision: approve\n", "      decision: approve\n      editable: [title]\n", `editable: "title" is not one of the tool's args`},
 		"a write nobody approves": {"      decision: approve\n      approvers: [{role: editor}]\n", "      decision: allow\n", "a write tool, which a person always approves) needs its approvers"},
 		"an object title":         {"      type: object\n      properties:\n        page:", "      type: object\n      title: Edit\n      properties:\n        page:", "tools[1].args.title: not supported"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -216,4 +217,15 @@ func without(args map[string]json.RawMessage, name string) json.RawMessage {
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// ChainFile is Chain for a pack file (YAML or JSON), loaded as
+// TOOLGATE_PACKS loads one.
+func ChainFile(t *testing.T, path string, others ...policy.Domain) {
+	t.Helper()
+	p, err := packs.LoadFile(path)
+	if err != nil {
+		t.Fatalf("the pack file does not load: %v", err)
+	}
+	Chain(t, p.Domain, others...)
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/pack/packtest"
 )
@@ -20,10 +19,6 @@ func TestTheKitOverEveryPackInTheTree(t *testing.T) {
 		t.Fatalf("the example packs: %v %v", files, err)
 	}
 	for _, f := range files {
-		p, err := packs.LoadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Run(filepath.Base(f), func(t *testing.T) { packtest.Chain(t, p.Domain, mangrove.Domain()) })
+		t.Run(filepath.Base(f), func(t *testing.T) { packtest.ChainFile(t, f, mangrove.Domain()) })
 	}
 }
