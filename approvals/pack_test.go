@@ -131,7 +131,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
 	)
 	card := get(t, sam, chromedp.Text(chromedp.CSS("main")))
-	for _, want := range []string{"reissue_card · Account ACC-4471 · Fee £25.00 · Reason stolen", "Value\n£25.00", "password, within 8 hours"} {
+	for _, want := range []string{"reissue_card · Account ACC-4471 · Fee £25.00 · Reason stolen", "Value\n£25.00", "Routed to\nCard supervisor", "password, within 8 hours"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the card does not show %q:\n%s", want, card)
 		}

@@ -55,6 +55,19 @@ func (s *Server) value(tool string, cents int64) string {
 	return s.Policy.FormatValue(tool, cents)
 }
 
+// roleLabel is a role as its pack labels it, the role's own name when no
+// pack does.
+func (s *Server) roleLabel(role string) string {
+	if s.Policy != nil {
+		for _, r := range s.Policy.Roles() {
+			if string(r.Name) == role && r.Label != "" {
+				return r.Label
+			}
+		}
+	}
+	return strings.ReplaceAll(role, "_", " ")
+}
+
 // age says a whole number of hours or minutes in words.
 func age(sec int64) string {
 	switch {
@@ -190,7 +203,9 @@ type Card struct {
 	ValueCents int64
 	// Value is ValueCents in the tool's pack's unit, or "none" for a tool
 	// whose calls have no value.
-	Value       string
+	Value string
+	// RoutedTo is the card's approver role as the pack labels it.
+	RoutedTo    string
 	RequestedBy string
 	Reason      string
 	// Resource is the one the call acts on; Kind "" when none.
@@ -298,7 +313,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) {
 		c, err := scanCard(row)
-		c.Value = s.value(c.Tool, c.ValueCents)
+		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
 		return c, err
 	})
 	if err != nil {
@@ -329,7 +344,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 	if err != nil {
 		return c, err
 	}
-	c.Value = s.value(c.Tool, c.ValueCents)
+	c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
 	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || (c.Resource.Kind != "" && !u.Resources.Holds(c.Resource.Kind, c.Resource.ID)) {
 		return Card{}, pgx.ErrNoRows
 	}
