@@ -306,7 +306,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
 		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1)
 		  AND (resource_kind IS NULL OR resource_kind || '/' || resource_id = ANY($2))
-		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), heldLabels(sess.User.Resources))
+		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.Resources.Labels())
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -553,15 +553,4 @@ func (s *Server) awaitOutcome(ctx context.Context, id, user string, since time.T
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	s.Logger.Error("approvals request failed", zap.Error(err))
 	http.Error(w, "Something went wrong on our side. Try again in a moment.", http.StatusInternalServerError)
-}
-
-// heldLabels are resources as "kind/id", as the inbox matches a card's pair.
-func heldLabels(r policy.Resources) []string {
-	out := []string{}
-	for kind, ids := range r {
-		for _, id := range ids {
-			out = append(out, kind+"/"+id)
-		}
-	}
-	return out
 }

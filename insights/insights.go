@@ -118,7 +118,7 @@ func (f Filter) where(args *[]any) string {
 	}
 	conds := []string{"a.at >= " + add(f.From), "a.at < " + add(f.To)}
 	if f.Scope != nil {
-		conds = append(conds, "(a.resource_kind IS NULL OR a.resource_kind || '/' || a.resource_id = ANY("+add(heldLabels(f.Scope))+"))")
+		conds = append(conds, "(a.resource_kind IS NULL OR a.resource_kind || '/' || a.resource_id = ANY("+add(f.Scope.Labels())+"))")
 	}
 	if f.Resource.Kind != "" {
 		conds = append(conds, "a.resource_kind = "+add(f.Resource.Kind)+" AND a.resource_id = "+add(f.Resource.ID))
@@ -442,15 +442,4 @@ func clip(s string) string {
 		return s[:40] + "…"
 	}
 	return s
-}
-
-// heldLabels are resources as "kind/id", to match a row's pair in one compare.
-func heldLabels(r policy.Resources) []string {
-	out := []string{}
-	for kind, ids := range r {
-		for _, id := range ids {
-			out = append(out, kind+"/"+id)
-		}
-	}
-	return out
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // Identity is who decides a card, from the approver's own sign-in. On the
-// wire it is {"userId", "role", "resources"}; "storeIds" is read as
-// Session's is, and a decision signed so verifies as it was signed.
+// wire it is {"userId", "role", "resources"}; the earlier form (earlier.go)
+// is read as Session's is, and a decision signed so verifies as it was signed.
 type Identity struct {
 	UserID string
 	Role   Role

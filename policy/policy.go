@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -322,24 +321,6 @@ type LimitKey struct {
 	MaxCents int64       `json:"maxCents,omitempty"`
 }
 
-// UnmarshalJSON reads a limit key, and one recorded when a per-resource
-// limit was scope "store" with a numeric "store".
-func (k *LimitKey) UnmarshalJSON(b []byte) error {
-	type plain LimitKey
-	var w struct {
-		plain
-		Store int64 `json:"store"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*k = LimitKey(w.plain)
-	if k.Scope == legacyKind {
-		k.Scope, k.Resource = PerResource, ResourceRef{Kind: legacyKind, ID: strconv.FormatInt(w.Store, 10)}
-	}
-	return nil
-}
-
 // Verdict is the outcome of the chain.
 type Verdict struct {
 	// Decision is allow, approve or deny.
@@ -388,24 +369,6 @@ type Verdict struct {
 	Approvals int `json:"approvals,omitempty"`
 	// Editable are the args an approver may change (Row.Editable).
 	Editable []string `json:"editable,omitempty"`
-}
-
-// UnmarshalJSON reads a verdict, and one recorded when the resource was a
-// numeric "storeId".
-func (v *Verdict) UnmarshalJSON(b []byte) error {
-	type plain Verdict
-	var w struct {
-		plain
-		StoreID int64 `json:"storeId"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*v = Verdict(w.plain)
-	if w.StoreID != 0 && v.Resource.Kind == "" {
-		v.Resource = ResourceRef{Kind: legacyKind, ID: strconv.FormatInt(w.StoreID, 10)}
-	}
-	return nil
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs

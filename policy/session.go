@@ -9,9 +9,8 @@ import (
 // Session is who is asking, as the agent backend's sign-in established it.
 // Identity, role and resources come only from here, never from the model.
 // On the wire it is {"userId", "role", "resources", "sessionId",
-// "conversationId", "credentialRef"}; "storeIds" (numbers) is read as the
-// resources of kind "store", as agent backends wrote it before resources had
-// kinds.
+// "conversationId", "credentialRef"}; the form agent backends wrote before
+// resources had kinds is read too (earlier.go).
 type Session struct {
 	UserID string
 	Role   Role
@@ -21,9 +20,13 @@ type Session struct {
 	ConversationID string
 	// CredentialRef names the person's credential in the vault; empty means signed out.
 	CredentialRef string
-	// legacy says the session came as "storeIds", and goes out so again:
+	// legacy says the session came in the earlier form, and goes out so again:
 	// a fingerprint of it stays what it was.
 	legacy bool
+	// malformed is what was wrong with the resources it came with: step 2
+	// refuses it, so a hand-written session is a refusal, never a workflow
+	// input that cannot be decoded.
+	malformed string
 }
 
 type sessionWire struct {
@@ -50,7 +53,10 @@ func (s *Session) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = Session{UserID: w.UserID, Role: w.Role, SessionID: w.SessionID, ConversationID: w.ConversationID, CredentialRef: w.CredentialRef}
-	return w.read(&s.Resources, &s.legacy)
+	if err := w.read(&s.Resources, &s.legacy); err != nil {
+		s.Resources, s.legacy, s.malformed = nil, false, "session."+err.Error()
+	}
+	return nil
 }
 
 // Problem says what is malformed in the session, or "" when it is sound.
@@ -67,6 +73,8 @@ func (s *Session) problem() string {
 		return fmt.Sprintf("session.sessionId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	case s.ConversationID != "" && !ValidID(s.ConversationID):
 		return fmt.Sprintf("session.conversationId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
+	case s.malformed != "":
+		return s.malformed
 	case s.CredentialRef != "" && !ValidID(s.CredentialRef):
 		return fmt.Sprintf("session.credentialRef must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
 )
 
 // hostileCalls are calls a confused or hostile model might make, each with
@@ -65,6 +66,10 @@ var hostileCalls = []struct {
 		s.Resources = policy.Resources{"store": make([]string, 1000)}
 		return s
 	}, policy.CodeRole},
+	{"a zero-padded session store", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session {
+		s.Resources = policy.Resources{"store": {"0112"}}
+		return s
+	}, policy.CodeResourceScope},
 	{"newline in the credential", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = "cred-ama\n"; return s }, policy.CodeRole},
 	{"over the hard limit", "request_stock_transfer", `{"articleId":40211,"quantity":250,"reason":"festival_peak"}`, func(s policy.Session) policy.Session {
 		s.UserID, s.Role, s.CredentialRef = "kofi", mangrove.RoleAreaManager, "cred-kofi"
@@ -100,6 +105,32 @@ func TestHostileCalls(t *testing.T) {
 		t.Fatalf("only %d of %d hostile calls were audited", denied, len(hostileCalls))
 	}
 	t.Logf("%d hostile calls, each refused with its code, 0 effects", len(hostileCalls))
+}
+
+// TestAMalformedSessionOnTheWireIsRefused: a session a non-Go agent
+// backend writes by hand (both resources and the earlier storeIds, or a
+// store number below 1) reaches the workflow as raw JSON; it is refused at
+// step 2 as malformed, never left undecodable with the workflow task
+// retrying without end.
+func TestAMalformedSessionOnTheWireIsRefused(t *testing.T) {
+	s := testenv.NewStack(t)
+	for i, sess := range []string{
+		`{"userId":"ama","role":"store_manager","storeIds":[112],"resources":{"store":["112"]},"sessionId":"s","conversationId":"wire","credentialRef":"cred-ama"}`,
+		`{"userId":"ama","role":"store_manager","storeIds":[0],"sessionId":"s","conversationId":"wire","credentialRef":"cred-ama"}`,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		raw := json.RawMessage(fmt.Sprintf(`{"tool":"get_stock","toolCallId":"w%d","args":{"articleId":40211},"session":%s}`, i, sess))
+		run, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID("wire", fmt.Sprint("w", i)), TaskQueue: s.TaskQueue}, workflows.WorkflowType, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res workflows.ToolCallResult
+		err = run.Get(ctx, &res)
+		cancel()
+		if err != nil || res.Code != policy.CodeRole || !strings.Contains(res.Message, "malformed") {
+			t.Errorf("session %s: %v %+v", sess, err, res)
+		}
+	}
 }
 
 // TestApprovalRacingTheExpiry sends approvals around the moment a 2 s card
