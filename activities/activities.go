@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
@@ -54,8 +55,14 @@ type Activities struct {
 	// (TOOLGATE_UPSTREAMS).
 	UpstreamURL string
 	Upstreams   map[string]string
-	Sanitizer   sanitize.Sanitizer
-	Logger      *zap.Logger
+	// Exchange, for the packs Audiences names, trades the sign-in's grant
+	// at the identity provider for a token to that pack's upstream alone
+	// (RFC 8693); every other pack's upstream takes the person's seeded
+	// secret for that pack at its own token endpoint.
+	Exchange  *exchange.Client
+	Audiences map[string]string
+	Sanitizer sanitize.Sanitizer
+	Logger    *zap.Logger
 	// Temporal reads an earlier run's result when a later run of the same
 	// call ID is refused; nil leaves that result out.
 	Temporal client.Client

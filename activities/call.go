@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/activity"
@@ -245,18 +246,20 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 
 // exchange looks the credential up in the vault, holds the session's
 // claims and the tool's requester tier against the sign-in that issued it,
-// and trades it for a token.
+// and trades it for a token to the tool's pack's upstream.
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
-	var owner, secret string
+	var owner string
+	var secret, secretPack, grant *string
 	var revoked, demo bool
 	var role, acr *string
 	var held policy.Resources
 	var authTime *time.Time
 	// A credential whose sign-in a revocation has ended since (migration
 	// 022) is refused even if its row was not yet marked revoked.
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token,
+		revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
 		demo, role, resources, acr, auth_time FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &revoked, &demo, &role, &held, &acr, &authTime)
+		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &revoked, &demo, &role, &held, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
@@ -287,7 +290,18 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 				ErrStepUp, nil, StepUp{RequiredTier: in.RequiredTier, HeldTier: *acr, MaxAgeSeconds: in.RequiredMaxAgeSeconds})
 		}
 	}
-	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": secret})
+	pack := ""
+	if d, ok := a.Policy.DomainOf(in.Tool); ok {
+		pack = d.Name
+	}
+	if audience, ok := a.Audiences[pack]; ok {
+		return a.exchangeGrant(ctx, grant, pack, audience)
+	}
+	if secret == nil || secretPack == nil || *secretPack != pack {
+		// A secret is sent only to the upstream of the pack it is for.
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's credential holds no secret for the %s pack's upstream", pack), ErrCredential, nil)
+	}
+	req, _ := json.Marshal(map[string]string{"userId": owner, "clientSecret": *secret})
 	body, err := a.do(ctx, a.upstream(in.Tool), http.MethodPost, "/oauth/token", "", "", req)
 	if err != nil {
 		var appErr *temporal.ApplicationError
@@ -303,6 +317,25 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 		return "", temporal.NewApplicationError("the token endpoint answered without a token", ErrUnavailable)
 	}
 	return tok.AccessToken, nil
+}
+
+// exchangeGrant trades the sign-in's grant at the identity provider for a
+// token whose one audience is the pack's upstream.
+func (a *Activities) exchangeGrant(ctx context.Context, grant *string, pack, audience string) (string, error) {
+	if grant == nil || *grant == "" {
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's credential holds no grant from the identity provider, which the %s pack's upstream takes; sign in again", pack), ErrCredential, nil)
+	}
+	if a.Exchange == nil {
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the worker has no token exchange configured for the %s pack", pack), ErrCredential, nil)
+	}
+	token, err := a.Exchange.Token(ctx, *grant, audience)
+	if errors.Is(err, exchange.ErrRefused) {
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the identity provider refused the sign-in's grant for the %s pack's upstream", pack), ErrCredential, nil)
+	}
+	if err != nil {
+		return "", temporal.NewApplicationErrorWithCause("the identity provider is unreachable", ErrUnavailable, err)
+	}
+	return token, nil
 }
 
 // claimsBeyond says how a session claims more than its credential's

@@ -55,6 +55,9 @@ func newUIWith(t *testing.T, o testenv.StackOptions) *ui {
 	u := &ui{URL: srv.URL}
 	id := testenv.NewIdPWith(t, srv.URL, u.now)
 	o.ApproverIssuers = append(o.ApproverIssuers, id.URL)
+	if o.Audiences != nil && o.Exchange == nil {
+		o.Exchange = id.Exchange()
+	}
 	s := testenv.NewStackWith(t, o)
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)

@@ -4,16 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/examples/carddesk"
+	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -22,57 +26,39 @@ import (
 // loaded beside Mangrove as TOOLGATE_PACKS names them.
 const CardDeskPack = "mangrove,../examples/packs/carddesk.yaml"
 
-// cardDesk is the card desk's system over HTTP, as the HTTP executor
-// speaks to any upstream: a token exchange for the person's credential,
-// then the pack's routes with that token, keyed writes deduplicated by
-// their Idempotency-Key.
-type cardDesk struct {
-	*httptest.Server
-	secret   string
-	mu       sync.Mutex
-	reissues map[string]string // Idempotency-Key -> account
-	posts    int
+// newCardDesk is the server of the card desk's stand-in (examples/carddesk,
+// what make dev runs); its handler is set once the provider it discovers
+// is up.
+func newCardDesk(t *testing.T) (*httptest.Server, *testenv.LateHandler) {
+	h := &testenv.LateHandler{}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, h
 }
 
-func newCardDesk(t *testing.T) *cardDesk {
-	d := &cardDesk{secret: rand.Text(), reissues: map[string]string{}}
-	token := "tok-" + rand.Text()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /oauth/token", func(w http.ResponseWriter, r *http.Request) {
-		var in struct{ UserID, ClientSecret string }
-		if json.NewDecoder(r.Body).Decode(&in) != nil || in.UserID != "cara" || in.ClientSecret != d.secret {
-			http.Error(w, `{"error":"unknown client"}`, http.StatusUnauthorized)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"accessToken": token})
-	})
-	authed := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer "+token {
-				http.Error(w, `{"error":"no token"}`, http.StatusUnauthorized)
-				return
-			}
-			h(w, r)
-		}
+// signInThroughMCP is cara's sign-in as the MCP server takes it: her
+// client's access token verified, exchanged at the provider for a grant,
+// and a credential issued by the vault with no seeded row of hers.
+func signInThroughMCP(t *testing.T, u *ui, user string) (policy.Session, string) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := idp.SignIn(ctx, u.IdP.URL, testenv.MCPClientID, u.IdP.Users[user], idp.ACRPassword)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mux.HandleFunc("GET /v1/accounts/{ref}/card", authed(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"account": r.PathValue("ref"), "state": "active", "last4": "4471"})
-	}))
-	mux.HandleFunc("POST /v1/accounts/{ref}/reissues", authed(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.posts++
-		if key == "" {
-			http.Error(w, `{"error":"an Idempotency-Key is required"}`, http.StatusBadRequest)
-			return
-		}
-		d.reissues[key] = r.PathValue("ref")
-		_ = json.NewEncoder(w).Encode(map[string]string{"reissue": "RI-" + key[len(key)-4:], "status": "posted"})
-	}))
-	d.Server = httptest.NewServer(mux)
-	t.Cleanup(d.Close)
-	return d
+	verify, err := mcpgate.NewVerifier(ctx, u.IdP.URL, testenv.MCPAudience, mcpgate.DefaultClaims(u.Policy), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := verify(ctx, tok.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, u.DatabaseURL, "mcp"), u.IdP.Exchange())(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Session{UserID: id.UserID, Role: id.Role, Resources: id.Resources, SessionID: "s-" + user, ConversationID: "desk", CredentialRef: ref}, tok.AccessToken
 }
 
 // TestAFilePackRunsBesideMangroveInTheCardUI is issue 26's "done when": the
@@ -88,17 +74,31 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desk := newCardDesk(t)
-	u := newUIWith(t, testenv.StackOptions{Policy: set.Policy, Upstreams: map[string]string{"carddesk": desk.URL}})
+	deskSrv, deskAt := newCardDesk(t)
+	u := newUIWith(t, testenv.StackOptions{Policy: set.Policy, Upstreams: map[string]string{"carddesk": deskSrv.URL},
+		Audiences: map[string]string{"carddesk": testenv.DeskAudience}})
 	ctx := context.Background()
-	// The agent backend's sign-in of cara issued her credential, bound to
-	// her role and accounts.
-	if _, err := u.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, resources, acr, auth_time)
-		VALUES ('cr_cara_desk', 'cara', $1, $2, 'cara', 'card_agent', '{"account": ["ACC-4471", "ACC-5120"]}', 'pwd', now())`, desk.secret, u.IdP.URL); err != nil {
+	desk, err := carddesk.New(ctx, u.IdP.URL, testenv.DeskAudience, 5*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cara := policy.Session{UserID: "cara", Role: "card_agent", Resources: policy.Resources{"account": {"ACC-4471", "ACC-5120"}},
-		SessionID: "s-cara", ConversationID: "desk", CredentialRef: "cr_cara_desk"}
+	deskAt.Set(desk.Handler())
+	cara, caraToken := signInThroughMCP(t, u, "cara")
+	if cara.Role != "card_agent" || !cara.Resources.Holds("account", "ACC-4471") {
+		t.Fatalf("cara's sign-in: %+v", cara)
+	}
+	var seeded, grants int
+	if err := u.Owner.QueryRow(ctx, `SELECT count(*) FILTER (WHERE ref = 'cred-cara'), count(*) FILTER (WHERE ref = $1 AND grant_token IS NOT NULL AND client_secret IS NULL)
+		FROM vault.credentials WHERE user_id = 'cara'`, cara.CredentialRef).Scan(&seeded, &grants); err != nil || seeded != 0 || grants != 1 {
+		t.Fatalf("cara's credentials: %v, %d seeded, %d holding a grant and no secret", err, seeded, grants)
+	}
+	// The desk takes the provider's tokens for itself alone: not the token
+	// cara's MCP client holds.
+	req, _ := http.NewRequest(http.MethodGet, deskSrv.URL+"/v1/accounts/ACC-4471/card", nil)
+	req.Header.Set("Authorization", "Bearer "+caraToken)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the desk took a token for the MCP server: %v %v", err, res)
+	}
 
 	if r := u.Run(t, workflows.ToolCallInput{Tool: "get_card", ToolCallID: "1", Args: json.RawMessage(`{}`), Session: cara}); r.Status != workflows.StatusExecuted || !strings.Contains(string(r.Result), `"last4":"4471"`) || !strings.Contains(string(r.Result), `"account":"ACC-4471"`) {
 		t.Fatalf("get_card on her own first account: %+v", r)
@@ -148,11 +148,8 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil || res.Status != workflows.StatusExecuted || !strings.Contains(string(res.Result), `"status":"posted"`) {
 		t.Fatalf("the reissue: %v %+v", err, res)
 	}
-	desk.mu.Lock()
-	posts, account := desk.posts, desk.reissues[id]
-	desk.mu.Unlock()
-	if posts != 1 || account != "ACC-4471" {
-		t.Fatalf("%d reissue posts upstream; the one keyed %s was for %q", posts, id, account)
+	if posted := desk.Posted(); len(posted) != 1 || posted[0].Account != "ACC-4471" || posted[0].By != "cara" || posted[0].Reason != "stolen" || posted[0].Fee != 2500 {
+		t.Fatalf("the reissues posted upstream: %+v", posted)
 	}
 
 	rows, err := u.Owner.Query(ctx, `SELECT tool || ' ' || event || ' ' || reason || ' ' || coalesce(resource_kind || '/' || resource_id, '-') || ' ' || coalesce(value_cents::text, '-')
@@ -174,5 +171,53 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the card desk's audit rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestACredentialActsAtItsOwnPacksUpstreamAlone: a person's seeded secret
+// is for one pack's upstream. A credential that holds Mangrove's secret
+// but claims the card desk's role and accounts is refused before anything
+// reaches the desk, whether the desk takes the provider's tokens (the
+// credential holds no grant) or a secret at its own token endpoint (the
+// secret is not the desk's).
+func TestACredentialActsAtItsOwnPacksUpstreamAlone(t *testing.T) {
+	set, err := packs.Load(CardDeskPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, exchanged := range []bool{true, false} {
+		var seen []string
+		deskSrv, deskAt := newCardDesk(t)
+		deskAt.Set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+			http.Error(w, `{"error":"the desk was reached"}`, http.StatusTeapot)
+		}))
+		o := testenv.StackOptions{Policy: set.Policy, Upstreams: map[string]string{"carddesk": deskSrv.URL}}
+		if exchanged {
+			o.Audiences = map[string]string{"carddesk": testenv.DeskAudience}
+		}
+		u := newUIWith(t, o)
+		ctx := context.Background()
+		if _, err := u.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, issuer, subject, role, resources, acr, auth_time, demo)
+			SELECT 'cr_ama_at_desk', user_id, client_secret, secret_pack, $1, 'ama', 'card_agent', '{"account": ["ACC-4471"]}', 'pwd', now(), demo
+			FROM vault.credentials WHERE ref = 'cred-ama'`, u.IdP.URL); err != nil {
+			t.Fatal(err)
+		}
+		first := u.First(t, workflows.ToolCallInput{Tool: "get_card", ToolCallID: fmt.Sprint(exchanged), Args: json.RawMessage(`{}`), Session: policy.Session{UserID: "ama", Role: "card_agent",
+			Resources: policy.Resources{"account": {"ACC-4471"}}, SessionID: "s-ama", ConversationID: "desk-" + rand.Text(), CredentialRef: "cr_ama_at_desk"}})
+		want := "holds no secret for the carddesk pack's upstream"
+		if exchanged {
+			want = "holds no grant from the identity provider"
+		}
+		if first.Status != workflows.StatusAwaitingSignIn || len(seen) != 0 {
+			t.Fatalf("exchanged %v: Mangrove's secret acted at the desk: %+v; the desk saw %q", exchanged, first, seen)
+		}
+		said := false
+		for _, e := range u.Logs.FilterMessageSnippet("credential exchange failed").All() {
+			said = said || strings.Contains(e.ContextMap()["error"].(string), "the session's credential "+want)
+		}
+		if !said {
+			t.Fatalf("exchanged %v: the worker did not say the credential %s: %v", exchanged, want, u.Logs.FilterMessageSnippet("credential").All())
+		}
 	}
 }

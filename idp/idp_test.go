@@ -26,6 +26,9 @@ import (
 const (
 	redirect    = "http://127.0.0.1:1/callback"
 	mcpAudience = "http://127.0.0.1:8090/mcp"
+	// toolgate's token exchange client and the upstream it may act at.
+	exchangeSecret = "x-s3cret-x-s3cret-x-s3cret-x-s3cret"
+	deskAudience   = "https://desk.test"
 )
 
 type fixture struct {
@@ -59,7 +62,9 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(f.srv.Close)
 	f.p, err = idp.New(idp.Options{Issuer: f.srv.URL, Users: users,
 		Clients: []idp.Client{{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: bcl.URL},
-			{ID: "mcp", Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: mcpAudience}}})
+			{ID: "mcp", Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: mcpAudience},
+			{ID: "toolgate", Secret: exchangeSecret, Exchange: []string{deskAudience, "https://other.test"}},
+			{ID: "other-gate", Secret: exchangeSecret, Exchange: []string{deskAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +440,9 @@ func exchangeAtOnce(f *fixture, verifier string, codes []string, each int) int32
 }
 
 // TestDiscoveryAdvertisesWhatItHonours: the discovery document offers the
-// code flow only (no implicit grant or id_token response, RFC 9700) and
-// names the acr values its sign-in gives.
+// code flow only (no implicit grant or id_token response, RFC 9700), and
+// token exchange (RFC 8693) for the clients registered for it, and names
+// the acr values its sign-in gives.
 func TestDiscoveryAdvertisesWhatItHonours(t *testing.T) {
 	f := newFixture(t)
 	res, err := http.Get(f.srv.URL + "/.well-known/openid-configuration")
@@ -453,7 +459,7 @@ func TestDiscoveryAdvertisesWhatItHonours(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&d); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.ResponseTypes, []string{"code"}) || !slices.Equal(d.GrantTypes, []string{"authorization_code"}) ||
+	if !slices.Equal(d.ResponseTypes, []string{"code"}) || !slices.Equal(d.GrantTypes, []string{"authorization_code", "urn:ietf:params:oauth:grant-type:token-exchange"}) ||
 		!slices.Equal(d.ACRValues, []string{idp.ACRPassword, idp.ACRMFA}) || d.Issuer != f.srv.URL {
 		t.Fatalf("discovery: %+v", d)
 	}

@@ -49,6 +49,11 @@ type Client struct {
 	// resource (RFC 9068: verifiable with the provider's JWKS), carrying the
 	// person's role, stores and sign-in (acr, amr, auth_time).
 	Audience string
+	// Exchange are the audiences (upstreams) this confidential client may
+	// ask access tokens for by token exchange (RFC 8693), acting for a
+	// person whose access token it was given: a grant first, then a JWT
+	// for one audience at a time. A client without them exchanges nothing.
+	Exchange []string
 }
 
 // Options configure a Provider.
@@ -91,6 +96,7 @@ type Provider struct {
 	codes    map[string]string
 	tokens   map[string]*token
 	sessions map[string]*ssoSession
+	grants   map[string]*grant
 }
 
 type token struct {
@@ -134,7 +140,7 @@ func New(o Options) (*Provider, error) {
 	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	p := &Provider{opts: o, key: key, keyID: rand.Text()[:8], http: &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects}, stop: make(chan struct{}),
 		accounts: map[string]*account{}, requests: map[string]*authRequest{}, codes: map[string]string{},
-		tokens: map[string]*token{}, sessions: map[string]*ssoSession{}}
+		tokens: map[string]*token{}, sessions: map[string]*ssoSession{}, grants: map[string]*grant{}}
 	for _, u := range o.Users {
 		p.accounts[u.ID] = &account{User: u}
 	}
@@ -163,7 +169,7 @@ func New(o Options) (*Provider, error) {
 	mux.HandleFunc("GET /.well-known/openid-configuration", op.NewIssuerInterceptor(p.op.IssuerFromRequest).HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := op.CreateDiscoveryConfig(r.Context(), p.op, &storage{p})
 		d.ResponseTypesSupported = []string{string(oidc.ResponseTypeCode)}
-		d.GrantTypesSupported = []oidc.GrantType{oidc.GrantTypeCode}
+		d.GrantTypesSupported = []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeTokenExchange}
 		d.ACRValuesSupported = []string{ACRPassword, ACRMFA}
 		op.Discover(w, d)
 	}))
@@ -230,6 +236,11 @@ func (p *Provider) endSessions(ctx context.Context, user, reason string) error {
 	for id, t := range p.tokens {
 		if t.subject == user {
 			delete(p.tokens, id)
+		}
+	}
+	for id, g := range p.grants {
+		if g.subject == user {
+			delete(p.grants, id)
 		}
 	}
 	p.mu.Unlock()

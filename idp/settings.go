@@ -22,6 +22,12 @@ type Settings struct {
 	// server's resource URL (IDP_MCP_CLIENT_ID, IDP_MCP_AUDIENCE), whose
 	// logout tokens go to the MCP server (IDP_MCP_BACKCHANNEL_LOGOUT_URI).
 	MCPClient Client
+	// ExchangeClient is toolgate's own confidential client for token
+	// exchange (RFC 8693), registered when IDP_EXCHANGE_CLIENT_SECRET is set:
+	// IDP_EXCHANGE_CLIENT_ID (toolgate) may turn a person's access token into
+	// a grant, and a grant into a token for one of IDP_EXCHANGE_AUDIENCES
+	// (the upstreams of the packs that take the provider's tokens).
+	ExchangeClient *Client
 }
 
 // MCPRedirectURIs are the loopback callbacks MCP clients use (any port).
@@ -43,5 +49,9 @@ func SettingsFromEnv() Settings {
 	s.MCPClient = Client{ID: env("IDP_MCP_CLIENT_ID", "toolgate-mcp"), Public: true, RedirectURIs: MCPRedirectURIs,
 		Audience:             env("IDP_MCP_AUDIENCE", "http://127.0.0.1:8090/mcp"),
 		BackChannelLogoutURI: env("IDP_MCP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8090/backchannel-logout")}
+	if secret := os.Getenv("IDP_EXCHANGE_CLIENT_SECRET"); secret != "" {
+		s.ExchangeClient = &Client{ID: env("IDP_EXCHANGE_CLIENT_ID", "toolgate"), Secret: secret,
+			Exchange: strings.Fields(strings.ReplaceAll(os.Getenv("IDP_EXCHANGE_AUDIENCES"), ",", " "))}
+	}
 	return s
 }

@@ -97,8 +97,11 @@ func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
 
 func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
 	var client string
-	if a, ok := req.(*authRequest); ok {
-		client = a.req.ClientID
+	switch r := req.(type) {
+	case *authRequest:
+		client = r.req.ClientID
+	case op.TokenExchangeRequest:
+		client = r.GetClientID()
 	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
@@ -109,14 +112,6 @@ func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (str
 	exp := s.p.opts.Now().Add(5 * time.Minute)
 	s.p.tokens[id] = &token{subject: req.GetSubject(), clientID: client, audience: req.GetAudience(), scopes: req.GetScopes(), expires: exp}
 	return id, exp, nil
-}
-
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errors.New("refresh tokens are not issued")
-}
-
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, op.ErrInvalidRefreshToken
 }
 
 func (s *storage) TerminateSession(ctx context.Context, user, _ string) error {
@@ -134,10 +129,17 @@ func (s *storage) RevokeToken(_ context.Context, tokenID, _, _ string) *oidc.Err
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	delete(s.p.tokens, tokenID)
+	delete(s.p.grants, tokenID)
 	return nil
 }
 
-func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
+// GetRefreshTokenInfo lets a client revoke its grant (RFC 7009).
+func (s *storage) GetRefreshTokenInfo(_ context.Context, clientID, token string) (string, string, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if g, ok := s.p.grants[token]; ok && g.clientID == clientID {
+		return g.subject, token, nil
+	}
 	return "", "", op.ErrInvalidRefreshToken
 }
 
@@ -291,10 +293,15 @@ func (c client) AuthMethod() oidc.AuthMethod {
 func (c client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (c client) GrantTypes() []oidc.GrantType { return []oidc.GrantType{oidc.GrantTypeCode} }
-func (c client) LoginURL(id string) string    { return "/login/password?authRequestID=" + id }
+func (c client) GrantTypes() []oidc.GrantType {
+	if len(c.c.Exchange) > 0 {
+		return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeTokenExchange}
+	}
+	return []oidc.GrantType{oidc.GrantTypeCode}
+}
+func (c client) LoginURL(id string) string { return "/login/password?authRequestID=" + id }
 func (c client) AccessTokenType() op.AccessTokenType {
-	if c.c.Audience != "" {
+	if c.c.Audience != "" || len(c.c.Exchange) > 0 {
 		return op.AccessTokenTypeJWT
 	}
 	return op.AccessTokenTypeBearer

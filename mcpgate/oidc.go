@@ -9,6 +9,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -50,7 +51,7 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 		if err := tok.Claims(&byName); err != nil {
 			return Identity{}, err
 		}
-		id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, Expiry: tok.Expiry}
+		id := Identity{Issuer: tok.Issuer, Subject: tok.Subject, Expiry: tok.Expiry, Token: raw}
 		id.UserID, _ = all[claims.User].(string)
 		if claims.Policy == nil {
 			return Identity{}, errors.New("the MCP server has no packs to read a token's resources by")
@@ -75,14 +76,23 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 }
 
 // VaultCredentials issues a sign-in's credential through the vault's one
-// function the MCP server's role may call (migration 018).
-func VaultCredentials(pool *pgxpool.Pool) func(context.Context, Identity) (string, error) {
+// function the MCP server's role may call (migration 025). With x, the
+// sign-in's access token is first exchanged for a grant (RFC 8693), which
+// the credential holds for the packs whose upstreams take the provider's
+// tokens; a person with a seeded secret still gets a credential when the
+// provider cannot give one.
+func VaultCredentials(pool *pgxpool.Pool, x *exchange.Client) func(context.Context, Identity) (string, error) {
 	return func(ctx context.Context, id Identity) (string, error) {
+		var grant string
+		var grantErr error
+		if x != nil {
+			grant, grantErr = x.Grant(ctx, id.Token)
+		}
 		var ref string
-		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in_resources($1, $2, $3, $4, $5::jsonb, $6, $7)`,
-			id.UserID, id.Issuer, id.Subject, string(id.Role), id.Resources, id.ACR, id.AuthTime).Scan(&ref)
+		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant($1, $2, $3, $4, $5::jsonb, $6, $7, $8)`,
+			id.UserID, id.Issuer, id.Subject, string(id.Role), id.Resources, id.ACR, id.AuthTime, grant).Scan(&ref)
 		if err != nil {
-			return "", fmt.Errorf("issue a credential for %s: %w", id.UserID, err)
+			return "", errors.Join(fmt.Errorf("issue a credential for %s: %w", id.UserID, err), grantErr)
 		}
 		return ref, nil
 	}

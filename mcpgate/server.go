@@ -56,6 +56,9 @@ type Identity struct {
 	ACR       string
 	AuthTime  time.Time
 	Expiry    time.Time
+	// Token is the bearer access token itself, exchanged for the sign-in's
+	// grant when a token exchange is configured; never logged or stored.
+	Token string `json:"-"`
 }
 
 // Conversation is a person's keyed conversation: "mcp." and 32 hex digits

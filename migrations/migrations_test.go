@@ -84,7 +84,7 @@ func TestEarlierAndLaterVersionsReadEachOthersRows(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", c.key, got, err, c.want)
 		}
 	}
-	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, resources) VALUES ('cr_later', 'ama', 'x', '{"store": ["112", "118"]}'), ('cr_acc', 'ama', 'x', '{"account": ["ACC-1"]}')`); err != nil {
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, resources) VALUES ('cr_later', 'ama', 'x', 'mangrove', '{"store": ["112", "118"]}'), ('cr_acc', 'ama', 'x', 'mangrove', '{"account": ["ACC-1"]}')`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, store_ids) VALUES ('cr_earlier', 'ama', 'x', ARRAY[131])`); err != nil {

@@ -229,8 +229,8 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	}
 	defer db.Close(ctx)
 	ref := "cr_" + strings.ToLower(rand.Text())
-	tag, err := db.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, resources, acr, auth_time)
-		SELECT $1, user_id, client_secret, $2, user_id, $3, $4::jsonb, $5, now() FROM vault.credentials WHERE user_id = $6 AND demo AND NOT revoked LIMIT 1`,
+	tag, err := db.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, issuer, subject, role, resources, acr, auth_time)
+		SELECT $1, user_id, client_secret, secret_pack, $2, user_id, $3, $4::jsonb, $5, now() FROM vault.credentials WHERE user_id = $6 AND demo AND NOT revoked LIMIT 1`,
 		ref, OperatorIssuer, *role, held, *acr, *user)
 	if err != nil {
 		return fmt.Errorf("credential: %w", err)

@@ -65,6 +65,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	acts := activities.New(cfg.Policy, pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
 	acts.Previewers, acts.Upstreams = cfg.Previewers, cfg.Upstreams
+	acts.Exchange, acts.Audiences = cfg.Exchange, cfg.Audiences
 	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
 	if h := cfg.Webhook; h != nil {
 		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}

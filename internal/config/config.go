@@ -4,6 +4,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
@@ -50,6 +52,8 @@ var Vars = []string{
 	"MCP_ADDR", "MCP_RESOURCE", "MCP_AUDIENCE", "MCP_OIDC_ISSUER", "MCP_OIDC_CLIENT_ID", "MCP_MAX_WAIT", "MCP_DATABASE_URL", "IDP_MCP_CLIENT_ID", "IDP_MCP_AUDIENCE",
 	"IDP_MCP_BACKCHANNEL_LOGOUT_URI",
 	"CODEC_AUTH_TOKEN", "TOOLGATE_TEMPORAL_WEB_URL", "TOOLGATE_PACKS", "TOOLGATE_UPSTREAMS",
+	"TOOLGATE_EXCHANGE_ISSUER", "TOOLGATE_EXCHANGE_CLIENT_ID", "TOOLGATE_EXCHANGE_CLIENT_SECRET", "TOOLGATE_EXCHANGE_PACKS",
+	"IDP_EXCHANGE_CLIENT_ID", "IDP_EXCHANGE_CLIENT_SECRET", "IDP_EXCHANGE_AUDIENCES",
 }
 
 // Config is the environment a process runs with.
@@ -116,6 +120,15 @@ type Config struct {
 	// own) are the sign-in claims the card UI and the MCP server read each
 	// kind of resource from.
 	Claims policy.ClaimMap
+	// Exchange (TOOLGATE_EXCHANGE_ISSUER, TOOLGATE_EXCHANGE_CLIENT_ID,
+	// TOOLGATE_EXCHANGE_CLIENT_SECRET) is toolgate's client at the identity
+	// provider for token exchange (RFC 8693): the MCP server trades a
+	// sign-in's access token for a grant, the worker a grant for a token to
+	// one pack's upstream; nil when no secret is set.
+	Exchange *exchange.Client
+	// Audiences (TOOLGATE_EXCHANGE_PACKS) are the packs whose upstreams take
+	// the provider's tokens, each with its audience, its upstream's URL.
+	Audiences map[string]string
 }
 
 // ClientOptions are the Temporal client options every process uses:
@@ -218,6 +231,9 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
 	}
 	if c.Upstreams, err = ParseUpstreams(os.Getenv("TOOLGATE_UPSTREAMS"), c.Policy); err != nil {
+		return c, err
+	}
+	if c.Exchange, c.Audiences, err = ParseExchange(os.Getenv, c.Upstreams, c.Policy); err != nil {
 		return c, err
 	}
 	t, err := TemporalClient()
@@ -365,6 +381,47 @@ func (c Config) OpenPool(ctx context.Context, service string) (*pgxpool.Pool, er
 		return nil, err
 	}
 	return pg.OpenService(ctx, url, service)
+}
+
+// ParseExchange reads toolgate's token exchange client and the packs that
+// use it (TOOLGATE_EXCHANGE_*): a pack named there is loaded and has its own
+// upstream (TOOLGATE_UPSTREAMS), whose URL is the audience of its tokens.
+func ParseExchange(getenv func(string) string, upstreams map[string]string, p *policy.Policy) (*exchange.Client, map[string]string, error) {
+	issuer, secret := strings.TrimSpace(getenv("TOOLGATE_EXCHANGE_ISSUER")), getenv("TOOLGATE_EXCHANGE_CLIENT_SECRET")
+	id := strings.TrimSpace(getenv("TOOLGATE_EXCHANGE_CLIENT_ID"))
+	if id == "" {
+		id = "toolgate"
+	}
+	audiences := map[string]string{}
+	for _, name := range strings.Split(getenv("TOOLGATE_EXCHANGE_PACKS"), ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		known := false
+		for _, d := range p.Domains() {
+			known = known || d.Name == name
+		}
+		u, own := upstreams[name]
+		switch {
+		case !known:
+			return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_PACKS: %q is not a loaded pack", name)
+		case !own:
+			return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_PACKS: %s has no upstream of its own: name it in TOOLGATE_UPSTREAMS (%s=https://...), the audience of its tokens", name, name)
+		}
+		audiences[name] = u
+	}
+	switch {
+	case secret == "" && len(audiences) > 0:
+		return nil, nil, errors.New("TOOLGATE_EXCHANGE_PACKS needs TOOLGATE_EXCHANGE_ISSUER and TOOLGATE_EXCHANGE_CLIENT_SECRET: toolgate's client at the identity provider")
+	case secret == "":
+		return nil, nil, nil
+	case len(secret) < MinSecretLength:
+		return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_CLIENT_SECRET must be at least %d characters", MinSecretLength)
+	}
+	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_ISSUER %q must be the identity provider's URL, its issuer", issuer)
+	}
+	return &exchange.Client{Issuer: issuer, ClientID: id, ClientSecret: secret}, audiences, nil
 }
 
 // ParseUpstreams reads TOOLGATE_UPSTREAMS: pack=url pairs separated by

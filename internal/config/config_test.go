@@ -97,3 +97,42 @@ func TestUpstreamsSayWhatToFix(t *testing.T) {
 		}
 	}
 }
+
+// TestExchangeSaysWhatToFix: a pack takes exchanged tokens only with an
+// upstream of its own (their audience) and toolgate's client at the
+// provider; anything short of that is refused at start, saying what to set.
+func TestExchangeSaysWhatToFix(t *testing.T) {
+	p := packs.MustLoad("mangrove,../../examples/packs/carddesk.yaml").Policy
+	ups := map[string]string{"carddesk": "http://127.0.0.1:8083"}
+	secret := strings.Repeat("s", MinSecretLength)
+	ok := map[string]string{"TOOLGATE_EXCHANGE_ISSUER": "http://127.0.0.1:8082", "TOOLGATE_EXCHANGE_CLIENT_SECRET": secret, "TOOLGATE_EXCHANGE_PACKS": " carddesk "}
+	x, aud, err := ParseExchange(func(k string) string { return ok[k] }, ups, p)
+	if err != nil || x == nil || x.ClientID != "toolgate" || x.Issuer != "http://127.0.0.1:8082" || len(aud) != 1 || aud["carddesk"] != "http://127.0.0.1:8083" {
+		t.Fatalf("%+v %v %v", x, aud, err)
+	}
+	if x, aud, err := ParseExchange(func(string) string { return "" }, ups, p); x != nil || len(aud) != 0 || err != nil {
+		t.Fatalf("nothing set: %+v %v %v", x, aud, err)
+	}
+	for name, c := range map[string]struct {
+		set  map[string]string
+		want string
+	}{
+		"an unknown pack":     {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "bank"}, `"bank" is not a loaded pack`},
+		"no upstream":         {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "mangrove"}, "mangrove has no upstream of its own: name it in TOOLGATE_UPSTREAMS"},
+		"no client":           {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": ""}, "TOOLGATE_EXCHANGE_PACKS needs TOOLGATE_EXCHANGE_ISSUER and TOOLGATE_EXCHANGE_CLIENT_SECRET"},
+		"a short secret":      {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": "short"}, "at least 32 characters"},
+		"no issuer":           {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": ""}, "must be the identity provider's URL"},
+		"an issuer not a URL": {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": "idp.local"}, "must be the identity provider's URL"},
+	} {
+		env := map[string]string{}
+		for k, v := range ok {
+			env[k] = v
+		}
+		for k, v := range c.set {
+			env[k] = v
+		}
+		if _, _, err := ParseExchange(func(k string) string { return env[k] }, ups, p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}

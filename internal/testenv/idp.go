@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/totp"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/idp"
 	"go.uber.org/zap/zaptest"
 )
@@ -33,6 +34,21 @@ const (
 	MCPClientID = "toolgate-mcp"
 	MCPAudience = "https://mcp.toolgate.test/mcp"
 )
+
+// toolgate's token exchange client at every test provider, and the one
+// audience it may ask tokens for: the card desk's (examples/carddesk).
+const (
+	ExchangeClientID = "toolgate"
+	DeskAudience     = "https://carddesk.toolgate.test"
+)
+
+// exchangeSecret is the exchange client's secret, fresh per test process.
+var exchangeSecret = rand.Text() + rand.Text()
+
+// Exchange is toolgate's token exchange client at this provider.
+func (f *IdP) Exchange() *exchange.Client {
+	return &exchange.Client{Issuer: f.URL, ClientID: ExchangeClientID, ClientSecret: exchangeSecret}
+}
 
 // NewIdP starts the demo provider for a card UI at clientURL (its
 // /auth/callback and /auth/backchannel-logout), with fresh seed users.
@@ -70,7 +86,8 @@ func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) 
 	f.Provider, err = idp.New(idp.Options{Issuer: srv.URL, Users: users, Logger: zaptest.NewLogger(t), Now: now, Clients: []idp.Client{{
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
-		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI}}})
+		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI},
+		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/domains/mangrove/upstream"
+	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/packs"
@@ -468,6 +469,10 @@ type StackOptions struct {
 	EscalateAfter float64
 	// Upstreams give packs their own upstream, by pack name (TOOLGATE_UPSTREAMS).
 	Upstreams map[string]string
+	// Exchange and Audiences: the packs whose upstreams take the
+	// provider's tokens, each with its audience (TOOLGATE_EXCHANGE_*).
+	Exchange  *exchange.Client
+	Audiences map[string]string
 }
 
 // NewStackWith starts a stack with options.
@@ -503,6 +508,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	_, _ = rand.Read(b)
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	s.Activities.Webhook, s.Activities.Upstreams = o.Webhook, o.Upstreams
+	s.Activities.Exchange, s.Activities.Audiences = o.Exchange, o.Audiences
 	s.settings = workflows.Settings{Policy: s.Policy, ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
 		Webhooks: o.Webhook != nil, EscalateAfter: o.EscalateAfter}
 	s.StartWorker(t)

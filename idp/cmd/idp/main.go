@@ -39,7 +39,14 @@ func run(log *zap.Logger, cfg config.Config) error {
 	if len(set.Client.Secret) < config.MinSecretLength {
 		return fmt.Errorf("IDP_CLIENT_SECRET must be a random secret of at least %d characters (the card UI's APPROVALS_OIDC_CLIENT_SECRET; make dev makes one)", config.MinSecretLength)
 	}
-	p, err := idp.New(idp.Options{Issuer: set.Issuer, Users: users, Logger: log, Clients: []idp.Client{set.Client, set.MCPClient}})
+	clients := []idp.Client{set.Client, set.MCPClient}
+	if x := set.ExchangeClient; x != nil {
+		if len(x.Secret) < config.MinSecretLength {
+			return fmt.Errorf("IDP_EXCHANGE_CLIENT_SECRET must be a random secret of at least %d characters (toolgate's TOOLGATE_EXCHANGE_CLIENT_SECRET; make dev makes one)", config.MinSecretLength)
+		}
+		clients = append(clients, *x)
+	}
+	p, err := idp.New(idp.Options{Issuer: set.Issuer, Users: users, Logger: log, Clients: clients})
 	if err != nil {
 		return err
 	}
