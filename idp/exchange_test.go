@@ -76,7 +76,9 @@ func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 		do   func() error
 	}{
 		{"an audience the client may not act at", func() error { _, err := x.Token(ctx, grant, "https://elsewhere.test"); return err }},
-		{"two audiences", func() error { return post(t, f.srv.URL, "toolgate", exchangeSecret, grant, "refresh_token", deskAudience, "https://other.test") }},
+		{"two audiences", func() error {
+			return post(t, f.srv.URL, "toolgate", exchangeSecret, grant, "refresh_token", deskAudience, "https://other.test")
+		}},
 		{"a resource instead of an audience", func() error {
 			return postForm(t, f.srv.URL, "toolgate", exchangeSecret, url.Values{"resource": {deskAudience}, "subject_token": {grant},
 				"subject_token_type": {"urn:ietf:params:oauth:token-type:refresh_token"}})

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole toolgate stack on one machine until Ctrl-C:
-# Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker.
+# Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker,
+# and, beside Mangrove, the card desk: a pack in a file (examples/packs/carddesk.yaml) whose
+# upstream stand-in (examples/carddesk) takes the demo provider's exchanged tokens (RFC 8693).
+# Every port can be moved: TEMPORAL_ADDRESS, TEMPORAL_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
+# IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
 # With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
 # (scripts/temporal-cluster.sh: PostgreSQL, four service processes, the Web UI) and two workers;
 # its PostgreSQL and logs live in .dev/cluster (the keys and demo users are shared with make dev).
@@ -13,9 +17,18 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
 address="$(bin/starter temporal-config --prop address)"
 namespace="$(bin/starter temporal-config --prop namespace)"
-export UPSTREAM_URL="${UPSTREAM_URL:-http://127.0.0.1:8081}"
+export UPSTREAM_ADDR="${UPSTREAM_ADDR:-127.0.0.1:8081}"
+export UPSTREAM_URL="${UPSTREAM_URL:-http://$UPSTREAM_ADDR}"
+ui_port="${TEMPORAL_UI_PORT:-8233}"
 # The card UI links a call's story to its history in the Web UI (a server of your own: set yours).
-export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:8233}"
+export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:$ui_port}"
+# The packs: Mangrove and the card desk, unless TOOLGATE_PACKS names others.
+carddesk=""
+if [ -z "${TOOLGATE_PACKS:-}" ]; then
+  carddesk=1
+  export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml CARDDESK_ADDR="${CARDDESK_ADDR:-127.0.0.1:8083}"
+  export TOOLGATE_UPSTREAMS="carddesk=http://$CARDDESK_ADDR${TOOLGATE_UPSTREAMS:+,$TOOLGATE_UPSTREAMS}"
+fi
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
 cluster="${TOOLGATE_CLUSTER:-}"
@@ -54,7 +67,7 @@ if [ -n "$cluster" ]; then
 elif (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
   echo "A Temporal server already answers at $address; using it."
 else
-  temporal server start-dev --ip "$host" --port "$port" --ui-port 8233 \
+  temporal server start-dev --ip "$host" --port "$port" --ui-port "$ui_port" \
     --db-filename .dev/temporal.db --log-level warn \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value system.enableActivityEagerExecution=true \
@@ -85,6 +98,10 @@ if ! grep -q APPROVALS_OIDC_CLIENT_SECRET .dev/keys.env; then
   # The card UI's client secret at the demo identity provider.
   echo "APPROVALS_OIDC_CLIENT_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')" >>.dev/keys.env
 fi
+if ! grep -q TOOLGATE_EXCHANGE_CLIENT_SECRET .dev/keys.env; then
+  # toolgate's own client at the demo identity provider, for token exchange (RFC 8693).
+  echo "TOOLGATE_EXCHANGE_CLIENT_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')" >>.dev/keys.env
+fi
 set -a; . .dev/keys.env; set +a
 # The demo identity provider and the card UI's registration with it.
 export IDP_ADDR="${IDP_ADDR:-127.0.0.1:8082}"
@@ -94,9 +111,19 @@ export APPROVALS_OIDC_REDIRECT_URL="http://${APPROVALS_ADDR:-127.0.0.1:8080}/aut
 export IDP_BACKCHANNEL_LOGOUT_URI="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/backchannel-logout"
 # The worker trusts sign-ins from the demo provider, and (dev only) decisions `starter approve` vouches for.
 export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_ISSUER,urn:toolgate:operator}"
+# The MCP server and the worker exchange tokens at the demo provider as toolgate's client, which may
+# ask tokens for the card desk's audience alone; the desk takes them.
+export TOOLGATE_EXCHANGE_ISSUER="${TOOLGATE_EXCHANGE_ISSUER:-$APPROVALS_OIDC_ISSUER}" IDP_EXCHANGE_CLIENT_SECRET="$TOOLGATE_EXCHANGE_CLIENT_SECRET"
+if [ -n "$carddesk" ]; then
+  export TOOLGATE_EXCHANGE_PACKS=carddesk IDP_EXCHANGE_AUDIENCES="http://$CARDDESK_ADDR" CARDDESK_ISSUER="$APPROVALS_OIDC_ISSUER"
+fi
 bin/starter migrate
 bin/upstream >"$logs/upstream.log" 2>&1 &
 pids+=($!)
+if [ -n "$carddesk" ]; then
+  bin/carddesk >"$logs/carddesk.log" 2>&1 &
+  pids+=($!)
+fi
 bin/worker >"$logs/worker.log" 2>&1 &
 pids+=($!)
 if [ -n "$cluster" ]; then
@@ -104,23 +131,32 @@ if [ -n "$cluster" ]; then
   METRICS_ADDR=127.0.0.1:9091 CODEC_ADDR=127.0.0.1:8088 bin/worker >"$logs/worker2.log" 2>&1 &
   pids+=($!)
 fi
+# The MCP server: access tokens from the demo provider, for its resource URL (the provider is told
+# before it starts, so a moved MCP_ADDR is the audience and the logout address too).
+export MCP_ADDR="${MCP_ADDR:-127.0.0.1:8090}" MCP_OIDC_ISSUER="${MCP_OIDC_ISSUER:-$APPROVALS_OIDC_ISSUER}"
+export IDP_MCP_AUDIENCE="${IDP_MCP_AUDIENCE:-http://$MCP_ADDR/mcp}" MCP_AUDIENCE="${MCP_AUDIENCE:-http://$MCP_ADDR/mcp}"
+export IDP_MCP_BACKCHANNEL_LOGOUT_URI="${IDP_MCP_BACKCHANNEL_LOGOUT_URI:-http://$MCP_ADDR/backchannel-logout}"
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
 bin/idp >"$logs/idp.log" 2>&1 &
 pids+=($!)
 bin/approvals >"$logs/approvals.log" 2>&1 &
 pids+=($!)
-# The MCP server: access tokens from the demo provider, for its resource URL.
-export MCP_ADDR="${MCP_ADDR:-127.0.0.1:8090}" MCP_OIDC_ISSUER="${MCP_OIDC_ISSUER:-$APPROVALS_OIDC_ISSUER}"
-export IDP_MCP_AUDIENCE="${IDP_MCP_AUDIENCE:-http://$MCP_ADDR/mcp}" MCP_AUDIENCE="${MCP_AUDIENCE:-http://$MCP_ADDR/mcp}"
 bin/mcp >"$logs/mcp.log" 2>&1 &
 pids+=($!)
 
+desk_line="" desk_try=""
+if [ -n "$carddesk" ]; then
+  desk_line="  card desk      http://$CARDDESK_ADDR   (the file pack examples/packs/carddesk.yaml; tokens exchanged at the provider)
+"
+  desk_try="      The card desk, through MCP as cara: her client signs in at the provider (bin/starter token --user cara)
+      and calls get_card, then reissue_card {\"reason\":\"stolen\",\"fee\":2500}; sam approves it in the card UI."
+fi
 cat <<TXT
 
 toolgate is running (logs in $logs/):
-  Temporal       $address, namespace $namespace   Web UI http://127.0.0.1:8233/namespaces/$namespace/workflows   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL${TOOLGATE_CLUSTER_TLS_DIR:+; mTLS, client profile: TEMPORAL_CONFIG_FILE=$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml TEMPORAL_PROFILE=toolgate})}
-  upstream       $UPSTREAM_URL
-  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
+  Temporal       $address, namespace $namespace   Web UI http://127.0.0.1:$ui_port/namespaces/$namespace/workflows   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL${TOOLGATE_CLUSTER_TLS_DIR:+; mTLS, client profile: TEMPORAL_CONFIG_FILE=$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml TEMPORAL_PROFILE=toolgate})}
+  upstream       $UPSTREAM_URL   (Mangrove's demo API)
+$desk_line  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   insights       http://${APPROVALS_ADDR:-127.0.0.1:8080}/insights   (sign in as abena, the auditor; bin/starter register, explain, export-evals)
@@ -131,6 +167,7 @@ Demo users (passwords and TOTP secrets live in .dev/idp-users.json; bin/idp user
 $users_table
 Try:  bin/starter call --tool get_stock --call-id call1 --args '{"articleId":40211}' \\
         --user ama --role store_manager --stores 112 --conversation c1 --credential cred-ama
+$desk_try
 Ctrl-C stops everything.
 TXT
 wait -n "${pids[@]}"

@@ -157,7 +157,7 @@ func run(args []string, out io.Writer) error {
 // deployment the agent backend's sign-in issues credentials.
 func tokenCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	user := fs.String("user", "", "the demo user to sign in (ama, efua, kofi, yaw, adwoa)")
+	user := fs.String("user", "", "the demo user to sign in (ama, efua, kofi, yaw, adwoa; cara and sam for the card desk)")
 	acr := fs.String("acr", policy.ACRPassword, "how strongly to sign in (pwd, or mfa with the user's TOTP code)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,0 +1,296 @@
+package approvals_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/mcpgate"
+)
+
+// devStack is make dev (scripts/dev.sh, as the Makefile runs it) in a
+// folder of its own: this tree's binaries, its scripts and the card desk's
+// pack file, every port moved to a free one, its own PostgreSQL cluster and
+// Temporal dev server.
+type devStack struct {
+	root                         string
+	issuer, cards, mcp, database string
+}
+
+func startMakeDev(t *testing.T) *devStack {
+	t.Helper()
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, dir := range []string{filepath.Dir(root), root} { // the private cluster's postgres user reads through them
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./worker", "./starter", "./domains/mangrove/upstream/cmd/upstream",
+		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	temporal, err := exec.LookPath("temporal")
+	if err != nil {
+		temporal, err = exec.LookPath(filepath.Join(repo, "bin", "temporal"))
+	}
+	if err != nil {
+		t.Fatalf("the Temporal CLI (make tools): %v", err)
+	}
+	for _, f := range []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
+		t.Fatal(err)
+	}
+	port := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	d := &devStack{root: root}
+	idpAddr, cardsAddr, mcpAddr, deskAddr := port(), port(), port(), port()
+	_, uiPort, _ := net.SplitHostPort(port())
+	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
+	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"TEMPORAL_ADDRESS=" + port(), "TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr,
+		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
+		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
+		// The MCP server answers a card at once instead of waiting for it.
+		"MCP_MAX_WAIT=0"}
+	cmd := exec.Command("bash", "scripts/dev.sh")
+	cmd.Dir, cmd.Env = root, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Ctrl-C: dev.sh stops what it started, its cluster too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			for _, log := range []string{"worker", "mcp", "carddesk", "idp", "approvals"} {
+				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
+				t.Logf("%s.log:\n%s", log, b)
+			}
+		}
+	})
+	ready := make(chan string, 1)
+	var printed strings.Builder
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			printed.WriteString(s.Text() + "\n")
+			if m := regexp.MustCompile(`^\s+PostgreSQL\s+(\S+)`).FindStringSubmatch(s.Text()); m != nil {
+				ready <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		close(ready)
+	}()
+	select {
+	case db, ok := <-ready:
+		if !ok {
+			t.Fatalf("make dev stopped before it was running:\n%s", printed.String())
+		}
+		d.database = db
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("make dev is not running after 3 minutes:\n%s", printed.String())
+	}
+	// The banner comes as the processes start; each answers once it listens.
+	for _, addr := range []string{idpAddr, cardsAddr, mcpAddr, deskAddr} {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("make dev's %s does not answer: %v\n%s", addr, err, printed.String())
+			}
+		}
+	}
+	if needs := "card desk      http://" + deskAddr; !strings.Contains(printed.String(), needs) {
+		t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
+	}
+	return d
+}
+
+// user is a demo user from the users file make dev created.
+func (d *devStack) user(t *testing.T, id string) idp.User {
+	t.Helper()
+	users, _, err := idp.LoadOrCreateUsers(filepath.Join(d.root, ".dev", "idp-users.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if u.ID == id {
+			return u
+		}
+	}
+	t.Fatalf("make dev has no user %s", id)
+	return idp.User{}
+}
+
+// TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through
+// make dev itself: the card desk's file pack runs beside Mangrove. cara's
+// MCP client signs in at the demo provider, with no seeded credential of
+// hers; her read executes at the card desk's stand-in with a token
+// exchanged for it, another account is refused naming accountRef, her
+// stolen card's reissue puts up a card that sam, the routed card
+// supervisor, approves in Chromium in the card UI; it runs once, the card
+// shows reissued, and the audit log names the account.
+func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
+	d := startMakeDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tok, err := idp.SignIn(ctx, d.issuer, "toolgate-mcp", d.user(t, "cara"), idp.ACRPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs *mcp.ClientSession
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		cs, err = mcp.NewClient(&mcp.Implementation{Name: "make-dev-test", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: d.mcp, HTTPClient: testenv.Bearer(tok.AccessToken)}, nil)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("MCP: %v", err)
+	}
+	defer cs.Close()
+	call := func(tool string, args map[string]any) (*mcp.CallToolResult, string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		var text strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text.WriteString(tc.Text)
+			}
+		}
+		return res, text.String()
+	}
+	if res, text := call("get_card", map[string]any{}); res.IsError || !strings.Contains(text, `"account":"ACC-4471"`) || !strings.Contains(text, `"state":"active"`) {
+		t.Fatalf("get_card on cara's first account: %s", text)
+	}
+	if res, text := call("get_card", map[string]any{"accountRef": "ACC-9999"}); !res.IsError || !strings.Contains(text, `No account "ACC-9999" was found. Check accountRef`) || strings.Contains(text, "ACC-4471") {
+		t.Fatalf("another's account: %s", text)
+	}
+	res, text := call("reissue_card", map[string]any{"reason": "stolen", "fee": 2500})
+	var card struct {
+		Status, CallID string
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &card)
+	if res.IsError || card.Status != "pending_approval" || !strings.Contains(text, "£25.00") {
+		t.Fatalf("a stolen card's £25.00 reissue: %s", text)
+	}
+
+	sam := browser(t)
+	do(t, sam,
+		chromedp.Navigate(d.cards+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "sam"),
+		chromedp.SendKeys(chromedp.CSS("#password"), d.user(t, "sam").Password),
+		chromedp.Submit(chromedp.CSS("#password")),
+		chromedp.WaitVisible(chromedp.CSS(".who")),
+	)
+	if inbox := get(t, sam, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(inbox, "£25.00") || !strings.Contains(inbox, "account ACC-4471") {
+		t.Fatalf("sam's inbox:\n%s", inbox)
+	}
+	do(t, sam,
+		chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+		chromedp.SendKeys(chromedp.CSS("#reason"), "reported stolen on the call"),
+		chromedp.Click(chromedp.CSS("#approve")),
+		chromedp.WaitVisible(chromedp.CSS("#outcome")),
+	)
+	if outcome := get(t, sam, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed, approved by sam") {
+		t.Fatalf("after approving: %q", outcome)
+	}
+	if _, text := call(mcpgate.StatusTool, map[string]any{"callId": card.CallID}); !strings.Contains(text, `"status":"posted"`) || !strings.Contains(text, `"by":"cara"`) {
+		t.Fatalf("the reissue's outcome, as cara's client reads it: %s", text)
+	}
+	if _, text := call("get_card", map[string]any{"accountRef": "ACC-4471"}); !strings.Contains(text, `"state":"reissued"`) {
+		t.Fatalf("the card after its reissue: %s", text)
+	}
+
+	db, err := pgx.Connect(ctx, d.database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	rows, err := db.Query(ctx, `SELECT tool || ' ' || event || ' ' || reason || ' ' || coalesce(resource_kind || '/' || resource_id, '-') || ' ' || coalesce(value_cents::text, '-')
+		FROM audit_log WHERE user_id = 'cara' AND event <> 'approval_refused' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"get_card allowed ok account/ACC-4471 -",
+		"get_card denied store_scope account/ACC-9999 -",
+		"reissue_card needs_approval ok account/ACC-4471 2500",
+		"reissue_card approved ok account/ACC-4471 2500",
+		"reissue_card executed ok account/ACC-4471 2500",
+		"get_card allowed ok account/ACC-4471 -",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("cara's audit rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var seeded int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM vault.credentials WHERE user_id = 'cara' AND client_secret IS NOT NULL`).Scan(&seeded); err != nil || seeded != 0 {
+		t.Fatalf("cara has %d credentials holding a secret (%v): hers should hold the provider's grant alone", seeded, err)
+	}
+}
