@@ -91,6 +91,21 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: "Notify"})
 }
 
+// sameUpstream says a loaded pack's calls go where the tool's do: packs
+// without an upstream of their own share UpstreamURL, and so a secret.
+func (a *Activities) sameUpstream(pack, tool string) bool {
+	for _, d := range a.Policy.Domains() {
+		if d.Name == pack {
+			own, ok := a.Upstreams[pack]
+			if !ok {
+				own = a.UpstreamURL
+			}
+			return own == a.upstream(tool)
+		}
+	}
+	return false
+}
+
 // upstream is the base URL the tool's pack's calls go to.
 func (a *Activities) upstream(tool string) string {
 	if d, ok := a.Policy.DomainOf(tool); ok {

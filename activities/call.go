@@ -297,7 +297,7 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	if audience, ok := a.Audiences[pack]; ok {
 		return a.exchangeGrant(ctx, grant, pack, audience)
 	}
-	if secret == nil || secretPack == nil || *secretPack != pack {
+	if secret == nil || secretPack == nil || !a.sameUpstream(*secretPack, in.Tool) {
 		// A secret is sent only to the upstream of the pack it is for.
 		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's credential holds no secret for the %s pack's upstream", pack), ErrCredential, nil)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func startMakeDev(t *testing.T) *devStack {
 	_, uiPort, _ := net.SplitHostPort(port())
 	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
 	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"TEMPORAL_ADDRESS=" + port(), "TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr,
+		"TEMPORAL_ADDRESS=" + port(), "TOOLGATE_WEB_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr,
 		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
 		// The MCP server answers a card at once instead of waiting for it.
@@ -121,11 +122,11 @@ func startMakeDev(t *testing.T) *devStack {
 		}
 	})
 	ready := make(chan string, 1)
-	var printed strings.Builder
+	printed := &lockedText{}
 	go func() {
 		s := bufio.NewScanner(out)
 		for s.Scan() {
-			printed.WriteString(s.Text() + "\n")
+			printed.add(s.Text() + "\n")
 			if m := regexp.MustCompile(`^\s+PostgreSQL\s+(\S+)`).FindStringSubmatch(s.Text()); m != nil {
 				ready <- m[1]
 			}
@@ -159,6 +160,24 @@ func startMakeDev(t *testing.T) *devStack {
 		t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
 	}
 	return d
+}
+
+// lockedText is what make dev printed, read while it still prints.
+type lockedText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedText) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedText) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // user is a demo user from the users file make dev created.
