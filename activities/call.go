@@ -249,17 +249,17 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 // and trades it for a token to the tool's pack's upstream.
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
 	var owner string
-	var secret, secretPack, grant *string
+	var secret, secretPack, grant, subject *string
 	var revoked, demo bool
 	var role, acr *string
 	var held policy.Resources
 	var authTime *time.Time
 	// A credential whose sign-in a revocation has ended since (migration
 	// 022) is refused even if its row was not yet marked revoked.
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token,
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token, subject,
 		revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
 		demo, role, resources, acr, auth_time FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &revoked, &demo, &role, &held, &acr, &authTime)
+		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &subject, &revoked, &demo, &role, &held, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
@@ -295,7 +295,7 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 		pack = d.Name
 	}
 	if audience, ok := a.Audiences[pack]; ok {
-		return a.exchangeGrant(ctx, grant, pack, audience)
+		return a.exchangeGrant(ctx, grant, subject, pack, audience)
 	}
 	if secret == nil || secretPack == nil || !a.sameUpstream(*secretPack, in.Tool) {
 		// A secret is sent only to the upstream of the pack it is for.
@@ -321,14 +321,14 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 
 // exchangeGrant trades the sign-in's grant at the identity provider for a
 // token whose one audience is the pack's upstream.
-func (a *Activities) exchangeGrant(ctx context.Context, grant *string, pack, audience string) (string, error) {
-	if grant == nil || *grant == "" {
+func (a *Activities) exchangeGrant(ctx context.Context, grant, subject *string, pack, audience string) (string, error) {
+	if grant == nil || *grant == "" || subject == nil || *subject == "" {
 		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's credential holds no grant from the identity provider, which the %s pack's upstream takes; sign in again", pack), ErrCredential, nil)
 	}
 	if a.Exchange == nil {
 		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the worker has no token exchange configured for the %s pack", pack), ErrCredential, nil)
 	}
-	token, err := a.Exchange.Token(ctx, *grant, audience)
+	token, err := a.Exchange.Token(ctx, *grant, audience, *subject)
 	if errors.Is(err, exchange.ErrRefused) {
 		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the identity provider refused the sign-in's grant for the %s pack's upstream", pack), ErrCredential, nil)
 	}

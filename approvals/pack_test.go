@@ -54,7 +54,7 @@ func signInThroughMCP(t *testing.T, u *ui, user string) (policy.Session, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, u.DatabaseURL, "mcp"), u.IdP.Exchange())(ctx, id)
+	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, u.DatabaseURL, "mcp"), u.IdP.Exchange(), nil)(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

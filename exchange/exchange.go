@@ -11,9 +11,12 @@ package exchange
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +51,12 @@ func (c *Client) Grant(ctx context.Context, accessToken string) (string, error) 
 	return res.RefreshToken, nil
 }
 
-// Token exchanges a grant for an access token to audience alone.
-func (c *Client) Token(ctx context.Context, grant, audience string) (string, error) {
+// Token exchanges a grant for an access token to audience alone, for
+// subject. The token must be a JWT access token (RFC 9068) whose aud is
+// audience and nothing else and whose sub is subject: a provider that
+// ignored the audience asked for, or answered for someone else, would
+// otherwise have one upstream handed a token another would take.
+func (c *Client) Token(ctx context.Context, grant, audience, subject string) (string, error) {
 	res, err := c.exchange(ctx, grant, oidc.RefreshTokenType, []string{audience}, oidc.AccessTokenType)
 	if err != nil {
 		return "", err
@@ -57,7 +64,42 @@ func (c *Client) Token(ctx context.Context, grant, audience string) (string, err
 	if res.AccessToken == "" {
 		return "", fmt.Errorf("%w: it answered without a token", ErrRefused)
 	}
+	if why := forOnly(res.AccessToken, audience, subject); why != "" {
+		return "", fmt.Errorf("%w: %s", ErrRefused, why)
+	}
 	return res.AccessToken, nil
+}
+
+// forOnly says how a token is not a JWT for audience alone and subject,
+// or "". The provider signed it for the upstream to verify; here it is
+// read, not verified, to refuse a token toolgate did not ask for.
+func forOnly(token, audience, subject string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "the token is not a JWT"
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+		Sub string          `json:"sub"`
+	}
+	if err != nil || json.Unmarshal(payload, &claims) != nil {
+		return "the token's claims do not read"
+	}
+	var auds []string
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		auds = []string{one}
+	} else if json.Unmarshal(claims.Aud, &auds) != nil {
+		return "the token's audience does not read"
+	}
+	if len(auds) != 1 || auds[0] != audience {
+		return "the token is for another audience than the one asked for"
+	}
+	if subject != "" && claims.Sub != subject {
+		return "the token is for another person than the grant's"
+	}
+	return ""
 }
 
 func (c *Client) exchange(ctx context.Context, subject string, typ oidc.TokenType, audience []string, want oidc.TokenType) (*oidc.TokenExchangeResponse, error) {

@@ -10,9 +10,9 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
-// GrantLifetime is how long a grant (the refresh token a token exchange
-// issues for a sign-in) lets its client act for the person: longer than
-// any call waits for its card, as long as the card UI's sessions last.
+// GrantLifetime is how long after a sign-in a grant (the refresh token a
+// token exchange issues for it) lets its client act for the person: longer
+// than any call waits for its card, as long as the card UI's sessions last.
 const GrantLifetime = DefaultLogoutRetryFor
 
 // grant is a refresh token issued by token exchange (RFC 8693) to a client
@@ -65,13 +65,23 @@ func (s *storage) ValidateTokenExchangeRequest(_ context.Context, req op.TokenEx
 			return oidc.ErrInvalidRequest().WithDescription("an access token is exchanged for a grant: requested_token_type refresh_token, no audience")
 		}
 		claims := req.GetExchangeSubjectTokenClaims()
-		// Only a token a person's own client was given: a token an
-		// exchange issued would renew a grant past its lifetime.
-		if cid, _ := claims["client_id"].(string); cid == "" || s.exchanges(cid) {
-			return oidc.ErrInvalidRequest().WithDescription("a grant is made from the access token of the person's own client")
+		// Only a live access token a person's client was given for a
+		// resource this client serves (GrantFrom): not an ID token, not a
+		// token whose sessions ended since, not one an exchange issued
+		// (which would renew a grant past its lifetime).
+		jti, _ := claims["jti"].(string)
+		s.p.mu.Lock()
+		t, live := s.p.tokens[jti]
+		s.p.mu.Unlock()
+		if !live || t.subject != req.GetSubject() || s.p.opts.Now().After(t.expires) || !slices.ContainsFunc(t.audience, func(a string) bool { return slices.Contains(c.GrantFrom, a) }) {
+			return oidc.ErrInvalidRequest().WithDescription("a grant is made from a live access token a person's client was given for a resource this client serves")
 		}
-		if _, ok := claims["auth_time"].(float64); !ok {
+		at, ok := claims["auth_time"].(float64)
+		if !ok {
 			return oidc.ErrInvalidRequest().WithDescription("the subject_token says nothing of the sign-in (auth_time)")
+		}
+		if s.p.opts.Now().After(time.Unix(int64(at), 0).Add(GrantLifetime)) {
+			return oidc.ErrInvalidRequest().WithDescription("the sign-in is older than a grant lives; sign in again")
 		}
 	case oidc.RefreshTokenType:
 		if t := req.GetRequestedTokenType(); t != "" && t != oidc.AccessTokenType {
@@ -144,11 +154,13 @@ func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Token
 		return "", "", time.Time{}, err
 	}
 	claims := te.GetExchangeSubjectTokenClaims()
-	g := &grant{subject: req.GetSubject(), clientID: te.GetClientID(), expires: s.p.opts.Now().Add(GrantLifetime)}
+	g := &grant{subject: req.GetSubject(), clientID: te.GetClientID()}
 	g.acr, _ = claims["acr"].(string)
 	if at, ok := claims["auth_time"].(float64); ok {
 		g.authTime = time.Unix(int64(at), 0).UTC()
 	}
+	// A grant lives GrantLifetime from the sign-in, however late it is made.
+	g.expires = g.authTime.Add(GrantLifetime)
 	if amr, ok := claims["amr"].([]any); ok {
 		for _, m := range amr {
 			if s, ok := m.(string); ok {
@@ -182,11 +194,6 @@ func (s *storage) client(id string) (Client, bool) {
 		}
 	}
 	return Client{}, false
-}
-
-func (s *storage) exchanges(clientID string) bool {
-	c, ok := s.client(clientID)
-	return ok && len(c.Exchange) > 0
 }
 
 func (s *storage) account(id string) (account, bool) {

@@ -18,8 +18,9 @@ import (
 // a person's access token into a grant, and the grant into a JWT for one
 // upstream alone that names the person, their claims and the sign-in the
 // grant was made from. Every other exchange is refused: another audience,
-// another client, a wrong secret, a token that is not a grant, the
-// refresh_token grant type, and a grant once the person's sessions ended.
+// another client or its grant, a wrong secret, a token that is not a grant,
+// an ID token or another client's token for a grant, the refresh_token
+// grant type, and a grant, or a new one, once the person's sessions ended.
 func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -46,7 +47,7 @@ func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desk, err := x.Token(ctx, grant, deskAudience)
+	desk, err := x.Token(ctx, grant, deskAudience, "cara")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"an audience the client may not act at", func() error { _, err := x.Token(ctx, grant, "https://elsewhere.test"); return err }},
+		{"an audience the client may not act at", func() error { _, err := x.Token(ctx, grant, "https://elsewhere.test", "cara"); return err }},
 		{"two audiences", func() error {
 			return post(t, f.srv.URL, "toolgate", exchangeSecret, grant, "refresh_token", deskAudience, "https://other.test")
 		}},
@@ -84,21 +85,36 @@ func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 				"subject_token_type": {"urn:ietf:params:oauth:token-type:refresh_token"}})
 		}},
 		{"a client that exchanges nothing", func() error {
-			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "cards", ClientSecret: "s3cret-s3cret-s3cret-s3cret-s3cret"}).Token(ctx, grant, deskAudience)
+			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "cards", ClientSecret: "s3cret-s3cret-s3cret-s3cret-s3cret"}).Token(ctx, grant, deskAudience, "cara")
 			return err
 		}},
 		{"another exchange client's grant", func() error {
-			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "other-gate", ClientSecret: exchangeSecret}).Token(ctx, grant, deskAudience)
+			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "other-gate", ClientSecret: exchangeSecret}).Token(ctx, grant, deskAudience, "cara")
 			return err
 		}},
 		{"a wrong secret", func() error {
-			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "toolgate", ClientSecret: "not-" + exchangeSecret}).Token(ctx, grant, deskAudience)
+			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "toolgate", ClientSecret: "not-" + exchangeSecret}).Token(ctx, grant, deskAudience, "cara")
 			return err
 		}},
-		{"an access token as a grant", func() error { _, err := x.Token(ctx, tok.AccessToken, deskAudience); return err }},
+		{"an access token as a grant", func() error { _, err := x.Token(ctx, tok.AccessToken, deskAudience, "cara"); return err }},
 		{"the desk's token for a grant (renewing it)", func() error { _, err := x.Grant(ctx, desk); return err }},
-		{"a made-up grant", func() error { _, err := x.Token(ctx, "grant_"+strings.Repeat("A", 52), deskAudience); return err }},
+		{"a made-up grant", func() error {
+			_, err := x.Token(ctx, "grant_"+strings.Repeat("A", 52), deskAudience, "cara")
+			return err
+		}},
 		{"a made-up access token", func() error { _, err := x.Grant(ctx, "eyJhbGciOiJub25lIn0.e30."); return err }},
+		{"an ID token for a grant", func() error {
+			id, _ := tok.Extra("id_token").(string)
+			if id == "" {
+				t.Fatal("the sign-in gave no ID token")
+			}
+			_, err := x.Grant(ctx, id)
+			return err
+		}},
+		{"another exchange client's grant from the person's token", func() error {
+			_, err := (&exchange.Client{Issuer: f.srv.URL, ClientID: "other-gate", ClientSecret: exchangeSecret}).Grant(ctx, tok.AccessToken)
+			return err
+		}},
 		{"the grant at the refresh_token grant type", func() error {
 			return postForm(t, f.srv.URL, "toolgate", exchangeSecret, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {grant}})
 		}},
@@ -114,8 +130,11 @@ func TestTokenExchangeActsForThePersonAtOneAudience(t *testing.T) {
 	if err := f.p.SetRole(ctx, "cara", "card_supervisor", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Token(ctx, grant, deskAudience); !errors.Is(err, exchange.ErrRefused) {
+	if _, err := x.Token(ctx, grant, deskAudience, "cara"); !errors.Is(err, exchange.ErrRefused) {
 		t.Fatalf("the grant outlived the role it was made under: %v", err)
+	}
+	if _, err := x.Grant(ctx, tok.AccessToken); !errors.Is(err, exchange.ErrRefused) {
+		t.Fatalf("a token from before the role change made a new grant: %v", err)
 	}
 }
 

@@ -63,7 +63,7 @@ func newFixture(t *testing.T) *fixture {
 	f.p, err = idp.New(idp.Options{Issuer: f.srv.URL, Users: users,
 		Clients: []idp.Client{{ID: "cards", Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RedirectURIs: []string{redirect}, BackChannelLogoutURI: bcl.URL},
 			{ID: "mcp", Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: mcpAudience},
-			{ID: "toolgate", Secret: exchangeSecret, Exchange: []string{deskAudience, "https://other.test"}},
+			{ID: "toolgate", Secret: exchangeSecret, Exchange: []string{deskAudience, "https://other.test"}, GrantFrom: []string{mcpAudience}},
 			{ID: "other-gate", Secret: exchangeSecret, Exchange: []string{deskAudience}}}})
 	if err != nil {
 		t.Fatal(err)

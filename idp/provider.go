@@ -54,6 +54,9 @@ type Client struct {
 	// person whose access token it was given: a grant first, then a JWT
 	// for one audience at a time. A client without them exchanges nothing.
 	Exchange []string
+	// GrantFrom are the resources (access token audiences) whose tokens
+	// this client may turn into grants: the MCP server's, for toolgate.
+	GrantFrom []string
 }
 
 // Options configure a Provider.

@@ -24,9 +24,10 @@ type Settings struct {
 	MCPClient Client
 	// ExchangeClient is toolgate's own confidential client for token
 	// exchange (RFC 8693), registered when IDP_EXCHANGE_CLIENT_SECRET is set:
-	// IDP_EXCHANGE_CLIENT_ID (toolgate) may turn a person's access token into
-	// a grant, and a grant into a token for one of IDP_EXCHANGE_AUDIENCES
-	// (the upstreams of the packs that take the provider's tokens).
+	// IDP_EXCHANGE_CLIENT_ID (toolgate) may turn a person's access token for
+	// the MCP server into a grant, and a grant into a token for one of
+	// IDP_EXCHANGE_AUDIENCES (the upstreams of the packs that take the
+	// provider's tokens).
 	ExchangeClient *Client
 }
 
@@ -50,8 +51,11 @@ func SettingsFromEnv() Settings {
 		Audience:             env("IDP_MCP_AUDIENCE", "http://127.0.0.1:8090/mcp"),
 		BackChannelLogoutURI: env("IDP_MCP_BACKCHANNEL_LOGOUT_URI", "http://127.0.0.1:8090/backchannel-logout")}
 	if secret := os.Getenv("IDP_EXCHANGE_CLIENT_SECRET"); secret != "" {
-		s.ExchangeClient = &Client{ID: env("IDP_EXCHANGE_CLIENT_ID", "toolgate"), Secret: secret,
-			Exchange: strings.Fields(strings.ReplaceAll(os.Getenv("IDP_EXCHANGE_AUDIENCES"), ",", " "))}
+		s.ExchangeClient = &Client{ID: env("IDP_EXCHANGE_CLIENT_ID", "toolgate"), Secret: secret, GrantFrom: []string{s.MCPClient.Audience}}
+		for _, a := range strings.Fields(strings.ReplaceAll(os.Getenv("IDP_EXCHANGE_AUDIENCES"), ",", " ")) {
+			// As TOOLGATE_UPSTREAMS writes the URL the worker asks for.
+			s.ExchangeClient.Exchange = append(s.ExchangeClient.Exchange, strings.TrimRight(a, "/"))
+		}
 	}
 	return s
 }

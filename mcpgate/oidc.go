@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/policy"
+	"go.uber.org/zap"
 )
 
 // Claims name where an access token carries the person's user ID and
@@ -81,12 +82,18 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 // the credential holds for the packs whose upstreams take the provider's
 // tokens; a person with a seeded secret still gets a credential when the
 // provider cannot give one.
-func VaultCredentials(pool *pgxpool.Pool, x *exchange.Client) func(context.Context, Identity) (string, error) {
+func VaultCredentials(pool *pgxpool.Pool, x *exchange.Client, log *zap.Logger) func(context.Context, Identity) (string, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
 	return func(ctx context.Context, id Identity) (string, error) {
 		var grant string
 		var grantErr error
-		if x != nil {
-			grant, grantErr = x.Grant(ctx, id.Token)
+		// A person's token goes to the provider that issued it, and no other.
+		if x != nil && id.Issuer == x.Issuer {
+			if grant, grantErr = x.Grant(ctx, id.Token); grantErr != nil {
+				log.Warn("no grant for the sign-in: the packs that take the provider's tokens will refuse its calls", zap.String("user", id.UserID), zap.Error(grantErr))
+			}
 		}
 		var ref string
 		err := pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant($1, $2, $3, $4, $5::jsonb, $6, $7, $8)`,

@@ -115,7 +115,7 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	core, logs := observer.New(zap.DebugLevel)
 	g.logs = logs
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
-		Credential: mcpgate.VaultCredentials(mcpPool, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
+		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
 		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
 	return g
@@ -425,7 +425,7 @@ func TestMCPConversationsNeverCollide(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("a", 60)
-	vault := mcpgate.VaultCredentials(testenv.ServicePool(t, g.s.DatabaseURL, "mcp"), nil)
+	vault := mcpgate.VaultCredentials(testenv.ServicePool(t, g.s.DatabaseURL, "mcp"), nil, nil)
 	srv := httptest.NewServer((&mcpgate.Server{Temporal: g.s.Client, TaskQueue: g.s.TaskQueue, Policy: g.s.Policy,
 		Verify: func(ctx context.Context, token string) (mcpgate.Identity, error) {
 			id, err := verify(ctx, token)

@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,5 +99,48 @@ func TestEarlierAndLaterVersionsReadEachOthersRows(t *testing.T) {
 	want := []string{`cr_acc - {"account": ["ACC-1"]}`, `cr_earlier 131 {"store": ["131"]}`, `cr_later 112,118 {"store": ["112", "118"]}`}
 	if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("credentials:\n%s\nwant:\n%s (%v)", strings.Join(got, "\n"), strings.Join(want, "\n"), err)
+	}
+}
+
+// TestACredentialHoldsASecretForOnePackOrAGrant: the demo rows' secrets
+// are the demo pack's, and a copy of one keeps its pack (an earlier
+// starter or MCP server copies without naming it); any other secret names
+// no pack, so it goes nowhere. A credential holds a secret or a grant: the
+// vault issues a sign-in with no seeded row of its person a credential
+// holding the grant alone, and none without one.
+func TestACredentialHoldsASecretForOnePackOrAGrant(t *testing.T) {
+	ctx := context.Background()
+	owner := testenv.OwnerPool(t, testenv.Database(t))
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, demo)
+		SELECT 'cr_copy', user_id, client_secret, demo FROM vault.credentials WHERE ref = 'cred-ama'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret) VALUES ('cr_own', 'ama', 'a-secret-of-another-system')`); err != nil {
+		t.Fatal(err)
+	}
+	ref := ""
+	if err := owner.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant('cara', 'https://id.test', 'cara', 'card_agent', '{"account": ["ACC-4471"]}', 'pwd', now(), 'grant_x')`).Scan(&ref); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := owner.Query(ctx, `SELECT ref || ' ' || coalesce(secret_pack, '-') || ' ' || (client_secret IS NOT NULL)::text || ' ' || coalesce(grant_token, '-')
+		FROM vault.credentials WHERE ref IN ('cred-ama', 'cred-kofi', 'cr_copy', 'cr_own', $1) ORDER BY ref`, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cr_copy mangrove true -", "cr_own - true -", ref + " - false grant_x", "cred-ama mangrove true -", "cred-kofi mangrove true -"}
+	slices.Sort(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("credentials:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id) VALUES ('cr_empty', 'ama')`); err == nil {
+		t.Fatal("a credential holding neither a secret nor a grant was written")
+	}
+	if err := owner.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant('sam', 'https://id.test', 'sam', 'card_supervisor', '{}', 'pwd', now(), NULL)`).Scan(&ref); err == nil ||
+		!strings.Contains(err.Error(), "no seeded secret and no grant") {
+		t.Fatalf("a sign-in with neither a seeded secret nor a grant got a credential: %v", err)
 	}
 }

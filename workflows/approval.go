@@ -94,11 +94,11 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 			return ToolCallResult{}, err
 		}
 	}
-	g := guard{role: v.ApproverRole, resource: v.Resource, hash: hash, keys: trust.Keys, issuers: trust.Issuers, evidence: v.Evidence, upAt: upAt, expires: expires,
-		escalateTo: v.EscalateTo, escalateAfter: escalateAfter, pendingCard: card, need: need, requester: c.in.Session.UserID,
-		requesterPerson: c.requester, judging: held.Judging,
-		action: action, version: 1, editable: v.Editable,
-		card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}}
+	g := guard{Rules: policy.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
+		Card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}, UpAt: upAt, Expires: expires,
+		Keys: trust.Keys, Issuers: trust.Issuers, Evidence: v.Evidence, Need: need, Requester: c.in.Session.UserID,
+		RequesterPerson: c.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
+		escalateAfter: escalateAfter, pendingCard: card, version: 1}
 	wctx, cancel := workflow.WithCancel(ctx)
 	g.startTimers(wctx, ttl, c.version >= shapeLean)
 	var decision policy.Approval
@@ -117,7 +117,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	if err != nil {
 		return ToolCallResult{}, err
 	}
-	card, action, hash = g.pendingCard, g.action, g.hash // the version that stands, with its approvals so far
+	card, action, hash = g.pendingCard, g.Action, g.ArgsHash // the version that stands, with its approvals so far
 	outcome := "approved"
 	switch {
 	case ended == codeLocked:
@@ -266,13 +266,13 @@ func (c *call) escalation(v policy.Verdict, ttl time.Duration) (time.Duration, e
 // escalate offers the card to the next role up as well, recorded and
 // audited; the expiry does not move.
 func (c *call) escalate(g *guard) error {
-	g.escalated = true
-	c.status.EscalatedTo = g.escalateTo
+	g.Escalated = true
+	c.status.EscalatedTo = g.EscalateTo
 	msg := fmt.Sprintf("Nobody answered within %s: the card is also offered to the %s. It still expires at %s.",
-		g.escalateAfter, g.escalateTo, c.status.ExpiresAt)
-	workflow.GetLogger(c.ctx).Info("card escalated", "to", g.escalateTo)
+		g.escalateAfter, g.EscalateTo, c.status.ExpiresAt)
+	workflow.GetLogger(c.ctx).Info("card escalated", "to", g.EscalateTo)
 	card := g.pendingCard
-	card.EscalatedTo = g.escalateTo
+	card.EscalatedTo = g.EscalateTo
 	if err := c.record(activities.AuditInput{Key: "escalated", Event: activities.EventEscalated, Reason: policy.CodeOK, Message: msg,
 		Args: card.Args, Resource: card.Resource, Value: c.value()}, card, true); err != nil {
 		return err

@@ -24,37 +24,17 @@ const batchSize = 64
 // with code locked).
 const codeLocked CallStatus = "locked"
 
-// guard is what a decision must match to count on this card.
+// guard is a card's wait: the rules a decision must match to count on it
+// (policy.Rules, which policy.Judge holds it to), and the card, its
+// version and its timers.
 type guard struct {
-	role     policy.Role
-	resource policy.ResourceRef
-	hash     string
-	keys     policy.ApprovalKeys
-	issuers  []string
-	// evidence is the sign-in the card needs; nil on cards recorded before.
-	evidence *policy.Requirement
-	// escalateTo is offered the card after escalateAfter (0: never);
-	// escalated says it has been.
-	escalateTo    policy.Role
+	policy.Rules
+	// escalateAfter is when the card is offered Rules.EscalateTo too (0:
+	// never).
 	escalateAfter time.Duration
-	escalated     bool
 	pendingCard   activities.ProjectInput
-	card          policy.Card
-	upAt, expires time.Time
-	// need is how many distinct approvers the card needs (the two-person
-	// rule when 2); the requester (user ID, and the person behind the
-	// credential) never counts; approvals are those counted. judging is
-	// the rules the card was put up under.
-	need            int
-	requester       string
-	requesterPerson policy.Person
-	approvals       []policy.Approval
-	judging         judging
-	// action is what runs if approved; version counts the card's edits
-	// (1 until the first); editable are the args an edit may change.
-	action   json.RawMessage
-	version  int
-	editable []string
+	// version counts the card's edits (1 until the first).
+	version int
 	// timer ends the wait at the expiry; escalation fires at escalateAfter.
 	// Both are set once and last across edits. When chained, the expiry
 	// timer starts only once the escalation has fired (each timer is an
@@ -75,18 +55,18 @@ func (g *guard) startTimers(ctx workflow.Context, ttl time.Duration, chained boo
 		g.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
 	}
 	if escalates {
-		g.escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.escalateTo, g.escalateAfter)})
+		g.escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.EscalateTo, g.escalateAfter)})
 	}
 }
 
 // startExpiry starts a chained card's expiry timer, for what is left of its
 // TTL: the expiry does not move. It reports false when nothing is left.
 func (g *guard) startExpiry() bool {
-	left := g.expires.Sub(workflow.Now(g.timerCtx))
+	left := g.Expires.Sub(workflow.Now(g.timerCtx))
 	if left <= 0 {
 		return false
 	}
-	g.timer = workflow.NewTimerWithOptions(g.timerCtx, left, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires at %s", g.expires.UTC().Format(time.RFC3339))})
+	g.timer = workflow.NewTimerWithOptions(g.timerCtx, left, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires at %s", g.Expires.UTC().Format(time.RFC3339))})
 	return true
 }
 
@@ -120,7 +100,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		}
 		// A chained card waits on its escalation timer even when an edit has
 		// routed it to a role with none above: the expiry follows that timer.
-		if g.escalation != nil && (g.chained || g.escalateTo != "") {
+		if g.escalation != nil && (g.chained || g.EscalateTo != "") {
 			sel.AddFuture(g.escalation, func(workflow.Future) { escalate = true })
 		}
 		sel.Select(c.ctx)
@@ -129,7 +109,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		}
 		if escalate {
 			g.escalation = nil // fired: never waited on again
-			if g.escalateTo != "" {
+			if g.EscalateTo != "" {
 				if err := c.escalate(g); err != nil {
 					return policy.Approval{}, "", err
 				}
@@ -151,9 +131,9 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 			}
 			f := g.judge(r, now)
 			if f.code == policy.CodeOK {
-				if r.a.Decision == policy.Approve && len(g.approvals)+1 < g.need {
+				if r.a.Decision == policy.Approve && len(g.Approvals)+1 < g.Need {
 					// One of the approvals the card needs: counted, not yet enough.
-					g.approvals = append(g.approvals, r.a)
+					g.Approvals = append(g.Approvals, r.a)
 					counted = append(counted, r.a)
 					continue
 				}
@@ -182,86 +162,28 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 
 // judge decides whether one payload counts on the card at time now.
 func (g guard) judge(r received, now time.Time) refusal {
-	f := refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
 	if r.bad != "" {
-		return f
+		return refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
 	}
-	if !now.Before(g.expires) {
-		f.code, f.why = policy.CodeExpired, "the card expired before this decision arrived"
-		f.verified, _ = policy.VerifyApproval(r.a, g.card, g.upAt, g.expires, g.keys)
-		return f
-	}
-	if ok, why := policy.VerifyApproval(r.a, g.card, g.upAt, g.expires, g.keys); !ok {
-		f.code, f.why = policy.CodeCredentialUnavailable, why
-		return f
-	}
-	f.verified = true
-	role := g.role
-	if g.escalated && r.a.Approver.Role == g.escalateTo {
-		role = g.escalateTo // the card was also offered one role up
-	}
-	if f.code, f.why = policy.CheckApproval(r.a, role, g.resource, g.hash); f.code != policy.CodeOK {
-		return f
-	}
-	if f.code, f.why = g.checkEvidence(r.a, now); f.code != policy.CodeOK {
-		return f
-	}
-	if r.a.Decision == policy.Edit {
-		if _, err := policy.ApplyEdit(g.action, r.a.Edit, g.editable); err != nil {
-			f.code, f.why = policy.CodeInvalidArguments, err.Error()
-			return f
-		}
-	}
-	if g.need > 1 {
-		if g.same(r.a, g.requesterPerson, g.requester) {
-			f.code, f.why = policy.CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", g.requester, g.need)
-			return f
-		}
-		for _, a := range g.approvals {
-			if g.same(r.a, policy.PersonOf(a), a.Approver.UserID) {
-				f.code, f.why = policy.CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", a.Approver.UserID, g.need)
-				return f
-			}
-		}
-	}
-	return f
-}
-
-// checkEvidence holds a decision to the sign-in it needs: an approval or an
-// edit to the card's level and age, a rejection (from judgeBySignIn) to a
-// sign-in alone.
-func (g guard) checkEvidence(a policy.Approval, now time.Time) (policy.Code, string) {
-	if g.judging >= judgeBySignIn && a.Decision == policy.Reject && g.evidence != nil {
-		return policy.CheckSignIn(a, g.issuers, now)
-	}
-	return policy.CheckEvidence(a, g.evidence, g.issuers, now)
-}
-
-// same reports whether a decision comes from the person named by p and
-// userID: by user ID on cards put up before judgeBySignIn, and since by
-// the issuer and subject of the sign-in too.
-func (g guard) same(a policy.Approval, p policy.Person, userID string) bool {
-	if g.judging < judgeBySignIn {
-		return a.Approver.UserID == userID
-	}
-	return policy.SamePerson(policy.PersonOf(a), a.Approver.UserID, p, userID)
+	j := policy.Judge(g.Rules, r.a, now)
+	return refusal{received: r, code: j.Code, why: j.Why, verified: j.Verified}
 }
 
 // countApprovals records the approvals counted towards a card's quorum,
 // each with its approver and evidence, and the card showing them so far.
 func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time) error {
 	for i, a := range counted {
-		n := len(g.approvals) - len(counted) + i + 1
+		n := len(g.Approvals) - len(counted) + i + 1
 		who := a.Approver
 		p := policy.PersonOf(a)
 		g.pendingCard.Approvals = append(g.pendingCard.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
 			At: now.UTC().Format(time.RFC3339), Issuer: p.Issuer, Subject: p.Subject})
 		c.status.ApprovedBy = append(c.status.ApprovedBy, who.UserID)
-		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, g.need, who.UserID, g.need-n)
+		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, g.Need, who.UserID, g.Need-n)
 		if a.Reason != "" {
 			msg += " Their note: " + a.Reason
 		}
-		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.need)
+		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.Need)
 		key := fmt.Sprintf("approval-%d", n)
 		if g.version > 1 {
 			key = fmt.Sprintf("v%d-approval-%d", g.version, n)

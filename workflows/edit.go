@@ -31,7 +31,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	if g.version > MaxEdits {
 		return refuse(policy.CodeInvalidArguments, fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits))
 	}
-	args, err := policy.ApplyEdit(v.Args, a.Edit, g.editable)
+	args, err := policy.ApplyEdit(v.Args, a.Edit, g.Editable)
 	if err != nil {
 		return refuse(policy.CodeInvalidArguments, err.Error())
 	}
@@ -63,7 +63,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	if err != nil {
 		return fmt.Errorf("hash the edited action: %w", err)
 	}
-	if hash == g.hash {
+	if hash == g.ArgsHash {
 		return refuse(policy.CodeInvalidArguments, "it changes nothing that would run")
 	}
 	prev := c.status.ValueCents
@@ -72,7 +72,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	card.Args, card.ArgsHash, card.Card, card.ValueCents, card.ApproverRole = action, hash, pv.Card, pv.ValueCents, nv.ApproverRole
 	card.Evidence, card.ApprovalsNeeded, card.Approvals, card.CardVersion = nv.Evidence, need, nil, g.version+1
 	card.Justification = policy.JustificationOf(nv.Args)
-	if g.escalated && nv.EscalateTo != "" {
+	if g.Escalated && nv.EscalateTo != "" {
 		card.EscalatedTo = nv.EscalateTo
 	}
 	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", card.CardVersion, a.Approver.UserID, editSummary(a.Edit),
@@ -94,8 +94,8 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	workflow.GetLogger(c.ctx).Info("card edited", "version", card.CardVersion, "by", a.Approver.UserID, "approverRole", nv.ApproverRole)
 	*v = nv
 	c.preview_ = &pv
-	g.role, g.hash, g.evidence, g.need, g.approvals, g.action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
-	g.escalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
+	g.Role, g.ArgsHash, g.Evidence, g.Need, g.Approvals, g.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
+	g.EscalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
 	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash
 	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
 	c.status.resource = nv.Resource

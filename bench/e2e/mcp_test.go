@@ -39,7 +39,7 @@ func TestMCPLatency(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	defer srv.Close()
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
-		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp"), nil), Revoked: mcpgate.VaultRevocations(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
+		Credential: mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp"), nil, nil), Revoked: mcpgate.VaultRevocations(testenv.ServicePool(t, s.DatabaseURL, "mcp")),
 		Resource:            srv.URL + mcpgate.Path,
 		AuthorizationServer: p.URL, Logger: zap.NewNop()}).Handler()
 	tok, err := idp.SignIn(ctx, p.URL, testenv.MCPClientID, p.Users["kofi"], "")

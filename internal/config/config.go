@@ -420,6 +420,8 @@ func ParseExchange(getenv func(string) string, upstreams map[string]string, p *p
 	}
 	if u, err := url.Parse(issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_ISSUER %q must be the identity provider's URL, its issuer", issuer)
+	} else if u.Scheme != "https" && getenv("TOOLGATE_DEV") != "1" {
+		return nil, nil, fmt.Errorf("TOOLGATE_EXCHANGE_ISSUER %q must be https: people's tokens and toolgate's client secret go to it (plain http only in dev mode)", issuer)
 	}
 	return &exchange.Client{Issuer: issuer, ClientID: id, ClientSecret: secret}, audiences, nil
 }

@@ -105,7 +105,7 @@ func TestExchangeSaysWhatToFix(t *testing.T) {
 	p := packs.MustLoad("mangrove,../../examples/packs/carddesk.yaml").Policy
 	ups := map[string]string{"carddesk": "http://127.0.0.1:8083"}
 	secret := strings.Repeat("s", MinSecretLength)
-	ok := map[string]string{"TOOLGATE_EXCHANGE_ISSUER": "http://127.0.0.1:8082", "TOOLGATE_EXCHANGE_CLIENT_SECRET": secret, "TOOLGATE_EXCHANGE_PACKS": " carddesk "}
+	ok := map[string]string{"TOOLGATE_DEV": "1", "TOOLGATE_EXCHANGE_ISSUER": "http://127.0.0.1:8082", "TOOLGATE_EXCHANGE_CLIENT_SECRET": secret, "TOOLGATE_EXCHANGE_PACKS": " carddesk "}
 	x, aud, err := ParseExchange(func(k string) string { return ok[k] }, ups, p)
 	if err != nil || x == nil || x.ClientID != "toolgate" || x.Issuer != "http://127.0.0.1:8082" || len(aud) != 1 || aud["carddesk"] != "http://127.0.0.1:8083" {
 		t.Fatalf("%+v %v %v", x, aud, err)
@@ -117,12 +117,13 @@ func TestExchangeSaysWhatToFix(t *testing.T) {
 		set  map[string]string
 		want string
 	}{
-		"an unknown pack":     {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "bank"}, `"bank" is not a loaded pack`},
-		"no upstream":         {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "mangrove"}, "mangrove has no upstream of its own: name it in TOOLGATE_UPSTREAMS"},
-		"no client":           {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": ""}, "TOOLGATE_EXCHANGE_PACKS needs TOOLGATE_EXCHANGE_ISSUER and TOOLGATE_EXCHANGE_CLIENT_SECRET"},
-		"a short secret":      {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": "short"}, "at least 32 characters"},
-		"no issuer":           {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": ""}, "must be the identity provider's URL"},
-		"an issuer not a URL": {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": "idp.local"}, "must be the identity provider's URL"},
+		"an unknown pack":             {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "bank"}, `"bank" is not a loaded pack`},
+		"no upstream":                 {map[string]string{"TOOLGATE_EXCHANGE_PACKS": "mangrove"}, "mangrove has no upstream of its own: name it in TOOLGATE_UPSTREAMS"},
+		"no client":                   {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": ""}, "TOOLGATE_EXCHANGE_PACKS needs TOOLGATE_EXCHANGE_ISSUER and TOOLGATE_EXCHANGE_CLIENT_SECRET"},
+		"a short secret":              {map[string]string{"TOOLGATE_EXCHANGE_CLIENT_SECRET": "short"}, "at least 32 characters"},
+		"no issuer":                   {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": ""}, "must be the identity provider's URL"},
+		"an issuer not a URL":         {map[string]string{"TOOLGATE_EXCHANGE_ISSUER": "idp.local"}, "must be the identity provider's URL"},
+		"plain http outside dev mode": {map[string]string{"TOOLGATE_DEV": ""}, "must be https"},
 	} {
 		env := map[string]string{}
 		for k, v := range ok {

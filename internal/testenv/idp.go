@@ -87,7 +87,7 @@ func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) 
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
 		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI},
-		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience}}}})
+		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience}, GrantFrom: []string{MCPAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

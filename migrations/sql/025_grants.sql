@@ -3,28 +3,29 @@
 -- issued by token exchange, RFC 8693, to toolgate), which the worker
 -- exchanges on each call for an access token whose audience is the
 -- tool's pack's upstream alone. A seeded secret now says whose upstream it
--- is for (secret_pack) and goes to that pack's upstream and no other; the
--- rows written before were all the demo pack's.
+-- is for (secret_pack) and goes to the upstream that pack's calls go to
+-- and no other. The demo rows and those copied from them are the demo
+-- pack's; any other secret written before names no pack, so it goes
+-- nowhere until its operator names one (UPDATE ... SET secret_pack).
 ALTER TABLE vault.credentials ADD COLUMN grant_token text, ADD COLUMN secret_pack text;
 ALTER TABLE vault.credentials ALTER COLUMN client_secret DROP NOT NULL;
-UPDATE vault.credentials SET secret_pack = 'mangrove' WHERE client_secret IS NOT NULL;
+UPDATE vault.credentials SET secret_pack = 'mangrove' WHERE client_secret IS NOT NULL AND demo;
 -- A row copied from a seeded one by a process that predates the column
 -- (a rolling deploy) keeps the pack of the secret it copied.
 CREATE FUNCTION vault.secret_pack_of_copy() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.secret_pack IS NULL AND NEW.client_secret IS NOT NULL THEN
     SELECT c.secret_pack INTO NEW.secret_pack FROM vault.credentials c
-      WHERE c.user_id = NEW.user_id AND c.client_secret = NEW.client_secret AND c.secret_pack IS NOT NULL LIMIT 1;
+      WHERE c.ref = 'cred-' || NEW.user_id AND c.user_id = NEW.user_id AND c.client_secret = NEW.client_secret;
   END IF;
   RETURN NEW;
 END
 $$;
 CREATE TRIGGER credentials_secret_pack BEFORE INSERT ON vault.credentials FOR EACH ROW EXECUTE FUNCTION vault.secret_pack_of_copy();
 ALTER TABLE vault.credentials
-  ADD CONSTRAINT credentials_secret_names_its_pack CHECK (client_secret IS NULL OR secret_pack IS NOT NULL),
   ADD CONSTRAINT credentials_hold_a_secret_or_a_grant CHECK (client_secret IS NOT NULL OR grant_token IS NOT NULL);
 COMMENT ON COLUMN vault.credentials.grant_token IS 'The provider''s grant for this sign-in (RFC 8693 refresh token), exchanged per call for a token to one pack''s upstream.';
-COMMENT ON COLUMN vault.credentials.secret_pack IS 'The pack whose upstream client_secret is for; it is sent to no other.';
+COMMENT ON COLUMN vault.credentials.secret_pack IS 'The pack whose upstream client_secret is for; it is sent to no other, and nowhere when NULL.';
 
 -- The credential of a sign-in: the person's seeded secret where they have
 -- one (with its pack), the grant where the MCP server got one, and at

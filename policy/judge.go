@@ -1,0 +1,115 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Rules are what a decision must match to count on one card, fixed when
+// the card went up (and by each edit): Judge takes them, a decision and
+// the time, and says whether the decision counts.
+type Rules struct {
+	// Role is the approver role the card is routed to; EscalateTo is
+	// offered it as well once Escalated.
+	Role       Role
+	EscalateTo Role
+	Escalated  bool
+	Resource   ResourceRef
+	// ArgsHash is the hash of the action the decision must name; Card, UpAt
+	// and Expires what its signature binds.
+	ArgsHash      string
+	Card          Card
+	UpAt, Expires time.Time
+	Keys          ApprovalKeys
+	Issuers       []string
+	// Evidence is the sign-in an approval needs; nil on cards recorded
+	// before evidence rules.
+	Evidence *Requirement
+	// Need is how many different people must approve (the two-person rule
+	// at 2): never the requester, never one of Approvals twice.
+	Need            int
+	Requester       string
+	RequesterPerson Person
+	Approvals       []Approval
+	// BySignIn tells people apart by the issuer and subject of their
+	// sign-in as well as their user ID, and holds a rejection to a sign-in
+	// alone; cards put up before it tell them apart by user ID.
+	BySignIn bool
+	// Action is what runs if approved; an edit may change Editable alone.
+	Action   json.RawMessage
+	Editable []string
+}
+
+// Judgment is whether a decision counts (Code is CodeOK) and, when it
+// does not, why; Verified says its signature held, whatever else failed.
+type Judgment struct {
+	Code     Code
+	Why      string
+	Verified bool
+}
+
+// Judge decides whether decision a counts on a card with rules r at time
+// now: in time, signed for this card, by its role over its resource for
+// its action, with the evidence it needs, an edit that changes only what
+// may change, and, where several must approve, from someone who has not
+// (nor asked for it). It is a pure function of its arguments.
+func Judge(r Rules, a Approval, now time.Time) Judgment {
+	if !now.Before(r.Expires) {
+		ok, _ := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys)
+		return Judgment{Code: CodeExpired, Why: "the card expired before this decision arrived", Verified: ok}
+	}
+	if ok, why := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys); !ok {
+		return Judgment{Code: CodeCredentialUnavailable, Why: why}
+	}
+	j := Judgment{Verified: true}
+	role := r.Role
+	if r.Escalated && a.Approver.Role == r.EscalateTo {
+		role = r.EscalateTo
+	}
+	if j.Code, j.Why = CheckApproval(a, role, r.Resource, r.ArgsHash); j.Code != CodeOK {
+		return j
+	}
+	if j.Code, j.Why = r.checkEvidence(a, now); j.Code != CodeOK {
+		return j
+	}
+	if a.Decision == Edit {
+		if _, err := ApplyEdit(r.Action, a.Edit, r.Editable); err != nil {
+			j.Code, j.Why = CodeInvalidArguments, err.Error()
+			return j
+		}
+	}
+	if r.Need > 1 {
+		if r.Same(a, r.RequesterPerson, r.Requester) {
+			j.Code, j.Why = CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", r.Requester, r.Need)
+			return j
+		}
+		for _, earlier := range r.Approvals {
+			if r.Same(a, PersonOf(earlier), earlier.Approver.UserID) {
+				j.Code, j.Why = CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", earlier.Approver.UserID, r.Need)
+				return j
+			}
+		}
+	}
+	return j
+}
+
+// checkEvidence holds a decision to the sign-in it needs: an approval or
+// an edit to the card's level and age, a rejection (BySignIn) to a sign-in
+// alone.
+func (r Rules) checkEvidence(a Approval, now time.Time) (Code, string) {
+	if r.BySignIn && a.Decision == Reject && r.Evidence != nil {
+		return CheckSignIn(a, r.Issuers, now)
+	}
+	return CheckEvidence(a, r.Evidence, r.Issuers, now)
+}
+
+// Same reports whether decision a comes from the person named by p and
+// userID: by user ID alone unless BySignIn, and then by the issuer and
+// subject of the sign-in too.
+func (r Rules) Same(a Approval, p Person, userID string) bool {
+	if !r.BySignIn {
+		return a.Approver.UserID == userID
+	}
+	return SamePerson(PersonOf(a), a.Approver.UserID, p, userID)
+}
