@@ -41,12 +41,12 @@ const (
 func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	ctx := c.ctx
 	action := v.Args
-	if c.preview_ != nil {
-		action = c.preview_.Action
-		c.status.Card, c.status.ValueCents = c.preview_.Card, c.preview_.ValueCents
+	if c.decision.dryRun != nil {
+		action = c.decision.dryRun.Action
+		c.status.Card, c.status.ValueCents = c.decision.dryRun.Card, c.decision.dryRun.ValueCents
 	} else {
-		if c.argValue != nil {
-			c.status.ValueCents = *c.argValue
+		if c.decision.argValue != nil {
+			c.status.ValueCents = *c.decision.argValue
 		}
 		if c.version >= shapeLean {
 			// No dry run worded the card: it shows the exact action.
@@ -72,8 +72,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
 		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: 1, Editable: v.Editable}
-	if c.requester.Known() {
-		card.Requester = &c.requester
+	if c.decision.requester.Known() {
+		card.Requester = &c.decision.requester
 	}
 	if err := c.project(card); err != nil {
 		return ToolCallResult{}, err
@@ -84,7 +84,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	}
 	pending := c.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
 		who, c.status.ExpiresAt), false, false, nil)
-	c.first = c.outcome(pending)
+	c.ledger.first = c.outcome(pending)
 	workflow.GetLogger(ctx).Info("waiting for approval", "tool", c.in.Tool, "approverRole", v.ApproverRole, "expiresAt", c.status.ExpiresAt)
 	c.notify(activities.CardEventPending, card, "")
 
@@ -97,7 +97,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	g := guard{Rules: policy.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
 		Card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}, UpAt: upAt, Expires: expires,
 		Keys: trust.Keys, Issuers: trust.Issuers, Evidence: v.Evidence, Need: need, Requester: c.in.Session.UserID,
-		RequesterPerson: c.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
+		RequesterPerson: c.decision.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
 		escalateAfter: escalateAfter, pendingCard: card, version: 1}
 	wctx, cancel := workflow.WithCancel(ctx)
 	g.startTimers(wctx, ttl, c.version >= shapeLean)
@@ -149,7 +149,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	switch {
 	case ended == codeLocked:
 		res, err = c.end(card, StatusRejected, policy.CodeLocked, activities.EventRejected, nil,
-			fmt.Sprintf("The card was locked after %d refused decisions, so nothing ran and nobody can approve it now. Tell the person; if the move is still needed, it takes a new call with a new toolCallId.", c.refused))
+			fmt.Sprintf("The card was locked after %d refused decisions, so nothing ran and nobody can approve it now. Tell the person; if the move is still needed, it takes a new call with a new toolCallId.", c.card.refused))
 	case ended == StatusExpired:
 		res, err = c.end(card, StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", ttl, c.in.Tool))
@@ -157,7 +157,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		msg := fmt.Sprintf("%s rejected the card, so nothing ran. Do not propose it again unless the person asks.", decision.Approver.UserID)
 		if note := sanitize.Text(decision.Reason); note != "" {
 			msg = fmt.Sprintf("%s rejected the card, so nothing ran. Their note (result.note) says why: tell the person, and do not propose it again unless they ask.", decision.Approver.UserID)
-			c.note, _ = json.Marshal(map[string]string{"note": note})
+			c.card.note, _ = json.Marshal(map[string]string{"note": note})
 		}
 		res, err = c.end(card, StatusRejected, policy.CodeRejected, activities.EventRejected, &decision, msg)
 	default:
@@ -216,7 +216,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 		if err != nil {
 			return held, fmt.Errorf("approval settings: %w", err)
 		}
-		c.hooks = held.Trust.Hooks
+		c.ledger.hooks = held.Trust.Hooks
 		return held, nil
 	}
 	if err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "approval TTL in force"}, func(workflow.Context) any {
@@ -285,7 +285,7 @@ func (c *call) escalate(g *guard) error {
 // card went up: delivered by an activity with retries, not waited for
 // until the call ends (a slow receiver never holds a card up).
 func (c *call) notify(event string, card activities.ProjectInput, decidedBy string) {
-	if !c.hooks {
+	if !c.ledger.hooks {
 		return
 	}
 	ev := activities.CardEvent{Type: event, WorkflowID: c.key, RunID: c.status.RunID, CardVersion: max(1, card.CardVersion), Status: card.Status,
@@ -294,13 +294,13 @@ func (c *call) notify(event string, card activities.ProjectInput, decidedBy stri
 	opts := workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: fmt.Sprintf("webhook %s v%d", event, ev.CardVersion),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrWebhookRefused, activities.ErrBadInput}}}
-	c.sent = append(c.sent, workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Notify, ev))
+	c.ledger.sent = append(c.ledger.sent, workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Notify, ev))
 }
 
 // awaitHooks lets the card's deliveries finish (each is bounded by its
 // retry policy) before the call ends; a failed one is logged.
 func (c *call) awaitHooks() {
-	for _, f := range c.sent {
+	for _, f := range c.ledger.sent {
 		if err := f.Get(c.ctx, nil); err != nil {
 			workflow.GetLogger(c.ctx).Warn("webhook not delivered", "error", err)
 		}
@@ -342,7 +342,7 @@ func (c *call) trust() (trust, error) {
 	if err != nil {
 		return got, fmt.Errorf("approval trust: %w", err)
 	}
-	c.hooks = got.Hooks
+	c.ledger.hooks = got.Hooks
 	return got, nil
 }
 
@@ -356,13 +356,13 @@ func (c *call) end(card activities.ProjectInput, status CallStatus, code policy.
 	if by != nil {
 		in.Approver, in.Evidence, card.DecidedBy, card.Note = &by.Approver, by.Evidence, &by.Approver, by.Reason
 		// The row carries the note as the model got it, for the evals export.
-		in.Result = c.note
+		in.Result = c.card.note
 		card.DecidedAt = workflow.Now(c.ctx).UTC().Format(time.RFC3339)
 	}
 	if err := c.record(in, card, local); err != nil {
 		return ToolCallResult{}, err
 	}
-	return c.result(status, code, msg, false, false, c.note), nil
+	return c.result(status, code, msg, false, false, c.card.note), nil
 }
 
 // record writes an audit row and the card state it leads to, together,
@@ -396,8 +396,8 @@ func (c *call) approved(v policy.Verdict, card activities.ProjectInput, a policy
 		Value: c.value(), Approver: &a.Approver, Evidence: a.Evidence, Message: a.Reason, Tool: c.in.Tool, Session: c.in.Session}
 	// The call's own activity writes the approval first: it is scheduled
 	// only once the task that accepted the approval is complete.
-	c.before = &activities.RecordInput{Audit: approved, Card: card}
-	c.card = &card
+	c.card.before = &activities.RecordInput{Audit: approved, Card: card}
+	c.card.approved = &card
 	return c.execute(v, action, hash) // it records the outcome with the card
 }
 

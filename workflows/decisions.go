@@ -126,7 +126,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 		late := false
 		for i, r := range batch {
 			if winner != nil {
-				c.late = append(c.late, batch[i:]...)
+				c.card.late = append(c.card.late, batch[i:]...)
 				break
 			}
 			f := g.judge(r, now)
@@ -154,7 +154,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 			return *winner, "", nil
 		case late:
 			return policy.Approval{}, StatusExpired, nil
-		case c.refused > MaxRefusedDecisions:
+		case c.card.refused > MaxRefusedDecisions:
 			return policy.Approval{}, codeLocked, nil
 		}
 	}
@@ -233,14 +233,14 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	var rows []activities.AuditInput
 	over := unread
 	for _, f := range refused {
-		c.refused++
+		c.card.refused++
 		c.countApproval("refused_" + string(f.code))
-		if c.refused > MaxRefusedDecisions {
+		if c.card.refused > MaxRefusedDecisions {
 			over++
 			continue
 		}
 		workflow.GetLogger(c.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
-		row := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.refused), Event: activities.EventApprovalRefused, Reason: f.code,
+		row := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.card.refused), Event: activities.EventApprovalRefused, Reason: f.code,
 			Message: "Refused: " + f.why, Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
 		if f.verified {
 			who := f.a.Approver
@@ -270,8 +270,8 @@ func (c *call) drain(final CallStatus, code policy.Code) error {
 		code = policy.CodeInvalidArguments
 	}
 	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	pending := append(c.late, takeDecisions(ch, batchSize)...)
-	c.late = nil
+	pending := append(c.card.late, takeDecisions(ch, batchSize)...)
+	c.card.late = nil
 	// Past one batch nothing more is read: the card has ended, and what is
 	// left is counted in the summary row unread.
 	unread := ch.Len()

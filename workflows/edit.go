@@ -93,7 +93,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	}
 	workflow.GetLogger(c.ctx).Info("card edited", "version", card.CardVersion, "by", a.Approver.UserID, "approverRole", nv.ApproverRole)
 	*v = nv
-	c.preview_ = &pv
+	c.decision.dryRun = &pv
 	g.Role, g.ArgsHash, g.Evidence, g.Need, g.Approvals, g.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
 	g.EscalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
 	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash

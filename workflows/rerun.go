@@ -56,11 +56,11 @@ func (c *call) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outcome,
 	if asked.ToolCallID == c.in.ToolCallID && policy.Fingerprint(theirs) == policy.Fingerprint(c.req) {
 		return nil, nil
 	}
-	c.conflicts++
+	c.ledger.conflicts++
 	msg := "This toolCallId is already in use for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
-	if c.conflicts <= MaxRefusedDecisions {
+	if c.ledger.conflicts <= MaxRefusedDecisions {
 		err := workflow.ExecuteActivity(bookkeeping(ctx, "audit idempotency conflict"), acts.Audit, activities.AuditInput{
-			Key: fmt.Sprintf("idempotency-conflict-%d", c.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
+			Key: fmt.Sprintf("idempotency-conflict-%d", c.ledger.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
 			Message: msg, Args: asked.Args, Tool: asked.Tool, Session: asked.Session}).Get(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("audit idempotency conflict: %w", err)

@@ -39,11 +39,11 @@ type signInNeed struct {
 // the credential it was approved with, or not at all), and it has rounds
 // left.
 func (c *call) needSignIn(code policy.Code, result json.RawMessage) bool {
-	if c.version < shapeSignInWait || c.in.Session.UserID == "" || c.card != nil || c.signInRounds >= MaxSignInRounds ||
+	if c.version < shapeSignInWait || c.in.Session.UserID == "" || c.card.approved != nil || c.signIn.rounds >= MaxSignInRounds ||
 		(code != policy.CodeCredentialUnavailable && code != policy.CodeStepUpRequired) {
 		return false
 	}
-	c.signIn = &signInNeed{code: code, result: result}
+	c.signIn.need = &signInNeed{code: code, result: result}
 	return true
 }
 
@@ -52,10 +52,10 @@ func (c *call) needSignIn(code policy.Code, result json.RawMessage) bool {
 // deadline, which is set once, at the first wait. It reports whether the
 // call was resumed; if not, the call has ended expired with res.
 func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
-	need := *c.signIn
-	c.signIn = nil
-	c.signInRounds++
-	if c.signInTimer == nil {
+	need := *c.signIn.need
+	c.signIn.need = nil
+	c.signIn.rounds++
+	if c.signIn.timer == nil {
 		var ttl time.Duration
 		set := c.settings.SignInTTL
 		if err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "sign-in wait in force"}, func(workflow.Context) any {
@@ -66,22 +66,22 @@ func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
 		}).Get(&ttl); err != nil {
 			return false, res, fmt.Errorf("sign-in TTL: %w", err)
 		}
-		c.signInTTL = ttl
-		c.signInExpires = workflow.Now(c.ctx).Add(ttl).UTC().Format(time.RFC3339)
-		c.signInTimer = workflow.NewTimerWithOptions(c.ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("sign-in wait expires after %s", ttl)})
+		c.signIn.ttl = ttl
+		c.signIn.expires = workflow.Now(c.ctx).Add(ttl).UTC().Format(time.RFC3339)
+		c.signIn.timer = workflow.NewTimerWithOptions(c.ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("sign-in wait expires after %s", ttl)})
 	}
-	c.status.ExpiresAt = c.signInExpires
+	c.status.ExpiresAt = c.signIn.expires
 	c.setStatus(StatusAwaitingSignIn, need.code)
 	msg := fmt.Sprintf("The person must sign in before this can run on their behalf (%s). Ask them to sign in; the call waits until %s and carries on by itself once they have. Do not call again.",
-		signInWhy(need.code), c.signInExpires)
-	if err := c.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", c.signInRounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
+		signInWhy(need.code), c.signIn.expires)
+	if err := c.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", c.signIn.rounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
 		Message: msg, Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{}), Claim: c.claim()}); err != nil {
 		return false, res, err
 	}
-	if c.first == nil {
-		c.first = c.outcome(c.result(StatusAwaitingSignIn, need.code, msg, false, true, need.result))
+	if c.ledger.first == nil {
+		c.ledger.first = c.outcome(c.result(StatusAwaitingSignIn, need.code, msg, false, true, need.result))
 	}
-	workflow.GetLogger(c.ctx).Info("waiting for sign-in", "tool", c.in.Tool, "code", need.code, "expiresAt", c.signInExpires)
+	workflow.GetLogger(c.ctx).Info("waiting for sign-in", "tool", c.in.Tool, "code", need.code, "expiresAt", c.signIn.expires)
 
 	ch := workflow.GetSignalChannel(c.ctx, CredentialSignal)
 	for {
@@ -89,11 +89,11 @@ func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
 		expired := false
 		sel := workflow.NewSelector(c.ctx)
 		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { got = takeCredential(c.ctx, ch) })
-		sel.AddFuture(c.signInTimer, func(workflow.Future) { expired = true })
+		sel.AddFuture(c.signIn.timer, func(workflow.Future) { expired = true })
 		sel.Select(c.ctx)
 		if expired {
 			c.setStatus(StatusExpired, policy.CodeExpired)
-			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", c.signInTTL, c.in.Tool)
+			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", c.signIn.ttl, c.in.Tool)
 			if err := c.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
 				Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{})}); err != nil {
 				return false, res, err
@@ -101,12 +101,12 @@ func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
 			return false, c.result(StatusExpired, policy.CodeExpired, msg, false, true, nil), nil
 		}
 		if got != nil {
-			c.credentialRef = got.CredentialRef
+			c.signIn.credentialRef = got.CredentialRef
 			c.req.Session.CredentialRef = got.CredentialRef
-			c.preview_, c.facts = nil, nil
+			c.decision.dryRun, c.decision.facts = nil, nil
 			c.status.ExpiresAt = ""
 			c.setStatus(StatusDeciding, "")
-			workflow.GetLogger(c.ctx).Info("sign-in received; the chain runs again", "tool", c.in.Tool, "round", c.signInRounds)
+			workflow.GetLogger(c.ctx).Info("sign-in received; the chain runs again", "tool", c.in.Tool, "round", c.signIn.rounds)
 			return true, res, nil
 		}
 	}

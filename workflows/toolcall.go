@@ -138,7 +138,7 @@ func (c *call) run() (ToolCallResult, error) {
 	}
 	for {
 		res, err := c.chain()
-		if err != nil || c.signIn == nil {
+		if err != nil || c.signIn.need == nil {
 			return res, err
 		}
 		// The person must sign in first: the chain runs again, from the
@@ -151,25 +151,25 @@ func (c *call) run() (ToolCallResult, error) {
 }
 
 // chain runs the contract's chain once. A call that needs a sign-in first
-// returns with c.signIn set.
+// returns with c.signIn.need set.
 func (c *call) chain() (ToolCallResult, error) {
 	v := c.check(nil)
-	c.facts = v.Tool
+	c.decision.facts = v.Tool
 	if !v.Allowed() && v.Step == policy.StepCredential && c.needSignIn(v.Code, nil) {
 		return ToolCallResult{}, nil
 	}
 	if v.Allowed() && v.NeedsPreview {
 		pv, failed, err := c.preview(v)
-		if err != nil || failed != nil || c.signIn != nil {
+		if err != nil || failed != nil || c.signIn.need != nil {
 			return deref(failed), err
 		}
-		c.preview_ = &pv
+		c.decision.dryRun = &pv
 		v = c.check(&pv.ValueCents)
 		if v.Allowed() && pv.Shortfall != "" {
 			return c.failed(v, policy.CodeUpstreamError, fmt.Sprintf("Nothing can be planned: %s. Propose a smaller quantity, or tell the person.", pv.Shortfall), false, false)
 		}
 	}
-	c.argValue = v.ValueCents
+	c.decision.argValue = v.ValueCents
 	if v.Allowed() {
 		var err error
 		if v, err = c.admit(v); err != nil {
@@ -203,51 +203,72 @@ type call struct {
 	req      policy.Request
 	status   Status
 	key      string
-	preview_ *activities.PreviewResult
-	first    *Outcome
-	refused  int
-	// conflicts counts duplicates that asked for something else.
-	conflicts int
+	// version is the shape of the call (the "search-attributes" change).
+	version workflow.Version
+	// Each phase's state: what the chain decided, the sign-in the call
+	// waits for, the card, and what the call has told others.
+	decision decided
+	signIn   signInWait
+	card     cardState
+	ledger   ledger
+}
+
+// decided is what the chain and admission settled for the call.
+type decided struct {
+	// fingerprint names what was asked (policy.Fingerprint of the input).
+	fingerprint string
 	// facts are the tool's spec facts recorded with the verdict.
 	facts *policy.ToolFacts
 	// argValue is the call's value when an arg holds it (the verdict's).
 	argValue *int64
-	// version is the shape of the call (the "search-attributes" change).
-	version workflow.Version
-	// fingerprint names what was asked (policy.Fingerprint of the input).
-	fingerprint string
-	// credentialRef replaces the session's after a sign-in (the credential signal).
-	credentialRef string
-	// signIn is set when the chain must wait for a sign-in; the wait's
-	// deadline is set once, at the first.
-	signIn        *signInNeed
-	signInRounds  int
-	signInTimer   workflow.Future
-	signInTTL     time.Duration
-	signInExpires string
-	// hooks says card events go to the webhook; sent are their deliveries.
-	hooks bool
-	sent  []workflow.Future
-	// pending names the equivalent card an already_pending call waits for.
-	pending json.RawMessage
+	// dryRun is the tool's dry run, once it ran.
+	dryRun *activities.PreviewResult
 	// requester is the person behind the call's credential, as admission
 	// read it (unknown on calls admitted before it did).
 	requester policy.Person
-	// note is a rejection's note for the model.
-	note json.RawMessage
-	// late are decisions taken with the one that counted, refused at the end.
-	late []received
-	// card is the approved card an execution finishes, if any.
-	card *activities.ProjectInput
-	// before is the approval's record, written by the call's activity first.
-	before *activities.RecordInput
+	// pending names the equivalent card an already_pending call waits for.
+	pending json.RawMessage
+}
+
+// signInWait is the call's wait for its person to sign in: what needs it,
+// the rounds so far, the one deadline set at the first, and the
+// credential a sign-in brought (the credential signal).
+type signInWait struct {
+	need          *signInNeed
+	rounds        int
+	timer         workflow.Future
+	ttl           time.Duration
+	expires       string
+	credentialRef string
+}
+
+// cardState is the card's: the approved card an execution finishes, the
+// approval's record written by the call's activity first, a rejection's
+// note for the model, the decisions taken with the one that counted (refused
+// at the end), and how many were refused.
+type cardState struct {
+	approved *activities.ProjectInput
+	before   *activities.RecordInput
+	note     json.RawMessage
+	late     []received
+	refused  int
+}
+
+// ledger is what the call has told others: its first outcome, whether card
+// events go to the webhook and the deliveries sent, and how many duplicates
+// asked for something else.
+type ledger struct {
+	first     *Outcome
+	hooks     bool
+	sent      []workflow.Future
+	conflicts int
 }
 
 func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	c := &call{ctx: ctx, in: in, settings: s, key: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		req:    policy.Request{Tool: in.Tool, Args: in.Args, Session: in.Session},
 		status: Status{Status: StatusDeciding, Tool: in.Tool, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID}}
-	c.fingerprint = policy.Fingerprint(c.req)
+	c.decision.fingerprint = policy.Fingerprint(c.req)
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
 	}
@@ -255,10 +276,10 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 		if conflict, err := c.conflicting(ctx, asked); conflict != nil || err != nil {
 			return deref(conflict), err
 		}
-		if err := workflow.Await(ctx, func() bool { return c.first != nil }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return c.ledger.first != nil }); err != nil {
 			return Outcome{}, err
 		}
-		return *c.first, nil
+		return *c.ledger.first, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("first outcome update: %w", err)
@@ -390,18 +411,18 @@ func (c *call) failed(v policy.Verdict, code policy.Code, msg string, retryable,
 func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	var res activities.AdmitResult
 	in := activities.AdmitInput{Verdict: v, Tool: c.in.Tool, Session: c.in.Session, Claim: c.claim(), CredentialRef: c.credential()}
-	if c.preview_ != nil {
-		in.ValueCents, in.Action = &c.preview_.ValueCents, c.preview_.Action
+	if c.decision.dryRun != nil {
+		in.ValueCents, in.Action = &c.decision.dryRun.ValueCents, c.decision.dryRun.Action
 	} else {
-		in.ValueCents = c.argValue
+		in.ValueCents = c.decision.argValue
 	}
 	if v.Decision == policy.DecisionApprove {
 		// One card per intent: an equivalent card already up ends this call.
 		// The intent is what would run: the action, after session fill and the
 		// dry run's choices (the assistant's justification is not part of it).
 		args := v.Args
-		if c.preview_ != nil && len(c.preview_.Action) > 0 {
-			args = c.preview_.Action
+		if c.decision.dryRun != nil && len(c.decision.dryRun.Action) > 0 {
+			args = c.decision.dryRun.Action
 		}
 		if intent, err := policy.Intent(c.in.Tool, v.Resource, args, c.intentRequester()); err == nil {
 			in.Intent, in.TTLSeconds = intent, int64(c.settings.ApprovalTTL.Seconds())
@@ -412,10 +433,10 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	if err := f.Get(c.ctx, &res); err != nil {
 		return v, fmt.Errorf("admit: %w", err)
 	}
-	c.requester = deref(res.Requester)
+	c.decision.requester = deref(res.Requester)
 	if !res.Allowed() {
 		if res.Pending != nil {
-			c.pending, _ = json.Marshal(res.Pending)
+			c.decision.pending, _ = json.Marshal(res.Pending)
 		}
 		return policy.Verdict{Decision: res.Decision, Code: res.Code, Message: res.Message, Step: res.Step}, nil
 	}
@@ -428,7 +449,7 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 // intentRequester is who the call's intent is keyed by: its user, unless
 // the tool acts on something shared (then "", everyone's).
 func (c *call) intentRequester() string {
-	if c.facts != nil && c.facts.PerRequester {
+	if c.decision.facts != nil && c.decision.facts.PerRequester {
 		return c.in.Session.UserID
 	}
 	return ""
@@ -454,14 +475,14 @@ func (c *call) askedAt() string {
 
 // claim is the claim a run's first write carries.
 func (c *call) claim() *activities.Claim {
-	return &activities.Claim{Fingerprint: c.fingerprint}
+	return &activities.Claim{Fingerprint: c.decision.fingerprint}
 }
 
 // credential is the credential the call acts with: the session's, or the
 // one a sign-in sent since.
 func (c *call) credential() string {
-	if c.credentialRef != "" {
-		return c.credentialRef
+	if c.signIn.credentialRef != "" {
+		return c.signIn.credentialRef
 	}
 	return c.in.Session.CredentialRef
 }
@@ -477,7 +498,7 @@ func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
 			return c.rerun(err)
 		}
 	}
-	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, c.pending), nil
+	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, c.decision.pending), nil
 }
 
 func (c *call) argsForAudit(v policy.Verdict) json.RawMessage {
@@ -508,7 +529,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: c.in.Session.UserID,
-		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.before,
+		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.card.before,
 		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
 		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
 	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, Resource: v.Resource, Value: c.value()}
@@ -516,8 +537,8 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		after := executed
 		after.Tool, after.Session = c.in.Tool, c.in.Session
 		in.After = &activities.OutcomeRecord{Audit: after}
-		if c.card != nil {
-			card := *c.card
+		if c.card.approved != nil {
+			card := *c.card.approved
 			card.Version, card.Status = cardFinal, activities.CardStatusAfter(activities.EventExecuted)
 			in.After.Card = &card
 		}
@@ -542,9 +563,9 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		}
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
 		c.setStatus(StatusFailed, code)
-		if c.before != nil {
+		if c.card.before != nil {
 			// The call may have died before writing the approval: write it (keyed, so never twice).
-			if err := c.record(c.before.Audit, c.before.Card, true); err != nil {
+			if err := c.record(c.card.before.Audit, c.card.before.Card, true); err != nil {
 				return ToolCallResult{}, err
 			}
 		}
@@ -574,8 +595,8 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 // toolFacts are the spec facts the call acts on: those recorded with its
 // verdict, never the live spec.
 func (c *call) toolFacts() policy.ToolFacts {
-	if c.facts != nil {
-		return *c.facts
+	if c.decision.facts != nil {
+		return *c.decision.facts
 	}
 	// Every call records its facts with its verdict; should one lack them,
 	// it runs as the most careful tool would: once, and audited.
@@ -586,10 +607,10 @@ func (c *call) toolFacts() policy.ToolFacts {
 // approved card's final state in the same local write (the result is
 // already in history, so a repeat changes nothing).
 func (c *call) recordOutcome(in activities.AuditInput) error {
-	if c.card == nil {
+	if c.card.approved == nil {
 		return c.audit(in)
 	}
-	card := *c.card
+	card := *c.card.approved
 	card.Version, card.Status, card.Result = cardFinal, activities.CardStatusAfter(in.Event), in.Result
 	return c.record(in, card, true)
 }
@@ -654,8 +675,8 @@ func (c *call) result(status CallStatus, code policy.Code, msg string, retryable
 
 // finish publishes the final result as the first outcome when nothing came before it.
 func (c *call) finish(res ToolCallResult) {
-	if c.first == nil {
-		c.first = c.outcome(res)
+	if c.ledger.first == nil {
+		c.ledger.first = c.outcome(res)
 	}
 }
 
@@ -665,10 +686,10 @@ func (c *call) outcome(res ToolCallResult) *Outcome {
 }
 
 func (c *call) value() *int64 {
-	if c.preview_ == nil {
-		return c.argValue
+	if c.decision.dryRun == nil {
+		return c.decision.argValue
 	}
-	return &c.preview_.ValueCents
+	return &c.decision.dryRun.ValueCents
 }
 
 // bookkeepingTimeout bounds one attempt of the audit, admission and dry-run
