@@ -249,22 +249,27 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 // and trades it for a token to the tool's pack's upstream.
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
 	var owner string
-	var secret, secretPack, grant, subject *string
+	var secret, secretPack, grant, issuer, subject *string
 	var revoked, demo bool
 	var role, acr *string
 	var held policy.Resources
 	var authTime *time.Time
 	// A credential whose sign-in a revocation has ended since (migration
 	// 022) is refused even if its row was not yet marked revoked.
-	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token, subject,
+	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token, issuer, subject,
 		revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
 		demo, role, resources, acr, auth_time FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &subject, &revoked, &demo, &role, &held, &acr, &authTime)
+		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &issuer, &subject, &revoked, &demo, &role, &held, &acr, &authTime)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
 	if err != nil {
 		return "", temporal.NewApplicationErrorWithCause("the vault is unreachable", ErrUnavailable, err)
+	}
+	if issuer == nil || subject == nil {
+		// A seeded row is what sign-ins copy a secret from, never a
+		// credential itself: its readable ref names no sign-in.
+		return "", temporal.NewNonRetryableApplicationError("the session's credential is bound to no sign-in", ErrCredential, nil)
 	}
 	if demo && !a.DevMode {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is a demo credential, which works only in dev mode", ErrCredential, nil)

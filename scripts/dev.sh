@@ -3,7 +3,7 @@
 # Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker,
 # and, beside Mangrove, the card desk: a pack in a file (examples/packs/carddesk.yaml) whose
 # upstream stand-in (examples/carddesk) takes the demo provider's exchanged tokens (RFC 8693).
-# Every port can be moved: TEMPORAL_ADDRESS, TOOLGATE_WEB_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
+# Every port can be moved: TEMPORAL_ADDRESS, TOOLGATE_TEMPORAL_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
 # IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
 # With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
 # (scripts/temporal-cluster.sh: PostgreSQL, four service processes, the Web UI) and two workers;
@@ -19,7 +19,7 @@ address="$(bin/starter temporal-config --prop address)"
 namespace="$(bin/starter temporal-config --prop namespace)"
 export UPSTREAM_ADDR="${UPSTREAM_ADDR:-127.0.0.1:8081}"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://$UPSTREAM_ADDR}"
-ui_port="${TOOLGATE_WEB_UI_PORT:-8233}"
+ui_port="${TOOLGATE_TEMPORAL_UI_PORT:-8233}"
 # The card UI links a call's story to its history in the Web UI (a server of your own: set yours).
 export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:$ui_port}"
 # The packs: Mangrove and the card desk, unless TOOLGATE_PACKS names others.

@@ -31,7 +31,8 @@ func issueCredential(t *testing.T, s *testenv.Stack, user string, role policy.Ro
 // TestCredentialsAreBoundToTheirSignIn: a session that claims more than the
 // sign-in behind its credential (another role, a store it does not hold)
 // is refused credential_unavailable; a demo credential works only in dev
-// mode; a tool whose row needs a requester tier refuses a weaker sign-in
+// mode, and a seeded row bound to no sign-in never; a tool whose row needs
+// a requester tier refuses a weaker sign-in
 // with step_up_required, the tiers and authRequired, and runs for a
 // credential that holds it.
 func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
@@ -64,6 +65,18 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 	real.CredentialRef = issueCredential(t, s, "ama", mangrove.RoleStoreManager, []int64{112}, policy.ACRPassword)
 	if res := read("handle", real); res.Status != workflows.StatusExecuted {
 		t.Errorf("an issued credential outside dev mode: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+
+	// A seeded row names no sign-in: a call naming it is refused, even
+	// with the person's own secret.
+	if _, err := s.Owner.Exec(context.Background(), `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack)
+		SELECT 'cred-ama-seeded', user_id, client_secret, secret_pack FROM vault.credentials WHERE ref = 'cred-ama'`); err != nil {
+		t.Fatal(err)
+	}
+	seeded := ama("")
+	seeded.CredentialRef = "cred-ama-seeded"
+	if res := read("seeded", seeded); res.Code != policy.CodeCredentialUnavailable {
+		t.Errorf("a seeded row named as a credential: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 
 	// A requester tier: none in the shipped table, so set one here.
