@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -74,15 +75,53 @@ func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 // signInAs goes through the real code flow: the card UI sends the browser
 // to the provider's password page, which sends it back signed in.
 func signInAs(t *testing.T, ctx context.Context, u *ui, user string) string {
+	return signInAt(t, ctx, u.URL, user, u.IdP.Users[user].Password)
+}
+
+// signInAt is signInAs at the card UI at cards, with user's password; it
+// returns the inbox.
+func signInAt(t *testing.T, ctx context.Context, cards, user, password string) string {
+	t.Helper()
 	do(t, ctx,
-		chromedp.Navigate(u.URL+"/"),
+		chromedp.Navigate(cards+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#username")),
 		chromedp.SendKeys(chromedp.CSS("#username"), user),
-		chromedp.SendKeys(chromedp.CSS("#password"), u.IdP.Users[user].Password),
+		chromedp.SendKeys(chromedp.CSS("#password"), password),
 		chromedp.Submit(chromedp.CSS("#password")),
 		chromedp.WaitVisible(chromedp.CSS(".who")), // only a signed-in page has it
 	)
 	return get(t, ctx, chromedp.Text(chromedp.CSS("main")))
+}
+
+// approveOpenCard approves the card open in the browser with reason, and
+// returns what the page then says of it.
+func approveOpenCard(t *testing.T, ctx context.Context, reason string) string {
+	t.Helper()
+	do(t, ctx,
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+		chromedp.SendKeys(chromedp.CSS("#reason"), reason),
+		chromedp.Click(chromedp.CSS("#approve")),
+		chromedp.WaitVisible(chromedp.CSS("#outcome")),
+	)
+	return get(t, ctx, chromedp.Text(chromedp.CSS("#outcome")))
+}
+
+// auditTrail is the audit rows that where selects, oldest first, each as
+// "tool event reason kind/id value", leaving out refused decisions.
+func auditTrail(t *testing.T, ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, where string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(ctx, `SELECT tool || ' ' || event || ' ' || reason || ' ' || coalesce(resource_kind || '/' || resource_id, '-') || ' ' || coalesce(value_cents::text, '-')
+		FROM audit_log WHERE `+where+` AND event <> 'approval_refused' ORDER BY id`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestCardUIInABrowser: ama, signed in with her password alone, sees and
@@ -113,14 +152,8 @@ func TestCardUIInABrowser(t *testing.T) {
 	if inbox := signInAs(t, ama, u, "ama"); !strings.Contains(inbox, "$384.00") || strings.Contains(inbox, "$960.00") || !strings.Contains(inbox, "Move 40 cases of UHT milk 1 L") {
 		t.Fatalf("ama's inbox:\n%s", inbox)
 	}
-	do(t, ama,
-		chromedp.Click(chromedp.CSS(`a[href="/cards/`+c40+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#approve")),
-		chromedp.SendKeys(chromedp.CSS("#reason"), "we run out tonight"),
-		chromedp.Click(chromedp.CSS("#approve")),
-		chromedp.WaitVisible(chromedp.CSS("#outcome")),
-	)
-	if outcome := get(t, ama, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed: transfer TR-") {
+	do(t, ama, chromedp.Click(chromedp.CSS(`a[href="/cards/`+c40+`"]`)))
+	if outcome := approveOpenCard(t, ama, "we run out tonight"); !strings.Contains(outcome, "Executed: transfer TR-") {
 		t.Fatalf("after approving: %q", outcome)
 	}
 	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, c40); n != 1 {

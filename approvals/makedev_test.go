@@ -255,25 +255,11 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	}
 
 	sam := browser(t)
-	do(t, sam,
-		chromedp.Navigate(d.cards+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#username")),
-		chromedp.SendKeys(chromedp.CSS("#username"), "sam"),
-		chromedp.SendKeys(chromedp.CSS("#password"), d.user(t, "sam").Password),
-		chromedp.Submit(chromedp.CSS("#password")),
-		chromedp.WaitVisible(chromedp.CSS(".who")),
-	)
-	if inbox := get(t, sam, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(inbox, "£25.00") || !strings.Contains(inbox, "account ACC-4471") {
+	if inbox := signInAt(t, sam, d.cards, "sam", d.user(t, "sam").Password); !strings.Contains(inbox, "£25.00") || !strings.Contains(inbox, "account ACC-4471") {
 		t.Fatalf("sam's inbox:\n%s", inbox)
 	}
-	do(t, sam,
-		chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#approve")),
-		chromedp.SendKeys(chromedp.CSS("#reason"), "reported stolen on the call"),
-		chromedp.Click(chromedp.CSS("#approve")),
-		chromedp.WaitVisible(chromedp.CSS("#outcome")),
-	)
-	if outcome := get(t, sam, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed, approved by sam") {
+	do(t, sam, chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)))
+	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed, approved by sam") {
 		t.Fatalf("after approving: %q", outcome)
 	}
 	if _, text := call(mcpgate.StatusTool, map[string]any{"callId": card.CallID}); !strings.Contains(text, `"status":"posted"`) || !strings.Contains(text, `"by":"cara"`) {
@@ -288,15 +274,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close(ctx)
-	rows, err := db.Query(ctx, `SELECT tool || ' ' || event || ' ' || reason || ' ' || coalesce(resource_kind || '/' || resource_id, '-') || ' ' || coalesce(value_cents::text, '-')
-		FROM audit_log WHERE user_id = 'cara' AND event <> 'approval_refused' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := auditTrail(t, ctx, db, "user_id = 'cara'")
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
 		"get_card denied store_scope account/ACC-9999 -",

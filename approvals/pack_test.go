@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/examples/carddesk"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
@@ -136,12 +135,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 			t.Errorf("the card does not show %q:\n%s", want, card)
 		}
 	}
-	do(t, sam,
-		chromedp.SendKeys(chromedp.CSS("#reason"), "reported stolen on the call"),
-		chromedp.Click(chromedp.CSS("#approve")),
-		chromedp.WaitVisible(chromedp.CSS("#outcome")),
-	)
-	if outcome := get(t, sam, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Executed, approved by sam") {
+	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed, approved by sam") {
 		t.Fatalf("after approving: %q", outcome)
 	}
 	var res workflows.ToolCallResult
@@ -152,15 +146,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 		t.Fatalf("the reissues posted upstream: %+v", posted)
 	}
 
-	rows, err := u.Owner.Query(ctx, `SELECT tool || ' ' || event || ' ' || reason || ' ' || coalesce(resource_kind || '/' || resource_id, '-') || ' ' || coalesce(value_cents::text, '-')
-		FROM audit_log WHERE conversation_id = 'desk' AND event <> 'approval_refused' ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := auditTrail(t, ctx, u.Owner, "conversation_id = 'desk'")
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
 		"get_card denied store_scope account/ACC-9999 -",
