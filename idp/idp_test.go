@@ -375,9 +375,24 @@ func TestFailedSignInsCannotBeCrowdedOut(t *testing.T) {
 
 // TestAnAuthorizationCodeIsUsedOnce (RFC 6749 §4.1.2): 64 exchanges of one
 // code at once, five times over, give exactly one token set each time; a
-// later exchange of the same code is refused.
+// later exchange of the same code is refused. A code spent by an exchange
+// that failed after finding it (a wrong PKCE verifier) is spent too: the
+// right verifier afterwards gets nothing, which holds however the
+// concurrent exchanges happen to be scheduled.
 func TestAnAuthorizationCodeIsUsedOnce(t *testing.T) {
 	f := newFixture(t)
+	fl := f.browser().authorize(t)
+	fl.password(t, "ama", f.users["ama"].Password)
+	if fl.final == nil {
+		t.Fatalf("no code: %s", fl.page)
+	}
+	code := fl.final.Query().Get("code")
+	if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(oauth2.GenerateVerifier())); err == nil {
+		t.Fatal("a code was exchanged with a verifier that is not its own")
+	}
+	if _, err := f.cfg.Exchange(context.Background(), code, oauth2.VerifierOption(fl.verifier)); err == nil {
+		t.Fatal("a code tried once with a wrong verifier was exchanged again with the right one")
+	}
 	for round := range 5 {
 		fl := f.browser().authorize(t)
 		fl.password(t, "ama", f.users["ama"].Password)
