@@ -262,8 +262,16 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed, approved by sam") {
 		t.Fatalf("after approving: %q", outcome)
 	}
-	if _, text := call(mcpgate.StatusTool, map[string]any{"callId": card.CallID}); !strings.Contains(text, `"status":"posted"`) || !strings.Contains(text, `"by":"cara"`) {
-		t.Fatalf("the reissue's outcome, as cara's client reads it: %s", text)
+	// The card row says executed from inside the run's activity, before the
+	// workflow closes with the result the status tool returns: poll for it.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, text := call(mcpgate.StatusTool, map[string]any{"callId": card.CallID})
+		if strings.Contains(text, `"status":"posted"`) && strings.Contains(text, `"by":"cara"`) {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(text, "Still ") {
+			t.Fatalf("the reissue's outcome, as cara's client reads it: %s", text)
+		}
 	}
 	if _, text := call("get_card", map[string]any{"accountRef": "ACC-4471"}); !strings.Contains(text, `"state":"reissued"`) {
 		t.Fatalf("the card after its reissue: %s", text)
