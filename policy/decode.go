@@ -40,12 +40,13 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 	if spec.Args.Kind() != reflect.Struct {
 		return fmt.Errorf("its args type %s is not a struct", spec.Args)
 	}
-	for _, f := range fieldsOf(spec.Args) {
+	fs := fieldsOf(spec.Args)
+	for _, f := range fs {
 		if f.validate == "" {
 			continue
 		}
 		for _, rule := range strings.Split(f.validate, ",") {
-			if err := p.checkRule(f, rule); err != nil {
+			if err := p.checkRule(f, rule, fs); err != nil {
 				return fmt.Errorf("field %q: %w", f.name, err)
 			}
 		}
@@ -54,14 +55,19 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 }
 
 // checkRule refuses a rule the validator would panic on at the first call
-// (a missing or non-numeric parameter, a rule on a kind it does not take).
-func (p *Policy) checkRule(f field, rule string) error {
+// (a missing or non-numeric parameter, a rule on a kind it does not take),
+// and a required_without naming no sibling field of fs.
+func (p *Policy) checkRule(f field, rule string, fs []field) error {
 	key, param, hasParam := strings.Cut(rule, "=")
 	str, num := f.typ.Kind() == reflect.String, isInt(f.typ)
 	switch key {
 	case "required", "omitempty":
 		if hasParam {
 			return fmt.Errorf("the rule %q takes no parameter", key)
+		}
+	case "required_without":
+		if _, ok := sibling(f, param, fs); !ok {
+			return fmt.Errorf("the rule %q needs the Go name of another field of the same struct, e.g. required_without=City, not %q", key, param)
 		}
 	case "min", "max":
 		if _, err := strconv.ParseInt(param, 10, 64); !hasParam || err != nil {
@@ -223,6 +229,14 @@ func (p *Policy) describeValidation(err error, spec ToolSpec) error {
 	switch fe.Tag() {
 	case "required":
 		rule = "is required"
+	case "required_without":
+		other := fe.Param()
+		for _, f := range fieldsOf(spec.Args) {
+			if f.goName == fe.Param() {
+				other = f.name
+			}
+		}
+		return argErrorf("Give %q or %q: one of the two is required. Call %s again with one of them.", name, other, spec.Name)
 	case "min":
 		if fe.Kind() == reflect.String {
 			rule = fmt.Sprintf("must be at least %s characters long", fe.Param())
@@ -264,6 +278,20 @@ type field struct {
 	typ   reflect.Type
 	// index finds the field in the args struct (through embedded ones).
 	index []int
+	// goName is the struct field's own name, as validate rules that name
+	// another field (required_without) name it.
+	goName string
+}
+
+// sibling finds the field of fs whose Go name is goName in the same struct
+// as f (the one the validator looks in), other than f.
+func sibling(f field, goName string, fs []field) (field, bool) {
+	for _, o := range fs {
+		if o.goName == goName && o.goName != f.goName && slices.Equal(o.index[:len(o.index)-1], f.index[:len(f.index)-1]) {
+			return o, true
+		}
+	}
+	return field{}, false
 }
 
 // fieldCache holds fieldsOf per args type; types never change at run time.
@@ -296,7 +324,7 @@ func collectFields(t reflect.Type, prefix []int) []field {
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), title: f.Tag.Get("title"), typ: ft, index: index})
+		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), title: f.Tag.Get("title"), typ: ft, index: index, goName: f.Name})
 	}
 	return out
 }

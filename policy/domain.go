@@ -56,7 +56,7 @@ type Format struct {
 
 // builtinTags are the validate tags the validator and the schema already
 // know; a format may not take one of their names.
-var builtinTags = []string{"required", "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
+var builtinTags = []string{"required", "required_without", "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
 
 // formatTag is the shape of a format's tag: the validator panics on
 // punctuation in one, and reserves words such as dive and isdefault.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,7 +54,9 @@ func containsRole(rs []Role, r Role) bool {
 func (pol *Policy) Schema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	required := []string{}
-	for _, f := range fieldsOf(t) {
+	var oneOf [][]string
+	fs := fieldsOf(t)
+	for _, f := range fs {
 		p := map[string]any{}
 		switch f.typ.Kind() {
 		case reflect.Int, reflect.Int32, reflect.Int64:
@@ -74,6 +77,14 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 			switch name {
 			case "required":
 				required = append(required, f.name)
+			case "required_without":
+				if o, ok := sibling(f, param, fs); ok {
+					pair := []string{f.name, o.name}
+					slices.Sort(pair)
+					if !slices.ContainsFunc(oneOf, func(p []string) bool { return slices.Equal(p, pair) }) {
+						oneOf = append(oneOf, pair)
+					}
+				}
 			case "min":
 				n, _ := strconv.ParseInt(param, 10, 64)
 				if isString {
@@ -119,12 +130,29 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 		}
 		props[f.name] = p
 	}
-	return map[string]any{
+	schema := map[string]any{
 		"type":                 "object",
 		"properties":           props,
 		"required":             required,
 		"additionalProperties": false,
 	}
+	// A field required when another is left out (required_without) makes
+	// the pair need at least one of the two: the model reads it here.
+	var all []any
+	for _, pair := range oneOf {
+		all = append(all, map[string]any{"anyOf": []any{
+			map[string]any{"required": []string{pair[0]}},
+			map[string]any{"required": []string{pair[1]}},
+		}})
+	}
+	switch len(all) {
+	case 0:
+	case 1:
+		schema["anyOf"] = all[0].(map[string]any)["anyOf"]
+	default:
+		schema["allOf"] = all
+	}
+	return schema
 }
 
 func regexpQuote(s string) string {
