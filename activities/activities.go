@@ -45,6 +45,9 @@ type Activities struct {
 	Policy *policy.Policy
 	// Previewers are the packs' dry runs, by tool.
 	Previewers map[string]pack.Previewer
+	// Shapers reshape the packs' answers for the model, by tool, before
+	// the sanitizer.
+	Shapers map[string]pack.Shaper
 	// DevMode lets demo credentials (readable refs such as cred-ama) through.
 	DevMode bool
 	// Pool acts as the app role: INSERT and SELECT on audit_log, SELECT on the vault.

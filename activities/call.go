@@ -114,7 +114,17 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	answer, err := a.do(ctx, a.upstream(in.Tool), spec.Route.Method, path, token, key, body)
 	if err != nil {
 		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
+		var app *temporal.ApplicationError
+		if spec.Unavailable != "" && errors.As(err, &app) && app.Type() == ErrUnavailable {
+			return CallResult{}, temporal.NewApplicationError(app.Message(), ErrUnavailable, UnavailableNote{Note: spec.Unavailable})
+		}
 		return CallResult{}, err
+	}
+	if shape := a.Shapers[in.Tool]; shape != nil {
+		if answer, err = shape(in.Args, answer); err != nil {
+			log.Warn("the upstream's answer did not read", zap.String("error", sanitize.Text(err.Error())))
+			return CallResult{}, temporal.NewApplicationError("the upstream's answer did not read", ErrUnavailable)
+		}
 	}
 	res := CallResult{Result: a.Sanitizer.Result(answer)}
 	if in.After != nil {
@@ -413,6 +423,13 @@ func (a *Activities) do(ctx context.Context, base, method, path, token, idemKey 
 	}
 	return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(e.Message), ErrUpstream, nil,
 		UpstreamRefusal{Status: resp.StatusCode, Code: sanitize.Text(e.Code), Candidates: candidates})
+}
+
+// UnavailableNote details an upstream_unavailable of a tool whose spec says
+// what the model should do instead (policy.ToolSpec.Unavailable), so the
+// workflow tells it from its own history.
+type UnavailableNote struct {
+	Note string `json:"note"`
 }
 
 // UpstreamRefusal details an upstream_error: the HTTP status, the

@@ -10,15 +10,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Pack is one team's tools and tables (Domain) and the dry runs of the
-// tools whose spec says DryRun, by tool name.
+// Pack is one team's tools and tables (Domain), the dry runs of the tools
+// whose spec says DryRun, and the shapers of the tools whose answers are
+// reshaped for the model, each by tool name.
 type Pack struct {
 	Domain     policy.Domain
 	Previewers map[string]Previewer
+	Shapers    map[string]Shaper
 }
 
 // Check refuses a pack whose dry runs and specs disagree: a DryRun tool
@@ -39,8 +42,22 @@ func (p Pack) Check() error {
 			return fmt.Errorf("pack %s: a previewer is given for %q, which is not one of its DryRun tools", p.Domain.Name, name)
 		}
 	}
+	for name, s := range p.Shapers {
+		if s == nil || !slices.ContainsFunc(p.Domain.Tools, func(t policy.ToolSpec) bool { return t.Name == name }) {
+			return fmt.Errorf("pack %s: a shaper is given for %q, which is not one of its tools", p.Domain.Name, name)
+		}
+	}
 	return nil
 }
+
+// Shaper turns a tool's upstream answer into the result the model reads:
+// a re-ranking by the call's own args, a cut, a note on what the list is.
+// It runs in the call's activity on the answer as received, before the
+// sanitizer redacts and caps it (TOOL_MAX_RESULT_CHARS), so what it keeps
+// is what a record-boundary cut then works on. It must be a pure function
+// of the args (canonical, session filled) and the answer; an error means
+// the answer did not read, and is reported as the upstream unavailable.
+type Shaper func(args json.RawMessage, answer []byte) ([]byte, error)
 
 // Previewer is a tool's dry run. It must change nothing: it runs before a
 // person has decided, and again when an approver edits the card.

@@ -2,6 +2,7 @@ package pack_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -27,5 +28,23 @@ func TestCheckRefusesDryRunsThatDoNotMatch(t *testing.T) {
 	}
 	if err := stray.Check(); err == nil || !strings.Contains(err.Error(), `a previewer is given for "get_stock", which is not one of its DryRun tools`) {
 		t.Errorf("a previewer for a tool without a dry run: %v", err)
+	}
+}
+
+// TestCheckRefusesAShaperForNoTool: a shaper is for one of the pack's own
+// tools; one for a tool it does not have, or a nil one, stops the start.
+func TestCheckRefusesAShaperForNoTool(t *testing.T) {
+	keep := func(_ json.RawMessage, answer []byte) ([]byte, error) { return answer, nil }
+	ok := mangrove.Pack()
+	ok.Shapers = map[string]pack.Shaper{mangrove.ToolGetDeliveries: keep}
+	if err := ok.Check(); err != nil {
+		t.Fatalf("a shaper for one of its tools: %v", err)
+	}
+	for name, s := range map[string]pack.Shaper{"get_card": keep, mangrove.ToolGetStock: nil} {
+		p := mangrove.Pack()
+		p.Shapers = map[string]pack.Shaper{name: s}
+		if err := p.Check(); err == nil || !strings.Contains(err.Error(), `a shaper is given for "`+name+`", which is not one of its tools`) {
+			t.Errorf("a shaper for %s: %v", name, err)
+		}
 	}
 }

@@ -66,6 +66,10 @@ type ToolSpec struct {
 	// Resource names the arg that holds the resource the call acts on,
 	// which the session must hold (step 5); zero when it names none.
 	Resource ResourceArg
+	// Unavailable, when set, is told to the model beside an
+	// upstream_unavailable: what to do instead, e.g. not to answer from
+	// memory when a retrieval index is down.
+	Unavailable string
 }
 
 // Route is how a call's authorized args (canonical JSON, session filled)

@@ -64,7 +64,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 	// Process-wide in the SDK: it bounds memory when many cards wait at once.
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	acts := activities.New(cfg.Policy, pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
-	acts.Previewers, acts.Upstreams = cfg.Previewers, cfg.Upstreams
+	acts.Previewers, acts.Shapers, acts.Upstreams = cfg.Previewers, cfg.Shapers, cfg.Upstreams
 	acts.Exchange, acts.Audiences = cfg.Exchange, cfg.Audiences
 	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
 	if h := cfg.Webhook; h != nil {

@@ -646,6 +646,10 @@ func upstreamFailure(err error, idempotent bool, system string) (policy.Code, st
 		case activities.ErrStepUp:
 			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:
+			var note activities.UnavailableNote
+			if app.HasDetails() && app.Details(&note) == nil && note.Note != "" {
+				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. " + note.Note, idempotent, false
+			}
 			if idempotent {
 				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. Call again in a minute with the same arguments.", true, false
 			}

@@ -113,9 +113,11 @@ type Config struct {
 	WorkflowCacheSize int
 	// Policy is the tools and tables of the packs TOOLGATE_PACKS names
 	// (internal/packs; mangrove when unset), checked whole at start;
-	// Previewers are their dry runs, by tool.
+	// Previewers are their dry runs and Shapers reshape their answers, by
+	// tool.
 	Policy     *policy.Policy
 	Previewers map[string]pack.Previewer
+	Shapers    map[string]pack.Shaper
 	// Claims (TOOLGATE_RESOURCE_CLAIMS, kind=claim pairs over the packs'
 	// own) are the sign-in claims the card UI and the MCP server read each
 	// kind of resource from.
@@ -226,7 +228,7 @@ func FromEnv() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	c.Policy, c.Previewers = set.Policy, set.Previewers
+	c.Policy, c.Previewers, c.Shapers = set.Policy, set.Previewers, set.Shapers
 	if c.Claims, err = c.Policy.ClaimMap(os.Getenv("TOOLGATE_RESOURCE_CLAIMS")); err != nil {
 		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
 	}

@@ -27,6 +27,8 @@ type Set struct {
 	Policy *policy.Policy
 	// Previewers are the packs' dry runs, by tool.
 	Previewers map[string]pack.Previewer
+	// Shapers reshape the packs' answers for the model, by tool.
+	Shapers map[string]pack.Shaper
 }
 
 // Names lists the built-in Go packs.
@@ -45,7 +47,7 @@ func Names() []string {
 // process at start with what to fix.
 func Load(names string) (*Set, error) {
 	var domains []policy.Domain
-	set := &Set{Previewers: map[string]pack.Previewer{}}
+	set := &Set{Previewers: map[string]pack.Previewer{}, Shapers: map[string]pack.Shaper{}}
 	for _, n := range strings.Split(names, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
@@ -69,6 +71,7 @@ func Load(names string) (*Set, error) {
 		}
 		domains = append(domains, p.Domain)
 		maps.Copy(set.Previewers, p.Previewers)
+		maps.Copy(set.Shapers, p.Shapers)
 	}
 	if len(domains) == 0 {
 		return nil, fmt.Errorf("TOOLGATE_PACKS names no pack; set it to one or more of %s, comma-separated", strings.Join(Names(), ", "))

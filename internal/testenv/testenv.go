@@ -35,6 +35,7 @@ import (
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/migrations"
+	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/workflows"
@@ -451,8 +452,10 @@ func NewStackTTL(t testing.TB, ttl time.Duration) *Stack {
 // StackOptions change how NewStackWith builds the stack.
 type StackOptions struct {
 	ApprovalTTL time.Duration
-	// Policy, when set, is the packs the worker gates instead of Policy.
-	Policy *policy.Policy
+	// Policy, when set, is the packs the worker gates instead of Policy;
+	// Shapers, when set, reshape their answers (packs.Set.Shapers).
+	Policy  *policy.Policy
+	Shapers map[string]pack.Shaper
 	// Metrics, when set, receives the worker's and client's SDK metrics.
 	Metrics client.MetricsHandler
 	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
@@ -503,6 +506,9 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	}
 	s.Activities = NewActivities(s.App, s.Upstream.URL, zap.New(core))
 	s.Activities.Policy = s.Policy
+	if o.Shapers != nil {
+		s.Activities.Shapers = o.Shapers
+	}
 	s.Activities.Temporal = s.Client
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -549,7 +555,7 @@ func (s *Stack) StopWorker() {
 // a Temporal client; NewStack sets one).
 func NewActivities(pool *pgxpool.Pool, upstreamURL string, log *zap.Logger) *activities.Activities {
 	a := activities.New(Policy, pool, upstreamURL, sanitize.Sanitizer{}, log, nil)
-	a.Previewers = Shipped.Previewers
+	a.Previewers, a.Shapers = Shipped.Previewers, Shipped.Shapers
 	a.DevMode = true // the tests use the seeded demo credentials
 	return a
 }
