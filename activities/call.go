@@ -94,14 +94,19 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			return CallResult{}, err
 		}
 	}
-	token, err := a.exchangeSafely(ctx, in)
-	if err != nil {
-		log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
-		return CallResult{}, err
-	}
 	spec, ok := a.Policy.Spec(in.Tool)
 	if !ok || spec.Route.Path == "" {
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream route is defined for %q", in.Tool), ErrUpstream, nil)
+	}
+	// A tool that runs as no one (a corpus the same for every caller) is
+	// sent no token: the person's is not exchanged for a call that needs none.
+	token := ""
+	if spec.RequiresCredential {
+		var err error
+		if token, err = a.exchangeSafely(ctx, in); err != nil {
+			log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
+			return CallResult{}, err
+		}
 	}
 	path, body, err := request(spec.Route, in.Args)
 	if err != nil {

@@ -47,6 +47,10 @@ var seed = []User{
 	// supervisor over two accounts, granted by the pack's own claim.
 	{ID: "cara", Name: "Cara Doyle", Role: "card_agent", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
 	{ID: "sam", Name: "Sam Okafor", Role: "card_supervisor", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
+	// PlanCover's members (domains/plancover): meera holds her family's
+	// and her parents' portals, ravi his own.
+	{ID: "meera", Name: "Meera Iyer", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-40122", "PRT-40123"}}},
+	{ID: "ravi", Name: "Ravi Kumar", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-50017"}}},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -19,7 +20,8 @@ const Default = mangrove.Name
 
 // builtIn are the Go packs compiled into toolgate's processes, by name.
 var builtIn = map[string]func() pack.Pack{
-	mangrove.Name: mangrove.Pack,
+	mangrove.Name:  mangrove.Pack,
+	plancover.Name: plancover.Pack,
 }
 
 // Set is the packs a deployment gates: their policy, and their code.

@@ -35,11 +35,13 @@ const (
 	MCPAudience = "https://mcp.toolgate.test/mcp"
 )
 
-// toolgate's token exchange client at every test provider, and the one
-// audience it may ask tokens for: the card desk's (examples/carddesk).
+// toolgate's token exchange client at every test provider, and the
+// audiences it may ask tokens for: the card desk's (examples/carddesk) and
+// PlanCover's (domains/plancover/upstream).
 const (
-	ExchangeClientID = "toolgate"
-	DeskAudience     = "https://carddesk.toolgate.test"
+	ExchangeClientID  = "toolgate"
+	DeskAudience      = "https://carddesk.toolgate.test"
+	PlanCoverAudience = "https://plancover.toolgate.test"
 )
 
 // exchangeSecret is the exchange client's secret, fresh per test process.
@@ -87,7 +89,7 @@ func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) 
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
 		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI},
-		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience}, GrantFrom: []string{MCPAudience}}}})
+		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience, PlanCoverAudience}, GrantFrom: []string{MCPAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
