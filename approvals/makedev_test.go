@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,7 +48,7 @@ func startMakeDev(t *testing.T) *devStack {
 		}
 	}
 	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./worker", "./starter", "./domains/mangrove/upstream/cmd/upstream",
-		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk")
+		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk", "./domains/plancover/upstream/cmd/plancover")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -83,11 +84,11 @@ func startMakeDev(t *testing.T) *devStack {
 		return l.Addr().String()
 	}
 	d := &devStack{root: root}
-	idpAddr, cardsAddr, mcpAddr, deskAddr := port(), port(), port(), port()
+	idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr := port(), port(), port(), port(), port()
 	_, uiPort, _ := net.SplitHostPort(port())
 	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
 	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"TEMPORAL_ADDRESS=" + port(), "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr,
+		"TEMPORAL_ADDRESS=" + port(), "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr,
 		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
 		// The MCP server answers a card at once instead of waiting for it.
@@ -115,7 +116,7 @@ func startMakeDev(t *testing.T) *devStack {
 			<-done
 		}
 		if t.Failed() {
-			for _, log := range []string{"worker", "mcp", "carddesk", "idp", "approvals"} {
+			for _, log := range []string{"worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
 				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
 				t.Logf("%s.log:\n%s", log, b)
 			}
@@ -144,7 +145,7 @@ func startMakeDev(t *testing.T) *devStack {
 		t.Fatalf("make dev is not running after 3 minutes:\n%s", printed.String())
 	}
 	// The banner comes as the processes start; each answers once it listens.
-	for _, addr := range []string{idpAddr, cardsAddr, mcpAddr, deskAddr} {
+	for _, addr := range []string{idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr} {
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 			c, err := net.Dial("tcp", addr)
 			if err == nil {
@@ -156,8 +157,10 @@ func startMakeDev(t *testing.T) *devStack {
 			}
 		}
 	}
-	if needs := "card desk      http://" + deskAddr; !strings.Contains(printed.String(), needs) {
-		t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
+	for _, needs := range []string{"card desk      http://" + deskAddr, "PlanCover      http://" + planAddr} {
+		if !strings.Contains(printed.String(), needs) {
+			t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
+		}
 	}
 	return d
 }
@@ -196,19 +199,12 @@ func (d *devStack) user(t *testing.T, id string) idp.User {
 	return idp.User{}
 }
 
-// TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through
-// make dev itself: the card desk's file pack runs beside Mangrove. cara's
-// MCP client signs in at the demo provider, with no seeded credential of
-// hers; her read executes at the card desk's stand-in with a token
-// exchanged for it, another account is refused naming accountRef, her
-// stolen card's reissue puts up a card that sam, the routed card
-// supervisor, approves in Chromium in the card UI; it runs once, the card
-// shows reissued, and the audit log names the account.
-func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
-	d := startMakeDev(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tok, err := idp.SignIn(ctx, d.issuer, "toolgate-mcp", d.user(t, "cara"), idp.ACRPassword)
+// mcpAs signs user in at make dev's provider as the MCP client does and
+// returns a call through make dev's MCP server, with the result's text,
+// and the client's session.
+func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(tool string, args map[string]any) (*mcp.CallToolResult, string), *mcp.ClientSession) {
+	t.Helper()
+	tok, err := idp.SignIn(ctx, d.issuer, "toolgate-mcp", d.user(t, user), idp.ACRPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +219,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	if err != nil {
 		t.Fatalf("MCP: %v", err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { _ = cs.Close() })
 	call := func(tool string, args map[string]any) (*mcp.CallToolResult, string) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -238,6 +234,57 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 		}
 		return res, text.String()
 	}
+	return call, cs
+}
+
+// TestPlanCoverRunsThroughMakeDev is issue 27's PlanCover through make dev
+// itself: meera's MCP client signs in at the demo provider with no seeded
+// credential; she is offered PlanCover's reads alone, lists her policies
+// at PlanCover's stand-in with a token exchanged for it, is told another's
+// portal is not found, and gets the ten hospitals nearest her pin code,
+// the exact pin's first, with no desk's mobile number.
+func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
+	d := startMakeDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call, cs := d.mcpAs(t, ctx, "meera")
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	for _, tl := range tools.Tools {
+		offered = append(offered, tl.Name)
+	}
+	slices.Sort(offered)
+	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool; strings.Join(offered, " ") != want {
+		t.Fatalf("meera is offered %v", offered)
+	}
+	if res, text := call("list_my_policies", map[string]any{}); res.IsError || !strings.Contains(text, "PRT-40122") || !strings.Contains(text, "PRT-40123") {
+		t.Fatalf("list_my_policies: %s", text)
+	}
+	if res, text := call("get_plan_details", map[string]any{"portal_ref": "PRT-50017"}); !res.IsError || !strings.Contains(text, `No portal "PRT-50017" was found`) || strings.Contains(text, "PRT-40122") {
+		t.Fatalf("ravi's portal, asked by meera: %s", text)
+	}
+	res, text := call("find_network_hospitals", map[string]any{"pin_code": "560034"})
+	if res.IsError || !strings.Contains(text, "Sakra Hospital") || !strings.Contains(text, "not exhaustive") || strings.Contains(text, "98450") || strings.Contains(text, "99860") {
+		t.Fatalf("find_network_hospitals: %s", text)
+	}
+}
+
+// TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through
+// make dev itself: the card desk's file pack runs beside Mangrove. cara's
+// MCP client signs in at the demo provider, with no seeded credential of
+// hers; her read executes at the card desk's stand-in with a token
+// exchanged for it, another account is refused naming accountRef, her
+// stolen card's reissue puts up a card that sam, the routed card
+// supervisor, approves in Chromium in the card UI; it runs once, the card
+// shows reissued, and the audit log names the account.
+func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
+	d := startMakeDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call, _ := d.mcpAs(t, ctx, "cara")
 	if res, text := call("get_card", map[string]any{}); res.IsError || !strings.Contains(text, `"account":"ACC-4471"`) || !strings.Contains(text, `"state":"active"`) {
 		t.Fatalf("get_card on cara's first account: %s", text)
 	}
