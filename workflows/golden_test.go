@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/domains/plancover"
+	"github.com/toolgate/toolgate/domains/plancover/upstream"
+	"github.com/toolgate/toolgate/internal/packs"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
@@ -83,14 +86,32 @@ var goldenPaths = []struct {
 			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
+	// PlanCover (domains/plancover): a read that runs as no one, a portal
+	// not held, a hospital search with neither field, a dead index, and a
+	// signed-out portal read whose sign-in never comes.
+	{"plancover_knowledge_read", workflows.ToolCallInput{Tool: plancover.ToolSearchPolicyKnowledge, Args: json.RawMessage(`{"query":"cataract waiting period"}`)}, nil},
+	{"plancover_portal_not_found", workflows.ToolCallInput{Tool: plancover.ToolGetPlanDetails, Args: json.RawMessage(`{"portal_ref":"PRT-50017"}`)}, nil},
+	{"plancover_hospitals_invalid", workflows.ToolCallInput{Tool: plancover.ToolFindNetworkHospitals, Args: json.RawMessage(`{}`)}, nil},
+	{"plancover_index_down", workflows.ToolCallInput{Tool: plancover.ToolSearchPolicyKnowledge, Args: json.RawMessage(`{"query":"maternity"}`)}, nil},
+	{"plancover_signed_out_expired", workflows.ToolCallInput{Tool: plancover.ToolGetPlanDetails, Args: json.RawMessage(`{"portal_ref":"PRT-40122"}`)}, nil},
 }
+
+// goldenPacks are the packs the golden paths are recorded and replayed on.
+var goldenPacks = packs.MustLoad("mangrove,plancover")
+
+// meera is PlanCover's member on the golden paths.
+var meera = policy.Session{UserID: "meera", Role: plancover.RoleMember, Resources: policy.Resources{plancover.KindPortal: {"PRT-40122", "PRT-40123"}},
+	SessionID: "s-meera", ConversationID: "golden", CredentialRef: "cr_meera_golden"}
+
+// goldenIndexDown are paths recorded with PlanCover's knowledge index down.
+var goldenIndexDown = map[string]bool{"plancover_index_down": true}
 
 // goldenHooks are paths recorded on a worker with a webhook in force.
 var goldenHooks = map[string]bool{"transfer_webhook_rejected": true}
 
 // goldenSignIns are paths whose person is signed out: the call waits for a
 // sign-in, and is resumed with the credential named here ("" never is).
-var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "signed_out_expired": ""}
+var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "signed_out_expired": "", "plancover_signed_out_expired": ""}
 
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
@@ -104,6 +125,11 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(116), SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"plancover_knowledge_read":               meera,
+	"plancover_portal_not_found":             meera,
+	"plancover_hospitals_invalid":            meera,
+	"plancover_index_down":                   meera,
+	"plancover_signed_out_expired":           meera,
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card
@@ -143,7 +169,15 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 // writes the histories of paths that have none yet to testdata/golden;
 // =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	plain := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second})
+	id := testenv.NewIdP(t, "http://127.0.0.1:9")
+	pc, err := upstream.New(context.Background(), id.URL, testenv.PlanCoverAudience, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcSrv := httptest.NewServer(pc.Handler())
+	t.Cleanup(pcSrv.Close)
+	plain := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second,
+		Policy: goldenPacks.Policy, Shapers: goldenPacks.Shapers, Upstreams: map[string]string{plancover.Name: pcSrv.URL}})
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
 	hooked := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second,
@@ -159,6 +193,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		if who, ok := goldenRequesters[p.name]; ok {
 			in.Session = who
 		}
+		pc.SetIndexDown(goldenIndexDown[p.name])
 		if goldenHolders[p.name] {
 			holder := in
 			holder.ToolCallID = p.name + "_holder"
@@ -276,7 +311,7 @@ func awaitVersion(t *testing.T, s *testenv.Stack, workflowID string, n int) work
 // replay replays a history as the execution it was recorded from: the
 // workflow ID is part of what a decision's signature covers.
 func replay(h *historypb.History, workflowID string) error {
-	return replayWith(h, workflowID, testenv.Policy)
+	return replayWith(h, workflowID, goldenPacks.Policy)
 }
 
 // replayWith replays a history on a worker that gates p.
@@ -299,7 +334,7 @@ func replayWith(h *historypb.History, workflowID string, p *policy.Policy) error
 
 // replayFile replays a golden file, <path>[.<generation>].json; every golden
 // call ran as conversation "golden" with its path name as the tool-call ID.
-func replayFile(file string) error { return replayFileWith(file, testenv.Policy) }
+func replayFile(file string) error { return replayFileWith(file, goldenPacks.Policy) }
 
 // replayFileWith replays a golden file on a worker that gates p.
 func replayFileWith(file string, p *policy.Policy) error {
