@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpgate"
+	"go.temporal.io/sdk/client"
 )
 
 // devStack is make dev (scripts/dev.sh, as the Makefile runs it) in a
@@ -31,8 +32,8 @@ import (
 // pack file, every port moved to a free one, its own PostgreSQL cluster and
 // Temporal dev server.
 type devStack struct {
-	root                         string
-	issuer, cards, mcp, database string
+	root                                   string
+	issuer, cards, mcp, database, temporal string
 }
 
 func startMakeDev(t *testing.T) *devStack {
@@ -87,8 +88,9 @@ func startMakeDev(t *testing.T) *devStack {
 	idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr := port(), port(), port(), port(), port()
 	_, uiPort, _ := net.SplitHostPort(port())
 	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
+	d.temporal = port()
 	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"TEMPORAL_ADDRESS=" + port(), "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr,
+		"TEMPORAL_ADDRESS=" + d.temporal, "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr,
 		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
 		// The MCP server answers a card at once instead of waiting for it.
@@ -245,7 +247,9 @@ func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(t
 // the exact pin's first, with no desk's mobile number.
 func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	d := startMakeDev(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Every read answers in a second or two; a call no worker polls for
+	// must fail this soon, not at the suite's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "meera")
 	tools, err := cs.ListTools(ctx, nil)
@@ -260,13 +264,31 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool; strings.Join(offered, " ") != want {
 		t.Fatalf("meera is offered %v", offered)
 	}
-	if res, text := call("list_my_policies", map[string]any{}); res.IsError || !strings.Contains(text, "PRT-40122") || !strings.Contains(text, "PRT-40123") {
+	res, text := call("list_my_policies", map[string]any{})
+	if res.IsError || !strings.Contains(text, "PRT-40122") || !strings.Contains(text, "PRT-40123") {
 		t.Fatalf("list_my_policies: %s", text)
+	}
+	// Each pack on its own task queue: the call ran on PlanCover's.
+	var ran struct {
+		CallID string `json:"callId"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &ran); err != nil || ran.CallID == "" {
+		t.Fatalf("list_my_policies names no call: %s", b)
+	}
+	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	desc, err := tc.DescribeWorkflowExecution(ctx, ran.CallID, "")
+	if err != nil || desc.GetExecutionConfig().GetTaskQueue().GetName() != "toolgate-plancover" {
+		t.Fatalf("list_my_policies ran on %v: %v", desc.GetExecutionConfig().GetTaskQueue(), err)
 	}
 	if res, text := call("get_plan_details", map[string]any{"portal_ref": "PRT-50017"}); !res.IsError || !strings.Contains(text, `No portal "PRT-50017" was found`) || strings.Contains(text, "PRT-40122") {
 		t.Fatalf("ravi's portal, asked by meera: %s", text)
 	}
-	res, text := call("find_network_hospitals", map[string]any{"pin_code": "560034"})
+	res, text = call("find_network_hospitals", map[string]any{"pin_code": "560034"})
 	if res.IsError || !strings.Contains(text, "Sakra Hospital") || !strings.Contains(text, "not exhaustive") || strings.Contains(text, "98450") || strings.Contains(text, "99860") {
 		t.Fatalf("find_network_hospitals: %s", text)
 	}

@@ -72,8 +72,11 @@ func Conversation(issuer, subject string) string {
 
 // Server is the MCP server's dependencies.
 type Server struct {
-	Temporal  client.Client
+	Temporal client.Client
+	// TaskQueue is where calls run; QueueFor, when set, names a tool's own
+	// (config.Config.QueueFor).
 	TaskQueue string
+	QueueFor  func(tool string) string
 	// Policy is the packs the worker gates: the tools a person's role is offered.
 	Policy *policy.Policy
 	// Verify checks a bearer access token (signature, issuer, audience,
@@ -240,7 +243,11 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if err != nil {
 			return failure(err.Error()), nil
 		}
-		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, s.TaskQueue, in)
+		queue := s.TaskQueue
+		if s.QueueFor != nil {
+			queue = s.QueueFor(tool)
+		}
+		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in)
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil

@@ -30,6 +30,8 @@ if [ -z "${TOOLGATE_PACKS:-}" ]; then
   export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover
   export CARDDESK_ADDR="${CARDDESK_ADDR:-127.0.0.1:8083}" PLANCOVER_ADDR="${PLANCOVER_ADDR:-127.0.0.1:8084}"
   export TOOLGATE_UPSTREAMS="carddesk=http://$CARDDESK_ADDR,plancover=http://$PLANCOVER_ADDR${TOOLGATE_UPSTREAMS:+,$TOOLGATE_UPSTREAMS}"
+  # Each pack on its own task queue; Mangrove on TOOLGATE_TASK_QUEUE.
+  export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover}"
 fi
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
@@ -163,7 +165,7 @@ cat <<TXT
 toolgate is running (logs in $logs/):
   Temporal       $address, namespace $namespace   Web UI http://127.0.0.1:$ui_port/namespaces/$namespace/workflows   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL${TOOLGATE_CLUSTER_TLS_DIR:+; mTLS, client profile: TEMPORAL_CONFIG_FILE=$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml TEMPORAL_PROFILE=toolgate})}
   upstream       $UPSTREAM_URL   (Mangrove's demo API)
-$desk_line  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
+$desk_line  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${TOOLGATE_TASK_QUEUES:+ and, by pack, $TOOLGATE_TASK_QUEUES}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   insights       http://${APPROVALS_ADDR:-127.0.0.1:8080}/insights   (sign in as abena, the auditor; bin/starter register, explain, export-evals)

@@ -286,7 +286,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	first, run, err := workflows.Call(ctx, c, cfg.Policy, cfg.TaskQueue, in)
+	first, run, err := workflows.Call(ctx, c, cfg.Policy, cfg.QueueFor(in.Tool), in)
 	if err != nil {
 		return err
 	}

@@ -71,11 +71,21 @@ func run(log *zap.Logger, cfg config.Config) error {
 		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}
 		log.Info("card events go to a webhook") // its URL may hold a token: not logged
 	}
-	w := workflows.NewWorker(c, cfg.TaskQueue, workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
-		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}, acts)
+	settings := workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
+		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}
+	// One worker per task queue the packs' calls run on (TOOLGATE_TASK_QUEUES):
+	// the first runs until interrupted, the others stop with it.
+	queues := cfg.Queues()
+	for _, q := range queues[1:] {
+		w := workflows.NewWorker(c, q, settings, acts)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("worker on task queue %s: %w", q, err)
+		}
+		defer w.Stop()
+	}
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
-		zap.String("taskQueue", cfg.TaskQueue), zap.String("upstream", cfg.UpstreamURL))
-	return w.Run(worker.InterruptCh())
+		zap.Strings("taskQueues", queues), zap.String("upstream", cfg.UpstreamURL))
+	return workflows.NewWorker(c, queues[0], settings, acts).Run(worker.InterruptCh())
 }
 
 func withLogger(o client.Options, log *zap.Logger) client.Options {

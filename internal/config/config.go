@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +42,7 @@ const (
 // TEMPORAL_* ones through Temporal's client configuration library alone.
 var Vars = []string{
 	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH",
-	"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "TOOLGATE_TASK_QUEUE", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
+	"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "TOOLGATE_TASK_QUEUE", "TOOLGATE_TASK_QUEUES", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
 	"UPSTREAM_TOKEN_KEY", "WORKER_DATABASE_URL", "APPROVALS_DATABASE_URL", "UPSTREAM_DATABASE_URL", "AUDITOR_DATABASE_URL", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
 	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE", "TOOLGATE_DEV",
@@ -70,9 +72,13 @@ type Config struct {
 	// TemporalAddress and Namespace are Temporal's, for logs and links.
 	TemporalAddress string
 	Namespace       string
-	TaskQueue       string
-	DatabaseURL     string
-	UpstreamURL     string
+	// TaskQueue (TOOLGATE_TASK_QUEUE) is where calls run; TaskQueues
+	// (TOOLGATE_TASK_QUEUES, pack=queue pairs) give packs task queues of
+	// their own (QueueFor, Queues).
+	TaskQueue   string
+	TaskQueues  map[string]string
+	DatabaseURL string
+	UpstreamURL string
 	// Upstreams (TOOLGATE_UPSTREAMS, pack=url pairs) give a pack its own
 	// upstream; the others use UpstreamURL.
 	Upstreams      map[string]string
@@ -233,6 +239,9 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
 	}
 	if c.Upstreams, err = ParseUpstreams(os.Getenv("TOOLGATE_UPSTREAMS"), c.Policy); err != nil {
+		return c, err
+	}
+	if c.TaskQueues, err = ParseTaskQueues(os.Getenv("TOOLGATE_TASK_QUEUES"), c.Policy); err != nil {
 		return c, err
 	}
 	if c.Exchange, c.Audiences, err = ParseExchange(os.Getenv, c.Upstreams, c.Policy); err != nil {
@@ -460,4 +469,71 @@ func ParseUpstreams(s string, p *policy.Policy) (map[string]string, error) {
 		out[name] = strings.TrimRight(raw, "/")
 	}
 	return out, nil
+}
+
+// taskQueueName is a task queue name toolgate takes: what Temporal takes,
+// without the spaces and slashes an operator would have to quote.
+var taskQueueName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+
+// ParseTaskQueues reads TOOLGATE_TASK_QUEUES: pack=queue pairs,
+// comma-separated, each a loaded pack named once. A pack's calls then run
+// on its own task queue, so a worker serving it alone (TOOLGATE_PACKS)
+// can be deployed, scaled and stopped apart from the others.
+func ParseTaskQueues(s string, p *policy.Policy) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, queue, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %q is not pack=queue", pair)
+		}
+		if names := packNames(p); !slices.Contains(names, name) {
+			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %q is not a loaded pack (%s)", name, strings.Join(names, ", "))
+		}
+		if !taskQueueName.MatchString(queue) {
+			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %s's task queue %q must be 1 to 200 letters, digits or . _ : -", name, queue)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %s is named twice", name)
+		}
+		out[name] = queue
+	}
+	return out, nil
+}
+
+func packNames(p *policy.Policy) []string {
+	var names []string
+	for _, d := range p.Domains() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// QueueFor is the task queue a tool's calls run on: its pack's own
+// (TaskQueues), else TaskQueue.
+func (c Config) QueueFor(tool string) string {
+	if d, ok := c.Policy.DomainOf(tool); ok {
+		if q, ok := c.TaskQueues[d.Name]; ok {
+			return q
+		}
+	}
+	return c.TaskQueue
+}
+
+// Queues are the task queues the loaded packs' calls run on, each once:
+// a worker polls every one of them.
+func (c Config) Queues() []string {
+	var out []string
+	for _, d := range c.Policy.Domains() {
+		q, ok := c.TaskQueues[d.Name]
+		if !ok {
+			q = c.TaskQueue
+		}
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
 }

@@ -98,6 +98,43 @@ func TestUpstreamsSayWhatToFix(t *testing.T) {
 	}
 }
 
+// TestEachPackOnItsOwnTaskQueue: TOOLGATE_TASK_QUEUES gives loaded packs
+// task queues of their own; a tool's calls go to its pack's, the others'
+// to TOOLGATE_TASK_QUEUE, and a worker polls each queue once. Each refusal
+// says which entry and why.
+func TestEachPackOnItsOwnTaskQueue(t *testing.T) {
+	p := packs.MustLoad("mangrove,plancover,../../examples/packs/carddesk.yaml").Policy
+	qs, err := ParseTaskQueues(" plancover=toolgate-plancover, carddesk=toolgate-carddesk ", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Policy: p, TaskQueue: "toolgate", TaskQueues: qs}
+	for tool, want := range map[string]string{"get_stock": "toolgate", "find_network_hospitals": "toolgate-plancover", "reissue_card": "toolgate-carddesk", "no_such_tool": "toolgate"} {
+		if got := c.QueueFor(tool); got != want {
+			t.Errorf("%s runs on %q, want %q", tool, got, want)
+		}
+	}
+	if got := c.Queues(); strings.Join(got, " ") != "toolgate toolgate-plancover toolgate-carddesk" {
+		t.Errorf("the worker polls %v", got)
+	}
+	shared := Config{Policy: p, TaskQueue: "toolgate", TaskQueues: map[string]string{"plancover": "toolgate"}}
+	if got := shared.Queues(); len(got) != 1 {
+		t.Errorf("a pack on the default queue is polled twice: %v", got)
+	}
+	for in, want := range map[string]string{
+		"plancover":                 `"plancover" is not pack=queue`,
+		"northgate=q":               `"northgate" is not a loaded pack (mangrove, plancover, carddesk)`,
+		"plancover=":                `plancover's task queue "" must be 1 to 200`,
+		"plancover=a b":             `plancover's task queue "a b" must be 1 to 200`,
+		"plancover=a/b":             `must be 1 to 200 letters`,
+		"plancover=q1,plancover=q2": `plancover is named twice`,
+	} {
+		if _, err := ParseTaskQueues(in, p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}
+
 // TestExchangeSaysWhatToFix: a pack takes exchanged tokens only with an
 // upstream of its own (their audience) and toolgate's client at the
 // provider; anything short of that is refused at start, saying what to set.
