@@ -292,6 +292,14 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	if res.IsError || !strings.Contains(text, "Sakra Hospital") || !strings.Contains(text, "not exhaustive") || strings.Contains(text, "98450") || strings.Contains(text, "99860") {
 		t.Fatalf("find_network_hospitals: %s", text)
 	}
+	// The auditor's insights page covers PlanCover: the refusal of a
+	// portal meera does not hold is among its refusals.
+	abena := browser(t)
+	signInAt(t, abena, d.cards, "abena", d.user(t, "abena").Password)
+	do(t, abena, chromedp.Navigate(d.cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
+	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "store_scope · get_plan_details") {
+		t.Fatalf("abena's insights, refusals:\n%s", page)
+	}
 }
 
 // TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through

@@ -41,8 +41,10 @@ var seed = []User{
 	{ID: "yaw", Name: "Yaw Asante", Role: "store_manager", Stores: []int64{131}},
 	// A second area manager: transfers above $1,500.00 need two.
 	{ID: "adwoa", Name: "Adwoa Darko", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
-	// The auditor reads the insights page for the area; she decides nothing.
-	{ID: "abena", Name: "Abena Ofori", Role: "auditor", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
+	// The auditor reads the insights page for the area, the card desk's
+	// accounts and PlanCover's portals; she decides nothing.
+	{ID: "abena", Name: "Abena Ofori", Role: "auditor", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121},
+		Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120", "ACC-9999"}, "plancover_portals": []string{"PRT-40122", "PRT-40123", "PRT-50017"}}},
 	// The card desk of examples/packs/carddesk.yaml: an agent and a
 	// supervisor over two accounts, granted by the pack's own claim.
 	{ID: "cara", Name: "Cara Doyle", Role: "card_agent", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
