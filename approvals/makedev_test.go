@@ -281,9 +281,9 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	desc, err := tc.DescribeWorkflowExecution(ctx, ran.CallID, "")
-	if err != nil || desc.GetExecutionConfig().GetTaskQueue().GetName() != "toolgate-plancover" {
-		t.Fatalf("list_my_policies ran on %v: %v", desc.GetExecutionConfig().GetTaskQueue(), err)
+	desc, err := tc.DescribeWorkflow(ctx, ran.CallID, "")
+	if err != nil || desc.TaskQueueName != "toolgate-plancover" {
+		t.Fatalf("list_my_policies ran on a task queue other than PlanCover's: %v %v", desc, err)
 	}
 	if res, text := call("get_plan_details", map[string]any{"portal_ref": "PRT-50017"}); !res.IsError || !strings.Contains(text, `No portal "PRT-50017" was found`) || strings.Contains(text, "PRT-40122") {
 		t.Fatalf("ravi's portal, asked by meera: %s", text)
@@ -346,7 +346,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 		if strings.Contains(text, `"status":"posted"`) && strings.Contains(text, `"by":"cara"`) {
 			break
 		}
-		if time.Now().After(deadline) || !strings.Contains(text, "Still ") {
+		if time.Now().After(deadline) || !strings.Contains(text, "Still ") && !strings.Contains(text, "could not be read right now") {
 			t.Fatalf("the reissue's outcome, as cara's client reads it: %s", text)
 		}
 	}

@@ -30,9 +30,10 @@ func searchPack(args reflect.Type) policy.Domain {
 }
 
 // TestOneOfTwoFieldsIsRequired: required_without makes a pair of which at
-// least one is given. Neither is invalid_arguments naming both; the schema
-// the model reads says anyOf; either alone, or both, pass, each still held
-// to its own rule.
+// least one is given. Neither is invalid_arguments naming both; either
+// alone, or both, pass, each still held to its own rule. The schema the
+// model reads says so in each field's description, with no combinator at
+// its top level (model providers refuse one there) and neither required.
 func TestOneOfTwoFieldsIsRequired(t *testing.T) {
 	p, err := policy.New(searchPack(reflect.TypeFor[hospitalArgs]()))
 	if err != nil {
@@ -59,9 +60,15 @@ func TestOneOfTwoFieldsIsRequired(t *testing.T) {
 		t.Errorf("neither: the message names both fields: %q", v.Message)
 	}
 	schema := p.Schema(reflect.TypeFor[hospitalArgs]())
-	got, _ := json.Marshal(schema["anyOf"])
-	if string(got) != `[{"required":["city"]},{"required":["pin_code"]}]` || len(schema["required"].([]string)) != 0 {
-		t.Errorf("the schema: anyOf %s, required %v", got, schema["required"])
+	props := schema["properties"].(map[string]any)
+	pin, city := props["pin_code"].(map[string]any)["description"], props["city"].(map[string]any)["description"]
+	if pin != "Six digits. Required when city is left out." || city != "A city. Required when pin_code is left out." || len(schema["required"].([]string)) != 0 {
+		t.Errorf("the schema: pin_code %q, city %q, required %v", pin, city, schema["required"])
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if _, ok := schema[k]; ok {
+			t.Errorf("the schema has %s at its top level: %v", k, schema)
+		}
 	}
 }
 
@@ -79,5 +86,35 @@ func TestARequiredWithoutNamesASibling(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "required_without=City") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestATierNeedsASignIn: a requester tier is held against the sign-in
+// whose credential a call exchanges, so a tool that runs as no one cannot
+// have one: the pack stops at start.
+func TestATierNeedsASignIn(t *testing.T) {
+	d := searchPack(reflect.TypeFor[hospitalArgs]())
+	d.Rows[0].RequesterTier = policy.ACRMFA
+	if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), `the row of "find" needs requester tier "mfa", but the tool runs as no one`) {
+		t.Fatalf("a tier on a tool that runs as no one: %v", err)
+	}
+	d.Tools[0].RequiresCredential = true
+	if _, err := policy.New(d); err != nil {
+		t.Fatalf("a tier on a tool that runs as the person: %v", err)
+	}
+}
+
+// TestAnUnavailableNoteIsARead: a write that may have run keeps the
+// engine's warning not to call again, so only an idempotent tool may say
+// what to do when its upstream is down.
+func TestAnUnavailableNoteIsARead(t *testing.T) {
+	d := searchPack(reflect.TypeFor[hospitalArgs]())
+	d.Tools[0].Unavailable = "Do not answer from memory."
+	if _, err := policy.New(d); err != nil {
+		t.Fatalf("a read's note: %v", err)
+	}
+	d.Tools[0].Idempotent = false
+	if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), `tool "find" says what to do when its upstream is down (Unavailable), but is not idempotent`) {
+		t.Fatalf("a write's note: %v", err)
 	}
 }

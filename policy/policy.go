@@ -176,6 +176,12 @@ func New(domains ...Domain) (*Policy, error) {
 		if e.decision != DecisionDeny && e.spec.Route.Path == "" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q may run but has no upstream route to run it", d.Name, n)
 		}
+		if e.spec.Unavailable != "" && !e.spec.Idempotent {
+			return nil, fmt.Errorf("policy: pack %s: tool %q says what to do when its upstream is down (Unavailable), but is not idempotent: the model of a write that may have run is told not to call again, whatever the tool says", d.Name, n)
+		}
+		if !e.spec.RequiresCredential && e.row.RequesterTier != "" {
+			return nil, fmt.Errorf("policy: pack %s: the row of %q needs requester tier %q, but the tool runs as no one (RequiresCredential is false), so there is no sign-in to hold to it: set RequiresCredential or drop the tier", d.Name, n, e.row.RequesterTier)
+		}
 		if e.spec.Tier == TierRead && e.spec.Route.Path != "" && e.spec.Route.Method != "GET" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q is a read, so its route is a GET, not %s (a read is offered as changing nothing)", d.Name, n, e.spec.Route.Method)
 		}

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -54,7 +53,6 @@ func containsRole(rs []Role, r Role) bool {
 func (pol *Policy) Schema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	required := []string{}
-	var oneOf [][]string
 	fs := fieldsOf(t)
 	for _, f := range fs {
 		p := map[string]any{}
@@ -78,12 +76,10 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 			case "required":
 				required = append(required, f.name)
 			case "required_without":
+				// Model providers refuse anyOf at a tool schema's top level,
+				// so the rule is said where the model reads each field.
 				if o, ok := sibling(f, param, fs); ok {
-					pair := []string{f.name, o.name}
-					slices.Sort(pair)
-					if !slices.ContainsFunc(oneOf, func(p []string) bool { return slices.Equal(p, pair) }) {
-						oneOf = append(oneOf, pair)
-					}
+					p["description"] = strings.TrimSpace(f.desc + " Required when " + o.name + " is left out.")
 				}
 			case "min":
 				n, _ := strconv.ParseInt(param, 10, 64)
@@ -130,29 +126,12 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 		}
 		props[f.name] = p
 	}
-	schema := map[string]any{
+	return map[string]any{
 		"type":                 "object",
 		"properties":           props,
 		"required":             required,
 		"additionalProperties": false,
 	}
-	// A field required when another is left out (required_without) makes
-	// the pair need at least one of the two: the model reads it here.
-	var all []any
-	for _, pair := range oneOf {
-		all = append(all, map[string]any{"anyOf": []any{
-			map[string]any{"required": []string{pair[0]}},
-			map[string]any{"required": []string{pair[1]}},
-		}})
-	}
-	switch len(all) {
-	case 0:
-	case 1:
-		schema["anyOf"] = all[0].(map[string]any)["anyOf"]
-	default:
-		schema["allOf"] = all
-	}
-	return schema
 }
 
 func regexpQuote(s string) string {

@@ -68,7 +68,7 @@ type ToolSpec struct {
 	Resource ResourceArg
 	// Unavailable, when set, is told to the model beside an
 	// upstream_unavailable: what to do instead, e.g. not to answer from
-	// memory when a retrieval index is down.
+	// memory when a retrieval index is down. Idempotent tools only.
 	Unavailable string
 }
 

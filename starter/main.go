@@ -280,6 +280,15 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 			return fmt.Errorf("--args is not valid JSON: %s", *argsJSON)
 		}
 	}
+	// A tool of a pack this process does not load would go to the wrong
+	// task queue, its free text unredacted: say what to set instead.
+	if _, ok := cfg.Policy.Spec(in.Tool); !ok {
+		var names []string
+		for _, d := range cfg.Policy.Domains() {
+			names = append(names, d.Name)
+		}
+		return fmt.Errorf("call: %q is not a tool of the packs this starter loads (%s): set TOOLGATE_PACKS, and TOOLGATE_TASK_QUEUES, as the worker has them", in.Tool, strings.Join(names, ", "))
+	}
 	c, err := dial(cfg)
 	if err != nil {
 		return err

@@ -73,19 +73,44 @@ func run(log *zap.Logger, cfg config.Config) error {
 	}
 	settings := workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
 		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}
-	// One worker per task queue the packs' calls run on (TOOLGATE_TASK_QUEUES):
-	// the first runs until interrupted, the others stop with it.
 	queues := cfg.Queues()
-	for _, q := range queues[1:] {
-		w := workflows.NewWorker(c, q, settings, acts)
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("worker on task queue %s: %w", q, err)
-		}
-		defer w.Stop()
-	}
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
 		zap.Strings("taskQueues", queues), zap.String("upstream", cfg.UpstreamURL))
-	return workflows.NewWorker(c, queues[0], settings, acts).Run(worker.InterruptCh())
+	return runAll(c, queues, settings, acts)
+}
+
+// runAll runs one worker per task queue the packs' calls run on
+// (TOOLGATE_TASK_QUEUES) until the process is interrupted or one of them
+// fails; then every one stops at once, each letting its running
+// activities finish, so stopping takes one worker's stop timeout, not one
+// per queue.
+func runAll(c client.Client, queues []string, s workflows.Settings, acts *activities.Activities) error {
+	stop := make(chan any)
+	errs := make(chan error, len(queues))
+	for _, q := range queues {
+		w := workflows.NewWorker(c, q, s, acts)
+		go func() {
+			if err := w.Run(stop); err != nil {
+				errs <- fmt.Errorf("worker on task queue %s: %w", q, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	left := len(queues)
+	select {
+	case <-worker.InterruptCh():
+	case first = <-errs:
+		left--
+	}
+	close(stop)
+	for ; left > 0; left-- {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func withLogger(o client.Options, log *zap.Logger) client.Options {

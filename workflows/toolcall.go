@@ -646,9 +646,11 @@ func upstreamFailure(err error, idempotent bool, system string) (policy.Code, st
 		case activities.ErrStepUp:
 			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:
+			// A tool's own note is for a read; a write keeps the warning
+			// that it may have taken effect.
 			var note activities.UnavailableNote
-			if app.HasDetails() && app.Details(&note) == nil && note.Note != "" {
-				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. " + note.Note, idempotent, false
+			if idempotent && app.HasDetails() && app.Details(&note) == nil && note.Note != "" {
+				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. " + note.Note, true, false
 			}
 			if idempotent {
 				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. Call again in a minute with the same arguments.", true, false

@@ -80,8 +80,8 @@ type (
 	// or a city, at least one.
 	HospitalArgs struct {
 		PortalArg
-		PinCode string `json:"pin_code,omitempty" title:"Pin code" validate:"required_without=City,omitempty,pincode" desc:"The six-digit pin code to search near, e.g. 560034. Give this or city."`
-		City    string `json:"city,omitempty" title:"City" validate:"required_without=PinCode,omitempty,min=2,max=60" desc:"The city to search in, e.g. Bengaluru. Give this or pin_code."`
+		PinCode string `json:"pin_code,omitempty" title:"Pin code" validate:"required_without=City,omitempty,pincode" desc:"The six-digit pin code to search near, e.g. 560034."`
+		City    string `json:"city,omitempty" title:"City" validate:"required_without=PinCode,omitempty,min=2,max=60" desc:"The city to search in, e.g. Bengaluru."`
 	}
 
 	// KnowledgeArgs are the arguments of search_policy_knowledge: a query

@@ -84,8 +84,9 @@ func record(i int, city, district, pin string) map[string]any {
 // TestHospitalsAreRankedExactPinThenCityThenDistrict (the text's "re-ranks
 // — exact pin, then city, then district — and cuts to ten"): whatever the
 // region's order, the exact pin comes first, then the city, then the
-// district; ten at most, each record whole and without the desk's mobile
-// number; the model is told the list is regional.
+// district, also for a pin code no hospital has; ten at most, each record
+// whole and without the desk's mobile number; the model is told the list
+// is regional, and an empty region says so.
 func TestHospitalsAreRankedExactPinThenCityThenDistrict(t *testing.T) {
 	var region []map[string]any
 	for i := range 240 {
@@ -101,7 +102,10 @@ func TestHospitalsAreRankedExactPinThenCityThenDistrict(t *testing.T) {
 	}{
 		{`{"portal_ref":"PRT-40122","pin_code":"560034"}`, []string{"H903", "H905", "H902", "H904", "H901", "H0", "H1", "H2", "H3", "H4"}, "pin code 560034"},
 		{`{"portal_ref":"PRT-40122","city":"bengaluru"}`, []string{"H902", "H903", "H904", "H905", "H901", "H0", "H1", "H2", "H3", "H4"}, "bengaluru"},
-		{`{"portal_ref":"PRT-40122","pin_code":"110001"}`, []string{"H0", "H1", "H2", "H3", "H4", "H5", "H6", "H7", "H8", "H9"}, "No network hospital was found at pin code 110001"},
+		// A pin code no hospital has: its city and district are those of
+		// the record sharing the most leading digits with it.
+		{`{"portal_ref":"PRT-40122","pin_code":"560035"}`, []string{"H902", "H903", "H904", "H905", "H901", "H0", "H1", "H2", "H3", "H4"}, "nearest to pin code 560035"},
+		{`{"portal_ref":"PRT-40122","pin_code":"110001"}`, []string{"H0", "H1", "H2", "H3", "H4", "H5", "H6", "H7", "H8", "H9"}, "No network hospital was found near pin code 110001"},
 	} {
 		out, err := plancover.ShapeHospitals(json.RawMessage(c.args), answer)
 		if err != nil {
@@ -124,6 +128,10 @@ func TestHospitalsAreRankedExactPinThenCityThenDistrict(t *testing.T) {
 		if strings.Contains(string(out), "98450") || strings.Contains(string(out), "mobile") {
 			t.Errorf("%s: a desk's mobile number reached the result: %s", c.args, out)
 		}
+	}
+	empty, err := plancover.ShapeHospitals(json.RawMessage(`{"pin_code":"560034"}`), []byte(`{"hospitals":[]}`))
+	if err != nil || !strings.Contains(string(empty), "listed no network hospital in this region") {
+		t.Errorf("an empty region: %s %v", empty, err)
 	}
 	if _, err := plancover.ShapeHospitals(json.RawMessage(`{"pin_code":"560034"}`), []byte(`<html>`)); err == nil {
 		t.Error("an answer that does not read was shaped")

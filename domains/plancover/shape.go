@@ -30,9 +30,12 @@ type Hospitals struct {
 
 // ShapeHospitals ranks PlanCover's regional records for the call: those at
 // the exact pin code first, then those in the city (the one asked, or the
-// pin code's), then those in its district, each in PlanCover's order; it
-// keeps the first MaxHospitals, each whole, and tells the model the list is
-// regional, not exhaustive.
+// pin code's), then in its district, then those sharing the pin code's
+// first three digits (its sorting district), each in PlanCover's order. A
+// pin code no hospital has takes its city and district from the record
+// whose pin code shares the most leading digits with it. It keeps the first
+// MaxHospitals, each whole, and tells the model the list is regional, not
+// exhaustive.
 func ShapeHospitals(args json.RawMessage, answer []byte) ([]byte, error) {
 	var a HospitalArgs
 	if err := json.Unmarshal(args, &a); err != nil {
@@ -45,14 +48,11 @@ func ShapeHospitals(args json.RawMessage, answer []byte) ([]byte, error) {
 		return nil, fmt.Errorf("the hospitals answer: %w", err)
 	}
 	city, district := a.City, ""
-	for _, h := range in.Hospitals {
-		if a.PinCode != "" && h.PinCode == a.PinCode || a.PinCode == "" && strings.EqualFold(h.City, city) {
-			if city == "" {
-				city = h.City
-			}
-			district = h.District
-			break
+	if ref, ok := nearest(in.Hospitals, a); ok {
+		if city == "" {
+			city = ref.City
 		}
+		district = ref.District
 	}
 	rank := func(h Hospital) int {
 		switch {
@@ -62,8 +62,10 @@ func ShapeHospitals(args json.RawMessage, answer []byte) ([]byte, error) {
 			return 1
 		case district != "" && strings.EqualFold(h.District, district):
 			return 2
+		case a.PinCode != "" && sharedDigits(h.PinCode, a.PinCode) >= sortingDigits:
+			return 3
 		}
-		return 3
+		return 4
 	}
 	ranked := slices.Clone(in.Hospitals)
 	slices.SortStableFunc(ranked, func(x, y Hospital) int { return rank(x) - rank(y) })
@@ -74,9 +76,47 @@ func ShapeHospitals(args json.RawMessage, answer []byte) ([]byte, error) {
 	}
 	out := Hospitals{Hospitals: ranked, Note: fmt.Sprintf("A regional list of %d network hospitals, nearest to %s first; it is not exhaustive. "+
 		"A hospital the member names that is not here may still be in the network: say so, and never say it is not covered.", len(ranked), near)}
-	if len(ranked) == 0 || rank(ranked[0]) == 3 {
-		out.Note = fmt.Sprintf("No network hospital was found at %s; these are others in the region, and the list is not exhaustive. "+
+	switch {
+	case len(ranked) == 0:
+		out.Note = "PlanCover listed no network hospital in this region. Ask the member for another pin code or city; never say a hospital is not covered."
+	case rank(ranked[0]) == 4:
+		out.Note = fmt.Sprintf("No network hospital was found near %s; these are others in the region, and the list is not exhaustive. "+
 			"Ask the member for a nearby pin code or city.", near)
 	}
 	return json.Marshal(out)
+}
+
+// sortingDigits are the leading digits of an Indian pin code that name its
+// sorting district.
+const sortingDigits = 3
+
+// nearest is the record the ranking takes its city and district from: the
+// first at the exact pin code, else the first sharing the most leading
+// digits with it (at least sortingDigits), else, for a city alone, the
+// first in that city.
+func nearest(hs []Hospital, a HospitalArgs) (Hospital, bool) {
+	best, bestDigits := -1, sortingDigits-1
+	for i, h := range hs {
+		switch {
+		case a.PinCode != "":
+			if n := sharedDigits(h.PinCode, a.PinCode); n > bestDigits {
+				best, bestDigits = i, n
+			}
+		case strings.EqualFold(h.City, a.City):
+			return h, true
+		}
+	}
+	if best < 0 {
+		return Hospital{}, false
+	}
+	return hs[best], true
+}
+
+// sharedDigits counts the leading characters two pin codes share.
+func sharedDigits(x, y string) int {
+	n := 0
+	for n < len(x) && n < len(y) && x[n] == y[n] {
+		n++
+	}
+	return n
 }

@@ -200,8 +200,17 @@ func TestTheKnowledgeSearch(t *testing.T) {
 	if r.Status != workflows.StatusExecuted || !strings.Contains(string(r.Result), "24 months") {
 		t.Fatalf("the knowledge search, signed out: %+v", r)
 	}
-	if q := p.pc.Queries(); len(q) != 1 || strings.Contains(q[0], "77123") || !strings.Contains(q[0], "cataract") {
+	if q, _ := p.pc.Queries(); len(q) != 1 || strings.Contains(q[0], "77123") || !strings.Contains(q[0], "cataract") {
 		t.Fatalf("what PlanCover was asked: %q", q)
+	}
+	// Signed in, the search still runs as no one: meera's token is not
+	// exchanged for it, and none is sent.
+	meera := p.signIn(t, "meera", "pc-knowledge")
+	if r := p.call(t, "1b", plancover.ToolSearchPolicyKnowledge, `{"query":"cashless treatment"}`, meera); r.Status != workflows.StatusExecuted {
+		t.Fatalf("the knowledge search, signed in: %+v", r)
+	}
+	if q, bearers := p.pc.Queries(); len(q) != 2 || bearers != 0 {
+		t.Fatalf("PlanCover got %d knowledge searches, %d of them with a token", len(q), bearers)
 	}
 	p.pc.SetIndexDown(true)
 	r = p.call(t, "2", plancover.ToolSearchPolicyKnowledge, `{"query":"maternity"}`, out)

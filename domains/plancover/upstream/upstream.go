@@ -93,6 +93,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	queries []string
+	// bearers counts the knowledge searches that came with a token,
+	// which a search that runs as no one never sends.
+	bearers int
 }
 
 // New discovers the provider at issuer (retrying for up to wait while it
@@ -117,11 +120,12 @@ func New(ctx context.Context, issuer, audience string, wait time.Duration) (*Ser
 	}
 }
 
-// Queries are the knowledge searches PlanCover was sent, in order.
-func (s *Server) Queries() []string {
+// Queries are the knowledge searches PlanCover was sent, in order, and
+// how many of them came with a bearer token.
+func (s *Server) Queries() ([]string, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.queries)
+	return slices.Clone(s.queries), s.bearers
 }
 
 // SetIndexDown takes the knowledge index down (true) or brings it back.
@@ -174,6 +178,9 @@ func (s *Server) Handler() http.Handler {
 		q := strings.ToLower(r.URL.Query().Get("q"))
 		s.mu.Lock()
 		s.queries = append(s.queries, q)
+		if r.Header.Get("Authorization") != "" {
+			s.bearers++
+		}
 		s.mu.Unlock()
 		out := []map[string]string{}
 		for _, p := range passages {
