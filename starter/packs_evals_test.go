@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolgate/toolgate/domains/plancover"
+	"github.com/toolgate/toolgate/domains/plancover/upstream"
+	"github.com/toolgate/toolgate/insights"
+	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// TestExportEvalsCoversEveryPack: the evals export of a deployment gating
+// make dev's three packs holds each pack's decisions, every line valid
+// against docs/evals.schema.json: PlanCover's knowledge read, its
+// concealed portal and its hospital search with neither field, and the
+// card desk's concealed account, beside Mangrove's read. The mobile
+// number typed into the knowledge query is in none of them.
+func TestExportEvalsCoversEveryPack(t *testing.T) {
+	set := packs.MustLoad("mangrove,plancover,../examples/packs/carddesk.yaml")
+	id := testenv.NewIdP(t, "http://127.0.0.1:9")
+	pc, err := upstream.New(context.Background(), id.URL, testenv.PlanCoverAudience, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcSrv := httptest.NewServer(pc.Handler())
+	t.Cleanup(pcSrv.Close)
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: pcSrv.URL}})
+	meera := policy.Session{UserID: "meera", Role: plancover.RoleMember, Resources: policy.Resources{plancover.KindPortal: {"PRT-40122"}},
+		SessionID: "s-evals", ConversationID: "evals", CredentialRef: "cr_meera_evals"}
+	cara := policy.Session{UserID: "cara", Role: "card_agent", Resources: policy.Resources{"account": {"ACC-4471"}}, SessionID: "s-evals-c", ConversationID: "evals", CredentialRef: "cr_cara_evals"}
+	ama := policy.Session{UserID: "ama", Role: "store_manager", Resources: policy.Resources{"store": {"112"}}, SessionID: "s-evals-a", ConversationID: "evals", CredentialRef: "cred-ama"}
+	for i, c := range []struct {
+		tool, args string
+		who        policy.Session
+		want       workflows.CallStatus
+	}{
+		{plancover.ToolSearchPolicyKnowledge, `{"query":"cataract waiting period, ring +91 98450 77123"}`, meera, workflows.StatusExecuted},
+		{plancover.ToolGetPlanDetails, `{"portal_ref":"PRT-50017"}`, meera, workflows.StatusDenied},
+		{plancover.ToolFindNetworkHospitals, `{}`, meera, workflows.StatusDenied},
+		{"get_card", `{"accountRef":"ACC-9999"}`, cara, workflows.StatusDenied},
+		{"get_stock", `{"articleId":40211}`, ama, workflows.StatusExecuted},
+	} {
+		if r := s.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: string(rune('a' + i)), Args: json.RawMessage(c.args), Session: c.who}); r.Status != c.want {
+			t.Fatalf("%s: %+v", c.tool, r)
+		}
+	}
+	asStarter(t, s)
+	t.Setenv("TOOLGATE_PACKS", "mangrove,plancover,../examples/packs/carddesk.yaml")
+	raw, err := os.ReadFile("../docs/evals.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run([]string{"export-evals", "--since", "1h"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		var inst any
+		if err := json.Unmarshal(sc.Bytes(), &inst); err != nil {
+			t.Fatalf("not JSON: %s", sc.Text())
+		}
+		if err := resolved.Validate(inst); err != nil {
+			t.Errorf("%s\ndoes not match docs/evals.schema.json: %v", sc.Text(), err)
+		}
+		var r insights.EvalRecord
+		_ = json.Unmarshal(sc.Bytes(), &r)
+		got[r.Tool+" "+r.Decision+" "+r.Code+" "+r.Outcome] = true
+	}
+	for _, want := range []string{
+		"search_policy_knowledge allow ok executed",
+		"get_plan_details deny store_scope denied",
+		"find_network_hospitals deny invalid_arguments denied",
+		"get_card deny store_scope denied",
+		"get_stock allow ok executed",
+	} {
+		if !got[want] {
+			t.Errorf("the export lacks %q: %v", want, got)
+		}
+	}
+	for _, leak := range []string{"98450", "77123", "cr_meera_evals", "s-evals"} {
+		if strings.Contains(out.String(), leak) {
+			t.Errorf("the export carries %q", leak)
+		}
+	}
+}
