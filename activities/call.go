@@ -108,7 +108,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			return CallResult{}, err
 		}
 	}
-	path, body, err := request(spec.Route, in.Args)
+	path, body, err := request(spec.Route, in.Args, in.Resources)
 	if err != nil {
 		return CallResult{}, badArgs(err)
 	}
@@ -161,9 +161,10 @@ func (a *Activities) recordAfter(ctx context.Context, out OutcomeRecord, result 
 }
 
 // request fills a route from a call's authorized args: the path's
-// placeholders, the query parameters whose fields are present, and the body
-// fields as a JSON object.
-func request(r policy.Route, args json.RawMessage) (string, []byte, error) {
+// placeholders, the query parameters whose fields are present, the ones the
+// route fills from the session's resources (held), and the body fields as a
+// JSON object.
+func request(r policy.Route, args json.RawMessage, held policy.Resources) (string, []byte, error) {
 	fields := map[string]json.RawMessage{}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -202,6 +203,11 @@ func request(r policy.Route, args json.RawMessage) (string, []byte, error) {
 	for param, field := range r.Query {
 		if v, ok := text(field); ok && v != "" {
 			q.Set(param, v)
+		}
+	}
+	for param, kind := range r.Session {
+		if ids := held[kind]; len(ids) > 0 {
+			q.Set(param, ids[0])
 		}
 	}
 	if len(q) > 0 {

@@ -51,7 +51,7 @@ var seed = []User{
 	{ID: "sam", Name: "Sam Okafor", Role: "card_supervisor", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
 	// PlanCover's members (domains/plancover): meera holds her family's
 	// and her parents' portals, ravi his own.
-	{ID: "meera", Name: "Meera Iyer", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-40122", "PRT-40123"}}},
+	{ID: "meera", Name: "Meera Iyer", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-40122", "PRT-40123"}, "plancover_company": []string{"ACME"}}},
 	{ID: "ravi", Name: "Ravi Kumar", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-50017"}}},
 }
 

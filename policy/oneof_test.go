@@ -118,3 +118,22 @@ func TestAnUnavailableNoteIsARead(t *testing.T) {
 		t.Fatalf("a write's note: %v", err)
 	}
 }
+
+// TestASessionScopedParameterIsAKindOfThePack: a query parameter filled
+// from the session names one of the pack's resource kinds, and is not also
+// filled from the args (which the model writes).
+func TestASessionScopedParameterIsAKindOfThePack(t *testing.T) {
+	d := searchPack(reflect.TypeFor[hospitalArgs]())
+	d.Tools[0].Route.Session = map[string]string{"company": "company"}
+	if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), `fills the query parameter "company" from the session's "company", which is not one of the pack's resource kinds`) {
+		t.Fatalf("an undeclared kind: %v", err)
+	}
+	d.Resources = []policy.ResourceKind{{Name: "company", Claim: "finder_company"}}
+	if _, err := policy.New(d); err != nil {
+		t.Fatalf("a declared kind: %v", err)
+	}
+	d.Tools[0].Route.Query = map[string]string{"company": "city"}
+	if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), "or is also filled from the args") {
+		t.Fatalf("a parameter the args fill too: %v", err)
+	}
+}

@@ -182,6 +182,11 @@ func New(domains ...Domain) (*Policy, error) {
 		if !e.spec.RequiresCredential && e.row.RequesterTier != "" {
 			return nil, fmt.Errorf("policy: pack %s: the row of %q needs requester tier %q, but the tool runs as no one (RequiresCredential is false), so there is no sign-in to hold to it: set RequiresCredential or drop the tier", d.Name, n, e.row.RequesterTier)
 		}
+		for param, kind := range e.spec.Route.Session {
+			if _, both := e.spec.Route.Query[param]; both || !slices.ContainsFunc(d.Resources, func(k ResourceKind) bool { return k.Name == kind }) {
+				return nil, fmt.Errorf("policy: pack %s: tool %q fills the query parameter %q from the session's %q, which is not one of the pack's resource kinds or is also filled from the args", d.Name, n, param, kind)
+			}
+		}
 		if e.spec.Tier == TierRead && e.spec.Route.Path != "" && e.spec.Route.Method != "GET" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q is a read, so its route is a GET, not %s (a read is offered as changing nothing)", d.Name, n, e.spec.Route.Method)
 		}

@@ -82,6 +82,11 @@ type Route struct {
 	Path string
 	// Query maps query parameters to the arg fields that fill them, when present.
 	Query map[string]string
+	// Session maps query parameters to resource kinds of the tool's pack:
+	// each is filled with the session's first resource of that kind, never
+	// from the args, and left out when the session holds none (a corpus
+	// scoped to the caller's company, which the model must not narrow).
+	Session map[string]string
 	// Body lists the arg fields sent as a JSON object.
 	Body []string
 	// Keyed writes send the call's workflow ID as the Idempotency-Key.

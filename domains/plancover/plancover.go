@@ -5,8 +5,10 @@
 // ownership is by portal, and a portal the caller does not hold is not
 // found, saying nothing of whose it is. The claim tools rely on PlanCover's
 // own scoping of claims to the member's token. The knowledge search runs
-// as no one (the corpus is the same for every caller) and, when its index
-// is down, tells the model not to answer from memory. The hospital search
+// as no one (the corpus is the same for every caller), takes no filters
+// (the caller's company, whose group wordings it adds, comes from the
+// session), and, when its index is down, tells the model not to answer
+// from memory. The hospital search
 // re-ranks the ~250 regional records PlanCover returns whatever it is
 // asked (shape.go). Its upstream stand-in is ./upstream.
 package plancover
@@ -31,6 +33,11 @@ const RoleMember policy.Role = "member"
 // KindPortal is the pack's resource: a member's portal (one per policy),
 // granted by the provider's plancover_portals claim.
 const KindPortal = "portal"
+
+// KindCompany is the employer whose group cover a member holds, granted by
+// the provider's plancover_company claim: the knowledge search's scope,
+// from the session, never from the model.
+const KindCompany = "company"
 
 // Tool names, the wire names a model calls.
 const (
@@ -119,7 +126,8 @@ func Tools() []policy.ToolSpec {
 	knowledge := read(ToolSearchPolicyKnowledge,
 		"Search the policy wordings (conditions, exclusions, waiting periods, how to claim) and return passages to cite. "+
 			"Use it for how cover works; for what this member's plan covers, prefer get_covered_benefits. It takes a query only.",
-		`{"query":"waiting period for cataract surgery"}`, reflect.TypeFor[KnowledgeArgs](), policy.Route{Method: "GET", Path: "/v1/knowledge", Query: map[string]string{"q": "query"}})
+		`{"query":"waiting period for cataract surgery"}`, reflect.TypeFor[KnowledgeArgs](), policy.Route{Method: "GET", Path: "/v1/knowledge", Query: map[string]string{"q": "query"},
+			Session: map[string]string{"company": KindCompany}})
 	knowledge.RequiresCredential = false
 	knowledge.Unavailable = "Do not answer from memory: tell the member the policy wordings cannot be searched right now and to ask again later."
 	return []policy.ToolSpec{
@@ -170,7 +178,8 @@ func Domain() policy.Domain {
 			{Tag: "claimref", Pattern: ClaimRef, Rule: `must be a claim number such as "CLM-2026-0042" or a claim id such as "88123", as list_my_claims returns them`},
 			{Tag: "pincode", Pattern: PinCode, Rule: `must be exactly six digits, e.g. "560034"`},
 		},
-		Resources: []policy.ResourceKind{{Name: KindPortal, Plural: "portals", Claim: "plancover_portals", Conceal: true, Example: "PRT-40122"}},
+		Resources: []policy.ResourceKind{{Name: KindPortal, Plural: "portals", Claim: "plancover_portals", Conceal: true, Example: "PRT-40122"},
+			{Name: KindCompany, Plural: "companies", Claim: "plancover_company", Conceal: true, Example: "ACME"}},
 	}
 }
 

@@ -187,7 +187,9 @@ func TestTheHospitalSearchThroughTheStack(t *testing.T) {
 	noMobile(t, p, "pc-hospitals")
 }
 
-// TestTheKnowledgeSearch (the text's "It needs no credential", "A dead
+// TestTheKnowledgeSearch (the text's "It needs no credential", "It takes
+// no filters either ... the caller's company scope is built from
+// AuthContext, never from the model", "A dead
 // index is reported as upstream_unavailable with an explicit instruction
 // not to answer from memory", and "a member who typed their mobile number
 // into a free-text field put one there, and this is where it stops"): it
@@ -211,6 +213,22 @@ func TestTheKnowledgeSearch(t *testing.T) {
 	}
 	if q, bearers := p.pc.Queries(); len(q) != 2 || bearers != 0 {
 		t.Fatalf("PlanCover got %d knowledge searches, %d of them with a token", len(q), bearers)
+	}
+	// "the caller's company scope is built from AuthContext, never from the
+	// model": meera's sign-in names her employer, whose group wording the
+	// search then finds; a session naming none finds the common wordings
+	// alone; and the model cannot name a company.
+	if !meera.Resources.Holds(plancover.KindCompany, upstream.GroupCompany) {
+		t.Fatalf("meera's sign-in names no company: %+v", meera.Resources)
+	}
+	if r := p.call(t, "1c", plancover.ToolSearchPolicyKnowledge, `{"query":"waiting period"}`, meera); !strings.Contains(string(r.Result), "ACME group wording") {
+		t.Fatalf("meera's search, scoped to her company: %+v", r)
+	}
+	if r := p.call(t, "1d", plancover.ToolSearchPolicyKnowledge, `{"query":"waiting period"}`, out); r.Status != workflows.StatusExecuted || strings.Contains(string(r.Result), "ACME") {
+		t.Fatalf("a search with no company: %+v", r)
+	}
+	if r := p.call(t, "1e", plancover.ToolSearchPolicyKnowledge, `{"query":"waiting period","company":"ACME"}`, out); r.Code != policy.CodeInvalidArguments {
+		t.Fatalf("a company named by the model: %+v", r)
 	}
 	p.pc.SetIndexDown(true)
 	r = p.call(t, "2", plancover.ToolSearchPolicyKnowledge, `{"query":"maternity"}`, out)

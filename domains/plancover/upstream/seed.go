@@ -63,10 +63,16 @@ func seed() *Server {
 	return s
 }
 
-// passages are the policy wordings' sections, by the topic a query names.
-var passages = []struct{ topic, source, text string }{
-	{"waiting period", "Policy wording §4.2", "Specified diseases and procedures, cataract among them, are covered after a waiting period of 24 months of continuous cover."},
-	{"cataract", "Senior Care wording §3.7", "Cataract surgery is covered up to INR 40,000 per eye, after the 24-month waiting period."},
-	{"cashless", "Claims guide §2", "Cashless treatment is available at network hospitals on pre-authorisation; elsewhere, claim reimbursement within 30 days of discharge."},
-	{"maternity", "Policy wording §5.1", "Maternity expenses are covered after 9 months of continuous cover, up to the limit in the schedule."},
+// GroupCompany is the employer whose group wordings the corpus holds:
+// only a search scoped to it finds them.
+const GroupCompany = "ACME"
+
+// passages are the policy wordings' sections, by the topic a query names;
+// a company's group wordings are found only in a search scoped to it.
+var passages = []struct{ topic, source, text, company string }{
+	{"waiting period", "Policy wording §4.2", "Specified diseases and procedures, cataract among them, are covered after a waiting period of 24 months of continuous cover.", ""},
+	{"cataract", "Senior Care wording §3.7", "Cataract surgery is covered up to INR 40,000 per eye, after the 24-month waiting period.", ""},
+	{"cashless", "Claims guide §2", "Cashless treatment is available at network hospitals on pre-authorisation; elsewhere, claim reimbursement within 30 days of discharge.", ""},
+	{"maternity", "Policy wording §5.1", "Maternity expenses are covered after 9 months of continuous cover, up to the limit in the schedule.", ""},
+	{"waiting period", "ACME group wording §2.1", "For ACME employees the waiting periods for specified diseases are waived from the first day of cover.", GroupCompany},
 }

@@ -175,7 +175,7 @@ func (s *Server) Handler() http.Handler {
 			answer(w, http.StatusServiceUnavailable, problem("index_down", "the knowledge index is not answering"))
 			return
 		}
-		q := strings.ToLower(r.URL.Query().Get("q"))
+		q, company := strings.ToLower(r.URL.Query().Get("q")), r.URL.Query().Get("company")
 		s.mu.Lock()
 		s.queries = append(s.queries, q)
 		if r.Header.Get("Authorization") != "" {
@@ -184,7 +184,7 @@ func (s *Server) Handler() http.Handler {
 		s.mu.Unlock()
 		out := []map[string]string{}
 		for _, p := range passages {
-			if strings.Contains(q, p.topic) {
+			if strings.Contains(q, p.topic) && (p.company == "" || p.company == company) {
 				out = append(out, map[string]string{"source": p.source, "passage": p.text})
 			}
 		}
