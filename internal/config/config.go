@@ -441,34 +441,13 @@ func ParseExchange(getenv func(string) string, upstreams map[string]string, p *p
 // commas, each pack one the policy loads and each URL http or https with a
 // host and no query, e.g. "carddesk=http://127.0.0.1:8095".
 func ParseUpstreams(s string, p *policy.Policy) (map[string]string, error) {
-	out := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		if pair = strings.TrimSpace(pair); pair == "" {
-			continue
-		}
-		name, raw, ok := strings.Cut(pair, "=")
-		if !ok {
-			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %q is not pack=url", pair)
-		}
-		known := false
-		var names []string
-		for _, d := range p.Domains() {
-			known = known || d.Name == name
-			names = append(names, d.Name)
-		}
-		if !known {
-			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %q is not a loaded pack (%s)", name, strings.Join(names, ", "))
-		}
+	return packPairs("TOOLGATE_UPSTREAMS", "url", s, p, func(name, raw string) (string, error) {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %s's upstream %q is not an http(s) URL with a host and no query", name, raw)
+			return "", fmt.Errorf("%s's upstream %q is not an http(s) URL with a host and no query", name, raw)
 		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("TOOLGATE_UPSTREAMS: %s is named twice", name)
-		}
-		out[name] = strings.TrimRight(raw, "/")
-	}
-	return out, nil
+		return strings.TrimRight(raw, "/"), nil
+	})
 }
 
 // taskQueueName is a task queue name toolgate takes: what Temporal takes,
@@ -480,25 +459,38 @@ var taskQueueName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 // on its own task queue, so a worker serving it alone (TOOLGATE_PACKS)
 // can be deployed, scaled and stopped apart from the others.
 func ParseTaskQueues(s string, p *policy.Policy) (map[string]string, error) {
+	return packPairs("TOOLGATE_TASK_QUEUES", "queue", s, p, func(name, queue string) (string, error) {
+		if !taskQueueName.MatchString(queue) {
+			return "", fmt.Errorf("%s's task queue %q must be 1 to 200 letters, digits or . _ : -", name, queue)
+		}
+		return queue, nil
+	})
+}
+
+// packPairs reads variable's pack=<what> pairs, comma-separated: each pack
+// one the policy loads, named once, its value as value accepts it.
+func packPairs(variable, what, s string, p *policy.Policy, value func(pack, v string) (string, error)) (map[string]string, error) {
 	out := map[string]string{}
 	for _, pair := range strings.Split(s, ",") {
 		if pair = strings.TrimSpace(pair); pair == "" {
 			continue
 		}
-		name, queue, ok := strings.Cut(pair, "=")
+		name, raw, ok := strings.Cut(pair, "=")
 		if !ok {
-			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %q is not pack=queue", pair)
+			return nil, fmt.Errorf("%s: %q is not pack=%s", variable, pair, what)
 		}
-		if names := packNames(p); !slices.Contains(names, name) {
-			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %q is not a loaded pack (%s)", name, strings.Join(names, ", "))
+		names := packNames(p)
+		if known := slices.Contains(names, name); !known {
+			return nil, fmt.Errorf("%s: %q is not a loaded pack (%s)", variable, name, strings.Join(names, ", "))
 		}
-		if !taskQueueName.MatchString(queue) {
-			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %s's task queue %q must be 1 to 200 letters, digits or . _ : -", name, queue)
+		v, err := value(name, raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", variable, err)
 		}
 		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("TOOLGATE_TASK_QUEUES: %s is named twice", name)
+			return nil, fmt.Errorf("%s: %s is named twice", variable, name)
 		}
-		out[name] = queue
+		out[name] = v
 	}
 	return out, nil
 }
