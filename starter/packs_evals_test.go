@@ -2,17 +2,13 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolgate/toolgate/domains/plancover"
-	"github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -28,14 +24,8 @@ import (
 // number typed into the knowledge query is in none of them.
 func TestExportEvalsCoversEveryPack(t *testing.T) {
 	set := packs.MustLoad("mangrove,plancover,../examples/packs/carddesk.yaml")
-	id := testenv.NewIdP(t, "http://127.0.0.1:9")
-	pc, err := upstream.New(context.Background(), id.URL, testenv.PlanCoverAudience, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcSrv := httptest.NewServer(pc.Handler())
-	t.Cleanup(pcSrv.Close)
-	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: pcSrv.URL}})
+	_, pcURL := testenv.PlanCover(t, testenv.NewIdP(t, "http://127.0.0.1:9").URL)
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: pcURL}})
 	meera := policy.Session{UserID: "meera", Role: plancover.RoleMember, Resources: policy.Resources{plancover.KindPortal: {"PRT-40122"}},
 		SessionID: "s-evals", ConversationID: "evals", CredentialRef: "cr_meera_evals"}
 	cara := policy.Session{UserID: "cara", Role: "card_agent", Resources: policy.Resources{"account": {"ACC-4471"}}, SessionID: "s-evals-c", ConversationID: "evals", CredentialRef: "cr_cara_evals"}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/domains/plancover"
-	"github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/internal/packs"
 
 	"github.com/toolgate/toolgate/activities"
@@ -169,15 +168,9 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 // writes the histories of paths that have none yet to testdata/golden;
 // =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	id := testenv.NewIdP(t, "http://127.0.0.1:9")
-	pc, err := upstream.New(context.Background(), id.URL, testenv.PlanCoverAudience, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcSrv := httptest.NewServer(pc.Handler())
-	t.Cleanup(pcSrv.Close)
+	pc, pcURL := testenv.PlanCover(t, testenv.NewIdP(t, "http://127.0.0.1:9").URL)
 	plain := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second,
-		Policy: goldenPacks.Policy, Shapers: goldenPacks.Shapers, Upstreams: map[string]string{plancover.Name: pcSrv.URL}})
+		Policy: goldenPacks.Policy, Shapers: goldenPacks.Shapers, Upstreams: map[string]string{plancover.Name: pcURL}})
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
 	hooked := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second,

@@ -3,7 +3,6 @@ package plancover_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -33,15 +32,8 @@ func newPortal(t *testing.T) *portal {
 	t.Helper()
 	set := packs.MustLoad("mangrove,plancover")
 	id := testenv.NewIdP(t, "http://127.0.0.1:9")
-	late := &testenv.LateHandler{}
-	srv := httptest.NewServer(late)
-	t.Cleanup(srv.Close)
-	pc, err := upstream.New(context.Background(), id.URL, testenv.PlanCoverAudience, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	late.Set(pc.Handler())
-	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: srv.URL},
+	pc, pcURL := testenv.PlanCover(t, id.URL)
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: pcURL},
 		Exchange: id.Exchange(), Audiences: map[string]string{plancover.Name: testenv.PlanCoverAudience}})
 	return &portal{Stack: s, idp: id, pc: pc}
 }

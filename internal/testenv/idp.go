@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/totp"
+	plancover "github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/idp"
 	"go.uber.org/zap/zaptest"
@@ -166,4 +168,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// PlanCover starts PlanCover's stand-in (domains/plancover/upstream) on a
+// loopback port, taking the provider at issuer's tokens for
+// PlanCoverAudience, and returns it with its URL.
+func PlanCover(t testing.TB, issuer string) (*plancover.Server, string) {
+	t.Helper()
+	pc, err := plancover.New(context.Background(), issuer, PlanCoverAudience, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(pc.Handler())
+	t.Cleanup(srv.Close)
+	return pc, srv.URL
 }
