@@ -60,6 +60,8 @@ type AdmitResult struct {
 	Step     policy.Step     `json:"step"`
 	// Pending names the equivalent card when Code is already_pending.
 	Pending *PendingCard `json:"pending,omitempty"`
+	// Unverified says what the caller lacks when Code is step_up_required.
+	Unverified *Unverified `json:"unverified,omitempty"`
 	// Requester, on a card, is the person whose sign-in stands behind the
 	// call's credential (its issuer and subject in the vault), so the
 	// two-person rule knows them under any user ID; nil when the vault
@@ -121,6 +123,14 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
+	}
+
+	// The caller's verified tier, read in the transaction that writes the
+	// decision: a call refused for it takes no card, intent or limit.
+	if short, err := a.shortOf(ctx, tx, in.Tool, pre.Verified, in.CredentialRef, in.Session.UserID, in.Session.ConversationID); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: %w", err)
+	} else if short != nil {
+		return a.unverified(ctx, tx, wf, run, in, *short)
 	}
 
 	if in.Intent != "" && pre.Decision == policy.DecisionApprove {
@@ -279,6 +289,22 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 	return AdmitResult{Decision: policy.DecisionDeny, Code: policy.CodeAlreadyPending, Message: msg, Step: policy.StepRateLimit, Pending: &held}, nil
 }
 
+// unverified denies a call whose caller holds less than its row's tier,
+// with its decision row; nothing is counted against the limits.
+func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, u Unverified) (AdmitResult, error) {
+	msg := u.Message(a.Policy.System(in.Tool))
+	result, _ := json.Marshal(u)
+	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeStepUpRequired, Tool: in.Tool, Session: in.Session,
+		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result}
+	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
+		return AdmitResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
+	}
+	return AdmitResult{Decision: policy.DecisionDeny, Code: policy.CodeStepUpRequired, Message: msg, Step: policy.StepRateLimit, Unverified: &u}, nil
+}
+
 // recorded rebuilds the decision a previous attempt committed: the decision
 // row is the truth, since counting again would count that row itself.
 func recorded(event, reason, message string, result []byte) AdmitResult {
@@ -289,6 +315,10 @@ func recorded(event, reason, message string, result []byte) AdmitResult {
 		var p PendingCard
 		if r.Code == policy.CodeAlreadyPending && json.Unmarshal(result, &p) == nil {
 			r.Pending = &p
+		}
+		var u Unverified
+		if r.Code == policy.CodeStepUpRequired && json.Unmarshal(result, &u) == nil {
+			r.Unverified = &u
 		}
 	case EventNeedsApproval:
 		r.Decision = policy.DecisionApprove

@@ -42,6 +42,10 @@ type CallInput struct {
 	policy.EarlierResources
 	RequiredTier   string `json:"requiredTier,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey"`
+	// Verified is the row's verified tier, held against what the caller
+	// holds in ConversationID just before anything is sent upstream.
+	Verified       *policy.VerifiedNeed `json:"verified,omitempty"`
+	ConversationID string               `json:"conversationId,omitempty"`
 	// RequiredMaxAgeSeconds bounds how old the sign-in behind the
 	// credential may be, at AskedAt (RFC 3339, when the call was asked;
 	// now when unset), to count as RequiredTier.
@@ -107,6 +111,13 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 			log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 			return CallResult{}, err
 		}
+	}
+	if err := a.checkVerified(ctx, in); err != nil {
+		log.Info("the caller is not verified at the row's tier")
+		return CallResult{}, err
+	}
+	if spec.Verifies != nil {
+		return a.verify(ctx, in, spec, token)
 	}
 	path, body, err := request(spec.Route, in.Args, in.Resources)
 	if err != nil {

@@ -29,6 +29,10 @@ type PreviewInput struct {
 	// RequiredMaxAgeSeconds and AskedAt are as in CallInput.
 	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
 	AskedAt               string `json:"askedAt,omitempty"`
+	// Verified and ConversationID are as in CallInput: a dry run reads the
+	// pack's system as the caller, so it needs their tier too.
+	Verified       *policy.VerifiedNeed `json:"verified,omitempty"`
+	ConversationID string               `json:"conversationId,omitempty"`
 }
 
 // PreviewResult is what the dry run decided: the exact args that will run
@@ -48,9 +52,13 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if preview == nil {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	token, err := a.exchange(ctx, CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
-		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt})
+	as := CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
+		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt, Verified: in.Verified, ConversationID: in.ConversationID}
+	token, err := a.exchange(ctx, as)
 	if err != nil {
+		return PreviewResult{}, err
+	}
+	if err := a.checkVerified(ctx, as); err != nil {
 		return PreviewResult{}, err
 	}
 	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, base: a.upstream(in.Tool), token: token})

@@ -42,9 +42,11 @@ var seed = []User{
 	// A second area manager: transfers above $1,500.00 need two.
 	{ID: "adwoa", Name: "Adwoa Darko", Role: "area_manager", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121}},
 	// The auditor reads the insights page for the area, the card desk's
-	// accounts and PlanCover's portals; she decides nothing.
+	// accounts, PlanCover's portals and Northgate's accounts; she decides
+	// nothing.
 	{ID: "abena", Name: "Abena Ofori", Role: "auditor", Stores: []int64{110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121},
-		Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120", "ACC-9999"}, "plancover_portals": []string{"PRT-40122", "PRT-40123", "PRT-50017"}}},
+		Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120", "ACC-9999"}, "plancover_portals": []string{"PRT-40122", "PRT-40123", "PRT-50017"},
+			"northgate_accounts": []string{"ACC-20417", "ACC-31108"}}},
 	// The card desk of examples/packs/carddesk.yaml: an agent and a
 	// supervisor over two accounts, granted by the pack's own claim.
 	{ID: "cara", Name: "Cara Doyle", Role: "card_agent", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
@@ -53,6 +55,11 @@ var seed = []User{
 	// and her parents' portals, ravi his own.
 	{ID: "meera", Name: "Meera Iyer", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-40122", "PRT-40123"}, "plancover_company": []string{"ACME"}}},
 	{ID: "ravi", Name: "Ravi Kumar", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-50017"}}},
+	// Northgate Bank's callers (domains/northgate), one account each, and
+	// card operations, who approve reissues and transfers on both.
+	{ID: "dana", Name: "Dana Whitfield", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-20417"}}},
+	{ID: "lewis", Name: "Lewis Pryce", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-31108"}}},
+	{ID: "imogen", Name: "Imogen Hale", Role: "card_ops", Claims: map[string]any{"northgate_accounts": []string{"ACC-20417", "ACC-31108"}}},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

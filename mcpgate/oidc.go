@@ -105,6 +105,18 @@ func VaultCredentials(pool *pgxpool.Pool, x *exchange.Client, log *zap.Logger) f
 	}
 }
 
+// VaultSeal seals a caller's factor in the vault for one verification
+// call (vault.seal_factor) and returns its reference.
+func VaultSeal(pool *pgxpool.Pool) func(ctx context.Context, credentialRef, tool, factor string) (string, error) {
+	return func(ctx context.Context, credentialRef, tool, factor string) (string, error) {
+		var ref string
+		if err := pool.QueryRow(ctx, `SELECT vault.seal_factor($1, $2, $3)`, credentialRef, tool, factor).Scan(&ref); err != nil {
+			return "", fmt.Errorf("seal the factor: %w", err)
+		}
+		return ref, nil
+	}
+}
+
 // VaultRevocations asks the vault whether a sign-in was revoked after it
 // was made (migration 022): a lock or a role change at the provider.
 func VaultRevocations(pool *pgxpool.Pool) func(context.Context, Identity) (bool, error) {

@@ -89,6 +89,11 @@ type Server struct {
 	// since it was made (a lock, a role change); a token for it is
 	// refused, and so is every token while it cannot answer.
 	Revoked func(ctx context.Context, id Identity) (bool, error)
+	// Seal keeps a factor a caller spoke (a verification tool's arg) in
+	// the vault for one call and returns its one-time reference, which is
+	// all the call's history, logs and audit rows hold (VaultSeal). With
+	// none, a verification tool cannot be called.
+	Seal func(ctx context.Context, credentialRef, tool, factor string) (string, error)
 	// Logout, when set, verifies a logout token (signature, issuer, the MCP
 	// client as audience, the back-channel logout event, no nonce) and
 	// says whose sign-ins it ends; Revoke ends them (vault.revoke_sign_in).
@@ -287,8 +292,40 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 	if err != nil {
 		return workflows.ToolCallInput{}, err
 	}
+	if args, err = s.sealed(ctx, tool, ref, args); err != nil {
+		return workflows.ToolCallInput{}, err
+	}
 	return workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: args, Session: policy.Session{UserID: id.UserID, Role: id.Role,
 		Resources: id.Resources, SessionID: conv, ConversationID: conv, CredentialRef: ref}}, nil
+}
+
+// sealed is a verification tool's args with the factor sealed: the value
+// the model passed never reaches the workflow. Anything that is not a
+// string there is left for the chain to refuse.
+func (s *Server) sealed(ctx context.Context, tool, credentialRef string, args json.RawMessage) (json.RawMessage, error) {
+	spec, ok := s.Policy.Spec(tool)
+	if !ok || spec.Verifies == nil {
+		return args, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(args, &fields) != nil {
+		return args, nil
+	}
+	var factor string
+	if json.Unmarshal(fields[spec.Verifies.Arg], &factor) != nil || factor == "" || policy.IsSealed(factor) {
+		// A sealed reference from the model is not the caller's factor.
+		fields[spec.Verifies.Arg] = json.RawMessage(`""`)
+		return json.Marshal(fields)
+	}
+	if s.Seal == nil {
+		return nil, errors.New("this server cannot take a verification factor (no vault to seal it in)")
+	}
+	ref, err := s.Seal(ctx, credentialRef, tool, factor)
+	if err != nil {
+		return nil, fmt.Errorf("the factor could not be sealed: %w", err)
+	}
+	fields[spec.Verifies.Arg], _ = json.Marshal(ref)
+	return json.Marshal(fields)
 }
 
 // credential issues the sign-in's credential once and keeps its handle.

@@ -35,6 +35,10 @@ type Domain struct {
 	// Resources are the kinds of thing the pack's credentials grant and its
 	// tools act on (ToolSpec.Resource).
 	Resources []ResourceKind
+	// Verification, when set, is the pack's ladder of caller tiers, earned
+	// in a conversation by its verification tools (ToolSpec.Verifies) and
+	// needed by its rows (Row.Verified).
+	Verification *Verification
 }
 
 // RoleSpec is one of a pack's roles.
@@ -56,7 +60,7 @@ type Format struct {
 
 // builtinTags are the validate tags the validator and the schema already
 // know; a format may not take one of their names.
-var builtinTags = []string{"required", "required_without", "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
+var builtinTags = []string{"required", "required_without", SealedTag, "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
 
 // formatTag is the shape of a format's tag: the validator panics on
 // punctuation in one, and reserves words such as dive and isdefault.
@@ -111,6 +115,9 @@ func (d Domain) check() error {
 		if !named[r.Name] {
 			return fmt.Errorf("pack %s: the role %q is declared but no row names it", d.Name, r.Name)
 		}
+	}
+	if err := d.checkVerification(); err != nil {
+		return err
 	}
 	if err := checkKinds(d); err != nil {
 		return err

@@ -57,6 +57,9 @@ type entry struct {
 	routes []*route
 	// resource is step 5's plan, nil when the tool names no resource.
 	resource *resourcePlan
+	// verified is what the row needs of the caller, nil when its pack
+	// has no ladder.
+	verified *VerifiedNeed
 }
 
 type evidenceAt struct {
@@ -92,7 +95,7 @@ func (p *Policy) lookup(tool string) *entry {
 // and a tool that may run without an upstream route are refused, each
 // with the pack and the tool it is about.
 func New(domains ...Domain) (*Policy, error) {
-	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}, pack: map[string]int{}, formats: map[string]Format{}}
+	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}, pack: map[string]int{}, formats: map[string]Format{SealedTag: sealedFormat}}
 	if len(domains) == 0 {
 		return nil, fmt.Errorf("policy: no pack; a deployment gates the tools of at least one")
 	}
@@ -196,6 +199,9 @@ func New(domains ...Domain) (*Policy, error) {
 			}
 		}
 		e.evidence = append(e.evidence, evidenceAt{req: StrictestEvidence})
+		if d.Verification != nil {
+			e.verified = &VerifiedNeed{Tier: d.TierFor(n), Why: e.row.VerifiedWhy}
+		}
 		e.denied = n + " is not available to assistants. Do not retry; tell the person this has to be done by the responsible team."
 		e.unit = d.Unit
 		if err := e.compile(); err != nil {
@@ -369,6 +375,10 @@ type Verdict struct {
 	// recorded before the age was checked).
 	RequesterTier          string `json:"requesterTier,omitempty"`
 	RequesterMaxAgeSeconds int64  `json:"requesterMaxAgeSeconds,omitempty"`
+	// Verified is the tier of its pack's ladder the caller must hold in the
+	// conversation, checked by admission and again before anything is
+	// sent upstream; nil for a pack without one.
+	Verified *VerifiedNeed `json:"verified,omitempty"`
 	// EscalateTo is the role an unanswered card is also offered to.
 	EscalateTo Role `json:"escalateTo,omitempty"`
 	// ValueCents is the call's value when an arg holds it (ToolSpec.ValueArg).
@@ -424,10 +434,10 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	}
 	args, err := p.Decode(e.spec, req.Args)
 	if err != nil {
-		return deny(StepArguments, err.Error())
+		return withheld(e, req.Args, deny(StepArguments, err.Error()))
 	}
 	if p.steps4to6(&v, e, args, &req.Session, valueCents); v.Decision == DecisionDeny {
-		return v
+		return withheld(e, req.Args, v)
 	}
 	if v.Evidence != nil {
 		req := *v.Evidence
@@ -444,6 +454,15 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		for _, l := range e.row.Limits {
 			v.Limits = append(v.Limits, limitKey(e.spec.Name, l, req.Session.UserID, v.Resource))
 		}
+	}
+	return v
+}
+
+// withheld gives a refused verification call the args its audit row
+// keeps: the factor withheld, whatever the client sent.
+func withheld(e *entry, args json.RawMessage, v Verdict) Verdict {
+	if e.spec.Verifies != nil {
+		v.Args = Withheld(args, e.spec.Verifies.Arg)
 	}
 	return v
 }
@@ -551,6 +570,9 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 	// v is still zero here: set fields one by one, not a whole Verdict
 	// through the pointer (a fifth of Decide's time).
 	v.Decision, v.Code, v.Resource, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, resource, "Allowed.", row.RequesterTier, e.unit.Currency
+	if e.verified != nil {
+		v.Verified = &VerifiedNeed{Tier: e.verified.Tier, Why: e.verified.Why}
+	}
 	if row.RequesterTier != "" {
 		age := row.RequesterMaxAge
 		if age <= 0 {

@@ -70,6 +70,10 @@ type ToolSpec struct {
 	// upstream_unavailable: what to do instead, e.g. not to answer from
 	// memory when a retrieval index is down. Idempotent tools only.
 	Unavailable string
+	// Verifies, when set, makes the tool one of its pack's verification
+	// tools: its upstream says whether the factor matches, and toolgate,
+	// not the model, raises the caller's tier or counts the miss.
+	Verifies *Factor
 }
 
 // Route is how a call's authorized args (canonical JSON, session filled)

@@ -122,7 +122,7 @@ func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResul
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
 	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, Resource: v.Resource, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
 		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
-		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
+		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
 	if c.version >= shapeLean {
 		// A dry run changes nothing upstream: it runs in the workflow task.
 		lo := workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,

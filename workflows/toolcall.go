@@ -226,8 +226,10 @@ type decided struct {
 	// requester is the person behind the call's credential, as admission
 	// read it (unknown on calls admitted before it did).
 	requester policy.Person
-	// pending names the equivalent card an already_pending call waits for.
-	pending json.RawMessage
+	// refusal is what admission's refusal tells the model beyond its
+	// message: the equivalent card an already_pending call waits for, or
+	// the tier a step_up_required caller lacks.
+	refusal json.RawMessage
 }
 
 // signInWait is the call's wait for its person to sign in: what needs it,
@@ -360,7 +362,7 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	}
 	failure := err
 	code, msg, retryable, auth := upstreamFailure(failure, true, c.system())
-	if c.needSignIn(code, refusalResult(failure, nil)) {
+	if !unverified(failure) && c.needSignIn(code, refusalResult(failure, nil)) {
 		return pv, &ToolCallResult{}, nil
 	}
 	if code == policy.CodeUpstreamError {
@@ -380,6 +382,12 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 func refusalResult(err error, def json.RawMessage) json.RawMessage {
 	var app *temporal.ApplicationError
 	var up activities.StepUp
+	var short activities.Unverified
+	if errors.As(err, &app) && app.Type() == activities.ErrUnverified && app.HasDetails() && app.Details(&short) == nil {
+		if b, err := json.Marshal(short); err == nil {
+			return b
+		}
+	}
 	if errors.As(err, &app) && app.Type() == activities.ErrStepUp && app.HasDetails() && app.Details(&up) == nil {
 		if b, err := json.Marshal(up); err == nil {
 			return b
@@ -436,7 +444,10 @@ func (c *call) admit(v policy.Verdict) (policy.Verdict, error) {
 	c.decision.requester = deref(res.Requester)
 	if !res.Allowed() {
 		if res.Pending != nil {
-			c.decision.pending, _ = json.Marshal(res.Pending)
+			c.decision.refusal, _ = json.Marshal(res.Pending)
+		}
+		if res.Unverified != nil {
+			c.decision.refusal, _ = json.Marshal(res.Unverified)
 		}
 		return policy.Verdict{Decision: res.Decision, Code: res.Code, Message: res.Message, Step: res.Step}, nil
 	}
@@ -498,7 +509,7 @@ func (c *call) denied(v policy.Verdict) (ToolCallResult, error) {
 			return c.rerun(err)
 		}
 	}
-	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, c.decision.pending), nil
+	return c.result(StatusDenied, v.Code, v.Message, false, v.AuthRequired, c.decision.refusal), nil
 }
 
 func (c *call) argsForAudit(v policy.Verdict) json.RawMessage {
@@ -531,7 +542,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 	in := activities.CallInput{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: c.in.Session.UserID,
 		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.card.before,
 		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
-		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt()}
+		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
 	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, Resource: v.Resource, Value: c.value()}
 	if c.version >= shapeLean && spec.Tier != policy.TierRead {
 		after := executed
@@ -558,7 +569,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent, c.system())
 		// The credential is exchanged before anything is sent upstream, so a
 		// call refused for it ran nothing and may wait for a sign-in.
-		if c.needSignIn(code, refusalResult(err, nil)) {
+		if !unverified(err) && c.needSignIn(code, refusalResult(err, nil)) {
 			return ToolCallResult{}, nil
 		}
 		workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)
@@ -590,6 +601,13 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		done = "Done, as an approver edited it: what ran is in the result, and it differs from what you proposed. Tell the person what ran, in your own words."
 	}
 	return c.result(StatusExecuted, policy.CodeOK, done, false, false, res.Result), nil
+}
+
+// unverified says an activity refused the call for the caller's verified
+// tier: the model asks for a factor, never for a sign-in.
+func unverified(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrUnverified
 }
 
 // toolFacts are the spec facts the call acts on: those recorded with its
@@ -643,6 +661,12 @@ func upstreamFailure(err error, idempotent bool, system string) (policy.Code, st
 		switch app.Type() {
 		case activities.ErrCredential:
 			return policy.CodeCredentialUnavailable, "The person's sign-in could not be used (expired, revoked, or it does not hold what the session claims). Ask them to sign in again, then call again with the same arguments.", false, true
+		case activities.ErrUnverified:
+			var u activities.Unverified
+			if app.HasDetails() && app.Details(&u) == nil {
+				return policy.CodeStepUpRequired, u.Message(system), false, false
+			}
+			return policy.CodeStepUpRequired, "The caller is not verified for this. Do not do it another way; tell the caller.", false, false
 		case activities.ErrStepUp:
 			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
 		case activities.ErrUnavailable:

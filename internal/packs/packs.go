@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
@@ -22,6 +23,7 @@ const Default = mangrove.Name
 var builtIn = map[string]func() pack.Pack{
 	mangrove.Name:  mangrove.Pack,
 	plancover.Name: plancover.Pack,
+	northgate.Name: northgate.Pack,
 }
 
 // Set is the packs a deployment gates: their policy, and their code.

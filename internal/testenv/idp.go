@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/totp"
+	northgate "github.com/toolgate/toolgate/domains/northgate/upstream"
 	plancover "github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/idp"
@@ -44,6 +45,7 @@ const (
 	ExchangeClientID  = "toolgate"
 	DeskAudience      = "https://carddesk.toolgate.test"
 	PlanCoverAudience = "https://plancover.toolgate.test"
+	NorthgateAudience = "https://northgate.toolgate.test"
 )
 
 // exchangeSecret is the exchange client's secret, fresh per test process.
@@ -91,7 +93,7 @@ func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) 
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
 		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI},
-		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience, PlanCoverAudience}, GrantFrom: []string{MCPAudience}}}})
+		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience, PlanCoverAudience, NorthgateAudience}, GrantFrom: []string{MCPAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,4 +184,17 @@ func PlanCover(t testing.TB, issuer string) (*plancover.Server, string) {
 	srv := httptest.NewServer(pc.Handler())
 	t.Cleanup(srv.Close)
 	return pc, srv.URL
+}
+
+// Northgate starts Northgate Bank's stand-in (domains/northgate/upstream)
+// on a loopback port, taking issuer's tokens for NorthgateAudience.
+func Northgate(t testing.TB, issuer string) (*northgate.Server, string) {
+	t.Helper()
+	ng, err := northgate.New(context.Background(), issuer, NorthgateAudience, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ng.Handler())
+	t.Cleanup(srv.Close)
+	return ng, srv.URL
 }

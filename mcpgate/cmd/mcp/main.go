@@ -46,7 +46,7 @@ func run(log *zap.Logger, cfg config.Config) error {
 		return cfg.DialError(err)
 	}
 	defer c.Close()
-	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, QueueFor: cfg.QueueFor, Policy: cfg.Policy, Verify: verify, Credential: mcpgate.VaultCredentials(pool, cfg.Exchange, log), Revoked: mcpgate.VaultRevocations(pool),
+	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, QueueFor: cfg.QueueFor, Policy: cfg.Policy, Verify: verify, Credential: mcpgate.VaultCredentials(pool, cfg.Exchange, log), Revoked: mcpgate.VaultRevocations(pool), Seal: mcpgate.VaultSeal(pool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(pool),
 		Resource: set.Resource, AuthorizationServer: set.Issuer, MaxWait: set.MaxWait, Logger: log}).Handler())
 	log.Info("MCP server listening", zap.String("addr", set.Addr), zap.String("resource", set.Resource), zap.String("issuer", set.Issuer))
