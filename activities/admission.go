@@ -167,6 +167,11 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
 		return AdmitResult{}, err
 	}
+	if v.Decision == policy.DecisionDeny {
+		if err := a.discardFactor(ctx, tx, in); err != nil {
+			return AdmitResult{}, err
+		}
+	}
 	if v.Decision != policy.DecisionApprove && in.Intent != "" {
 		// A limit refused it: no card goes up, so the intent is not held.
 		if _, err := tx.Exec(ctx, `DELETE FROM pending_intents WHERE intent = $1 AND workflow_id = $2 AND run_id = $3`, in.Intent, wf, run); err != nil {
@@ -294,6 +299,9 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, u Unverified) (AdmitResult, error) {
 	msg := u.Message(a.Policy.System(in.Tool))
 	result, _ := json.Marshal(u)
+	if err := a.discardFactor(ctx, tx, in); err != nil {
+		return AdmitResult{}, err
+	}
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeStepUpRequired, Tool: in.Tool, Session: in.Session,
 		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result}
 	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {

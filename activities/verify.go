@@ -318,6 +318,29 @@ func (a *Activities) settle(ctx context.Context, d policy.Domain, who policy.Per
 	return outcome(out)
 }
 
+// discardFactor deletes, unread, the sealed factor of a verification call
+// admission refuses: it would otherwise wait in the vault for a call that
+// will never open it.
+func (a *Activities) discardFactor(ctx context.Context, tx pgx.Tx, in AdmitInput) error {
+	spec, ok := a.Policy.Spec(in.Tool)
+	if !ok || spec.Verifies == nil {
+		return nil
+	}
+	var args map[string]json.RawMessage
+	var ref string
+	if json.Unmarshal(in.Verdict.Args, &args) != nil || json.Unmarshal(args[spec.Verifies.Arg], &ref) != nil {
+		return nil
+	}
+	cred := in.CredentialRef
+	if cred == "" {
+		cred = in.Session.CredentialRef
+	}
+	if _, err := tx.Exec(ctx, `SELECT vault.open_factor($1, $2, $3)`, ref, cred, in.Tool); err != nil {
+		return fmt.Errorf("admit: discard the sealed factor: %w", err)
+	}
+	return nil
+}
+
 // lockOut locks a person out of a pack's verification and ends every tier
 // they hold, in every conversation.
 func lockOut(ctx context.Context, tx pgx.Tx, pack string, who policy.Person, factor string) error {

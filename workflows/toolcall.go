@@ -362,6 +362,13 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 	}
 	failure := err
 	code, msg, retryable, auth := upstreamFailure(failure, true, c.system())
+	if unverified(failure) {
+		// Refused before the dry run read anything: a denial like
+		// admission's, audited here since admission never saw the call.
+		c.decision.refusal = refusalResult(failure, nil)
+		res, err := c.denied(policy.Verdict{Decision: policy.DecisionDeny, Code: code, Message: msg, Args: v.Args, Resource: v.Resource})
+		return pv, &res, err
+	}
 	if !unverified(failure) && c.needSignIn(code, refusalResult(failure, nil)) {
 		return pv, &ToolCallResult{}, nil
 	}

@@ -52,25 +52,25 @@ const (
 
 // Tool names, the wire names a model calls.
 const (
-	ToolGetBranchHours     = "get_branch_hours"
-	ToolFreezeCard         = "freeze_card"
-	ToolGetBalance         = "get_balance"
-	ToolGetRecentBill      = "get_recent_bill"
-	ToolReissueCard        = "reissue_card"
-	ToolTransferFunds      = "transfer_funds"
-	ToolVerifyPassphrase   = "verify_passphrase"
-	ToolVerifyOneTimeCode  = "verify_one_time_code"
-	FactorPassphrase       = "passphrase"
-	FactorOneTimeCode      = "one_time_code"
-	reissueWhy             = "a card cannot be recalled once it is posted"
-	transferWhy            = "money sent cannot be called back"
-	disclosureWhy          = "it discloses the caller's account"
-	freezeWhy              = "it changes the caller's card"
-	oneTimeCodeWhy         = "a one-time code is asked for only of a caller who has given their passphrase"
-	passphraseWhy          = "a factor is taken only from a signed-in caller"
-	defaultTimeout         = 10 * time.Second
-	writeTimeout           = 15 * time.Second
-	maxTransferPence int64 = 250000
+	ToolGetBranchHours          = "get_branch_hours"
+	ToolFreezeCard              = "freeze_card"
+	ToolGetBalance              = "get_balance"
+	ToolGetRecentBill           = "get_recent_bill"
+	ToolReissueCard             = "reissue_card"
+	ToolTransferFunds           = "transfer_funds"
+	ToolVerifyPassphrase        = "verify_passphrase"
+	ToolVerifyOneTimeCode       = "verify_one_time_code"
+	FactorPassphrase            = "passphrase"
+	FactorOneTimeCode           = "one_time_code"
+	reissueWhy                  = "a card cannot be recalled once it is posted"
+	transferWhy                 = "money sent cannot be called back"
+	disclosureWhy               = "it discloses the caller's account"
+	freezeWhy                   = "it changes the caller's card"
+	oneTimeCodeWhy              = "a one-time code is asked for only of a caller who has given their passphrase"
+	passphraseWhy               = "a factor is taken only from a signed-in caller"
+	defaultTimeout              = 10 * time.Second
+	writeTimeout                = 15 * time.Second
+	maxTransferPence      int64 = 250000
 )
 
 // AccountRef is an account reference as the bank writes it.

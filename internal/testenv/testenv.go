@@ -456,6 +456,8 @@ type StackOptions struct {
 	// Shapers, when set, reshape their answers (packs.Set.Shapers).
 	Policy  *policy.Policy
 	Shapers map[string]pack.Shaper
+	// Previewers, when set, are the packs' dry runs (packs.Set.Previewers).
+	Previewers map[string]pack.Previewer
 	// Metrics, when set, receives the worker's and client's SDK metrics.
 	Metrics client.MetricsHandler
 	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
@@ -508,6 +510,9 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s.Activities.Policy = s.Policy
 	if o.Shapers != nil {
 		s.Activities.Shapers = o.Shapers
+	}
+	if o.Previewers != nil {
+		s.Activities.Previewers = o.Previewers
 	}
 	s.Activities.Temporal = s.Client
 	b := make([]byte, 4)
