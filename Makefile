@@ -72,7 +72,7 @@ lint:
 	python3 scripts/prove.py --check
 
 build:
-	go build -o bin/ ./worker ./starter ./domains/mangrove/upstream/cmd/upstream ./approvals/cmd/approvals ./idp/cmd/idp ./mcpgate/cmd/mcp ./examples/carddesk/cmd/carddesk ./domains/plancover/upstream/cmd/plancover
+	go build -o bin/ ./worker ./starter ./domains/mangrove/upstream/cmd/upstream ./approvals/cmd/approvals ./idp/cmd/idp ./mcpgate/cmd/mcp ./examples/carddesk/cmd/carddesk ./domains/plancover/upstream/cmd/plancover ./domains/northgate/upstream/cmd/northgate
 
 migrate:
 	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL (make dev migrates its private cluster itself)"; exit 1; }

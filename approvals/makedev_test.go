@@ -49,7 +49,7 @@ func startMakeDev(t *testing.T) *devStack {
 		}
 	}
 	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./worker", "./starter", "./domains/mangrove/upstream/cmd/upstream",
-		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk", "./domains/plancover/upstream/cmd/plancover")
+		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk", "./domains/plancover/upstream/cmd/plancover", "./domains/northgate/upstream/cmd/northgate")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -85,12 +85,12 @@ func startMakeDev(t *testing.T) *devStack {
 		return l.Addr().String()
 	}
 	d := &devStack{root: root}
-	idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr := port(), port(), port(), port(), port()
+	idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr, bankAddr := port(), port(), port(), port(), port(), port()
 	_, uiPort, _ := net.SplitHostPort(port())
 	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
 	d.temporal = port()
 	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"TEMPORAL_ADDRESS=" + d.temporal, "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr,
+		"TEMPORAL_ADDRESS=" + d.temporal, "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr, "NORTHGATE_ADDR=" + bankAddr,
 		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
 		// The MCP server answers a card at once instead of waiting for it.
@@ -302,6 +302,85 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	}
 }
 
+// TestNorthgateRunsThroughMakeDev is issue 27's card desk of Northgate
+// Bank through make dev itself: dana's MCP client signs in at the demo
+// provider; she is offered Northgate's tools alone; her balance is refused
+// until she gives her passphrase, which the MCP server seals; her one-time
+// code (bin/northgate code dana) raises her to high; her reissue puts up a
+// card on Northgate's task queue that imogen, card operations, sees alone
+// of the packs' cards and approves in Chromium; it runs once, and its
+// reference comes back only then.
+func TestNorthgateRunsThroughMakeDev(t *testing.T) {
+	d := startMakeDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	call, cs := d.mcpAs(t, ctx, "dana")
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	for _, tl := range tools.Tools {
+		offered = append(offered, tl.Name)
+	}
+	slices.Sort(offered)
+	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card transfer_funds " + mcpgate.StatusTool + " verify_one_time_code verify_passphrase"; strings.Join(offered, " ") != want {
+		t.Fatalf("dana is offered %v", offered)
+	}
+	if res, text := call("get_balance", map[string]any{}); !res.IsError || !strings.Contains(text, "step_up_required") || !strings.Contains(text, "passphrase") || strings.Contains(text, "balancePence") {
+		t.Fatalf("get_balance before verifying: %s", text)
+	}
+	if res, text := call("verify_passphrase", map[string]any{"passphrase": "harbour lights"}); res.IsError || !strings.Contains(text, `"outcome":"passed"`) || strings.Contains(text, "harbour") {
+		t.Fatalf("verify_passphrase: %s", text)
+	}
+	if res, text := call("get_balance", map[string]any{}); res.IsError || !strings.Contains(text, "balancePence") {
+		t.Fatalf("get_balance at medium: %s", text)
+	}
+	code, err := exec.Command(filepath.Join(d.root, "bin", "northgate"), "code", "dana").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, text := call("verify_one_time_code", map[string]any{"code": strings.TrimSpace(string(code))}); res.IsError || !strings.Contains(text, `"heldTier":"high"`) {
+		t.Fatalf("verify_one_time_code: %s", text)
+	}
+	res, text := call("reissue_card", map[string]any{"reason": "captured"})
+	var card struct {
+		Status, CallID string
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &card)
+	if res.IsError || card.Status != "pending_approval" || !strings.Contains(text, "ending 4471") || !strings.Contains(text, "12 Harbour Row") || strings.Contains(text, "RC-") {
+		t.Fatalf("the reissue's card: %s", text)
+	}
+	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if desc, err := tc.DescribeWorkflow(ctx, card.CallID, ""); err != nil || desc.TaskQueueName != "toolgate-northgate" {
+		t.Fatalf("the reissue runs on a task queue other than Northgate's: %v %v", desc, err)
+	}
+
+	imogen := browser(t)
+	inbox := signInAt(t, imogen, d.cards, "imogen", d.user(t, "imogen").Password)
+	if !strings.Contains(inbox, "ending 4471") || strings.Contains(inbox, "ACC-4471") || strings.Contains(inbox, "store") {
+		t.Fatalf("imogen's inbox:\n%s", inbox)
+	}
+	do(t, imogen, chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)))
+	if outcome := approveOpenCard(t, imogen, "captured at the Leeds branch machine"); !strings.Contains(outcome, "Executed, approved by imogen") {
+		t.Fatalf("after approving: %q", outcome)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, text := call(mcpgate.StatusTool, map[string]any{"callId": card.CallID})
+		if strings.Contains(text, `"reference":"RC-`) {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(text, "Still ") && !strings.Contains(text, "could not be read right now") {
+			t.Fatalf("the reissue's outcome, as dana's client reads it: %s", text)
+		}
+	}
+}
+
 // TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through
 // make dev itself: the card desk's file pack runs beside Mangrove. cara's
 // MCP client signs in at the demo provider, with no seeded credential of
@@ -321,7 +400,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	if res, text := call("get_card", map[string]any{"accountRef": "ACC-9999"}); !res.IsError || !strings.Contains(text, `No account "ACC-9999" was found. Check accountRef`) || strings.Contains(text, "ACC-4471") {
 		t.Fatalf("another's account: %s", text)
 	}
-	res, text := call("reissue_card", map[string]any{"reason": "stolen", "fee": 2500})
+	res, text := call("replace_card", map[string]any{"reason": "stolen", "fee": 2500})
 	var card struct {
 		Status, CallID string
 	}
@@ -363,9 +442,9 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
 		"get_card denied store_scope account/ACC-9999 -",
-		"reissue_card needs_approval ok account/ACC-4471 2500",
-		"reissue_card approved ok account/ACC-4471 2500",
-		"reissue_card executed ok account/ACC-4471 2500",
+		"replace_card needs_approval ok account/ACC-4471 2500",
+		"replace_card approved ok account/ACC-4471 2500",
+		"replace_card executed ok account/ACC-4471 2500",
 		"get_card allowed ok account/ACC-4471 -",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

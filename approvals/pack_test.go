@@ -106,10 +106,10 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	if r.Code != policy.CodeResourceScope || !strings.Contains(r.Message, `No account "ACC-9999" was found. Check accountRef`) || strings.Contains(r.Message, "ACC-4471") || strings.Contains(r.Message, "store") {
 		t.Fatalf("another's account: %+v", r)
 	}
-	if r := u.Run(t, workflows.ToolCallInput{Tool: "reissue_card", ToolCallID: "3", Args: json.RawMessage(`{"reason":"lost","fee":3000}`), Session: cara}); r.Code != policy.CodeToolDenied || !strings.Contains(r.Message, "worth £30.00") {
+	if r := u.Run(t, workflows.ToolCallInput{Tool: "replace_card", ToolCallID: "3", Args: json.RawMessage(`{"reason":"lost","fee":3000}`), Session: cara}); r.Code != policy.CodeToolDenied || !strings.Contains(r.Message, "worth £30.00") {
 		t.Fatalf("a lost card's £30.00 reissue, which no rule routes: %+v", r)
 	}
-	first, run, err := workflows.Call(ctx, u.Client, u.Policy, u.TaskQueue, workflows.ToolCallInput{Tool: "reissue_card", ToolCallID: "4",
+	first, run, err := workflows.Call(ctx, u.Client, u.Policy, u.TaskQueue, workflows.ToolCallInput{Tool: "replace_card", ToolCallID: "4",
 		Args: json.RawMessage(`{"reason":"stolen","fee":2500}`), Session: cara})
 	if err != nil || first.Status != workflows.StatusPendingApproval || first.ApproverRole != "card_supervisor" {
 		t.Fatalf("a stolen card's £25.00 reissue: %v %+v", err, first)
@@ -130,7 +130,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
 	)
 	card := get(t, sam, chromedp.Text(chromedp.CSS("main")))
-	for _, want := range []string{"reissue_card · Account ACC-4471 · Fee £25.00 · Reason stolen", "Value\n£25.00", "Routed to\nCard supervisor", "password, within 8 hours"} {
+	for _, want := range []string{"replace_card · Account ACC-4471 · Fee £25.00 · Reason stolen", "Value\n£25.00", "Routed to\nCard supervisor", "password, within 8 hours"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the card does not show %q:\n%s", want, card)
 		}
@@ -150,10 +150,10 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
 		"get_card denied store_scope account/ACC-9999 -",
-		"reissue_card denied tool_denied account/ACC-4471 -",
-		"reissue_card needs_approval ok account/ACC-4471 2500",
-		"reissue_card approved ok account/ACC-4471 2500",
-		"reissue_card executed ok account/ACC-4471 2500",
+		"replace_card denied tool_denied account/ACC-4471 -",
+		"replace_card needs_approval ok account/ACC-4471 2500",
+		"replace_card approved ok account/ACC-4471 2500",
+		"replace_card executed ok account/ACC-4471 2500",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the card desk's audit rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

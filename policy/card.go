@@ -9,7 +9,7 @@ import (
 // CardText is what a card says for a tool without a dry run: the exact
 // action that would run, its canonical args field by field in the args'
 // order, each under its schema title (its name when it has none) and the
-// value arg written in the pack's unit, e.g. "reissue_card · Account
+// value arg written in the pack's unit, e.g. "replace_card · Account
 // ACC-4471 · Reason stolen · Fee £25.00". Absent optional args are left
 // out; a nested value is written as its JSON. "" for an unknown tool or
 // args that are not an object.

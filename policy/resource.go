@@ -300,7 +300,7 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 	}
 	if !slices.Contains(held, id) {
 		if rp.kind.Conceal {
-			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", rp.kind.Name, clip(id), rp.arg, rp.arg)
+			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), clip(id), rp.arg, rp.arg)
 		}
 		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
 	}

@@ -57,7 +57,11 @@ type Factor struct {
 const SealedTag = "sealed"
 
 // sealedRef is the shape of a sealed factor's reference.
-var sealedRef = regexp.MustCompile(`^sealed:sf_[0-9a-f]{32}$`)
+var sealedRef = sealedPattern()
+
+func sealedPattern() *regexp.Regexp {
+	return regexp.MustCompile(`^sealed:sf_[0-9a-f]{32}$`)
+}
 
 // SealedPrefix begins every sealed reference.
 const SealedPrefix = "sealed:"

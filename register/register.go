@@ -67,6 +67,8 @@ type tool struct {
 	decision policy.Decision
 	evidence []policy.EvidenceRule
 	unit     policy.Unit
+	// ladder is the pack's verification ladder, nil when it has none.
+	ladder *policy.Verification
 }
 
 func (t tool) runs() bool     { return t.decision != policy.DecisionDeny }
@@ -119,6 +121,12 @@ var Catalogue = []Check{
 		return t.runs() && t.spec.RequiresCredential
 	}},
 	{"run.requester_tier", "the requester's sign-in reaches the row's tier, and is no older than its maximum age when the call is asked (step_up_required)", func(t tool) bool { return t.runs() && t.row.RequesterTier != "" }},
+	{"run.verified_tier", "the caller holds the row's tier of its pack's ladder in this conversation, earned only through the pack's verification tools: checked by admission and again before anything is sent upstream; a row that names none needs the strictest; a lockout refuses every tier above the weakest (step_up_required)", func(t tool) bool {
+		return t.runs() && t.ladder != nil
+	}},
+	{"run.verification", "a verification tool's factor is sealed by the front door and opened once, so no history, log, audit row or result holds it; each attempt is spent before the upstream is asked; a spent budget locks the person out beyond the call, and the right factor then grants nothing until a person hands them back", func(t tool) bool {
+		return t.runs() && t.spec.Verifies != nil
+	}},
 	{"run.once", "not idempotent: one attempt, never retried", func(t tool) bool { return t.runs() && !t.spec.Idempotent }},
 	{"run.sanitized", "args and results pass the sanitizer before the model, history, audit row or a log", tool.runs},
 	{"audit.every_decision", "every decision is one audit row, written once", func(tool) bool { return true }},
@@ -233,7 +241,7 @@ func Build(p *policy.Policy, guards []Guard, locations map[string]string) (Regis
 		spec, _ := p.Spec(name)
 		row, _ := p.Row(name)
 		d, _ := p.DomainOf(name)
-		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name), unit: d.Unit}
+		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name), unit: d.Unit, ladder: d.Verification}
 		e := describe(t)
 		for _, c := range Catalogue {
 			if c.applies == nil || !c.applies(t) {

@@ -17,7 +17,7 @@ import (
 
 // devPacks are the packs make dev runs (scripts/dev.sh): the register
 // covers every one of them.
-var devPacks = packs.MustLoad("mangrove,../examples/packs/carddesk.yaml,plancover").Policy
+var devPacks = packs.MustLoad("mangrove,../examples/packs/carddesk.yaml,plancover,northgate").Policy
 
 // TestEveryToolsGuardsAreProved: the register of make dev's packs builds,
 // so every check each tool's calls pass has a guard in the guard-proof
@@ -138,7 +138,7 @@ func TestGuardsNameKnownChecks(t *testing.T) {
 
 // TestDocsRegisterIsCurrent: docs/register.md is what starter register
 // prints today for make dev's packs (regenerate it with
-// TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover bin/starter register > docs/register.md).
+// TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate bin/starter register > docs/register.md).
 func TestDocsRegisterIsCurrent(t *testing.T) {
 	r, err := register.Default(devPacks)
 	if err != nil {
@@ -150,6 +150,6 @@ func TestDocsRegisterIsCurrent(t *testing.T) {
 	}
 	kept, err := os.ReadFile("../docs/register.md")
 	if err != nil || !bytes.Equal(kept, now.Bytes()) {
-		t.Fatalf("docs/register.md is stale (%v): run TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover go run ./starter register > docs/register.md", err)
+		t.Fatalf("docs/register.md is stale (%v): run TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate go run ./starter register > docs/register.md", err)
 	}
 }

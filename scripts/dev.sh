@@ -3,9 +3,10 @@
 # Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker,
 # and, beside Mangrove, the card desk: a pack in a file (examples/packs/carddesk.yaml) whose
 # upstream stand-in (examples/carddesk) takes the demo provider's exchanged tokens (RFC 8693),
-# and PlanCover, an insurer's member portal (domains/plancover), whose stand-in takes them too.
+# PlanCover, an insurer's member portal (domains/plancover), whose stand-in takes them too,
+# and Northgate Bank's card desk (domains/northgate), whose callers verify before they act.
 # Every port can be moved: TEMPORAL_ADDRESS, TOOLGATE_TEMPORAL_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
-# PLANCOVER_ADDR, IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
+# PLANCOVER_ADDR, NORTHGATE_ADDR, IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
 # With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
 # (scripts/temporal-cluster.sh: PostgreSQL, four service processes, the Web UI) and two workers;
 # its PostgreSQL and logs live in .dev/cluster (the keys and demo users are shared with make dev).
@@ -23,15 +24,15 @@ export UPSTREAM_URL="${UPSTREAM_URL:-http://$UPSTREAM_ADDR}"
 ui_port="${TOOLGATE_TEMPORAL_UI_PORT:-8233}"
 # The card UI links a call's story to its history in the Web UI (a server of your own: set yours).
 export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:$ui_port}"
-# The packs: Mangrove, the card desk and PlanCover, unless TOOLGATE_PACKS names others.
+# The packs: Mangrove, the card desk, PlanCover and Northgate, unless TOOLGATE_PACKS names others.
 carddesk=""
 if [ -z "${TOOLGATE_PACKS:-}" ]; then
   carddesk=1
-  export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover
-  export CARDDESK_ADDR="${CARDDESK_ADDR:-127.0.0.1:8083}" PLANCOVER_ADDR="${PLANCOVER_ADDR:-127.0.0.1:8084}"
-  export TOOLGATE_UPSTREAMS="carddesk=http://$CARDDESK_ADDR,plancover=http://$PLANCOVER_ADDR${TOOLGATE_UPSTREAMS:+,$TOOLGATE_UPSTREAMS}"
+  export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate
+  export CARDDESK_ADDR="${CARDDESK_ADDR:-127.0.0.1:8083}" PLANCOVER_ADDR="${PLANCOVER_ADDR:-127.0.0.1:8084}" NORTHGATE_ADDR="${NORTHGATE_ADDR:-127.0.0.1:8085}"
+  export TOOLGATE_UPSTREAMS="carddesk=http://$CARDDESK_ADDR,plancover=http://$PLANCOVER_ADDR,northgate=http://$NORTHGATE_ADDR${TOOLGATE_UPSTREAMS:+,$TOOLGATE_UPSTREAMS}"
   # Each pack on its own task queue; Mangrove on TOOLGATE_TASK_QUEUE.
-  export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover}"
+  export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover,northgate=toolgate-northgate}"
 fi
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
@@ -116,11 +117,11 @@ export IDP_BACKCHANNEL_LOGOUT_URI="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth
 # The worker trusts sign-ins from the demo provider, and (dev only) decisions `starter approve` vouches for.
 export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_ISSUER,urn:toolgate:operator}"
 # The MCP server and the worker exchange tokens at the demo provider as toolgate's client, which may
-# ask tokens for the card desk's and PlanCover's audiences alone; each takes its own.
+# ask tokens for the card desk's, PlanCover's and Northgate's audiences alone; each takes its own.
 export TOOLGATE_EXCHANGE_ISSUER="${TOOLGATE_EXCHANGE_ISSUER:-$APPROVALS_OIDC_ISSUER}" IDP_EXCHANGE_CLIENT_SECRET="$TOOLGATE_EXCHANGE_CLIENT_SECRET"
 if [ -n "$carddesk" ]; then
-  export TOOLGATE_EXCHANGE_PACKS=carddesk,plancover IDP_EXCHANGE_AUDIENCES="http://$CARDDESK_ADDR,http://$PLANCOVER_ADDR"
-  export CARDDESK_ISSUER="$APPROVALS_OIDC_ISSUER" PLANCOVER_ISSUER="$APPROVALS_OIDC_ISSUER"
+  export TOOLGATE_EXCHANGE_PACKS=carddesk,plancover,northgate IDP_EXCHANGE_AUDIENCES="http://$CARDDESK_ADDR,http://$PLANCOVER_ADDR,http://$NORTHGATE_ADDR"
+  export CARDDESK_ISSUER="$APPROVALS_OIDC_ISSUER" PLANCOVER_ISSUER="$APPROVALS_OIDC_ISSUER" NORTHGATE_ISSUER="$APPROVALS_OIDC_ISSUER"
 fi
 bin/starter migrate
 bin/upstream >"$logs/upstream.log" 2>&1 &
@@ -129,6 +130,8 @@ if [ -n "$carddesk" ]; then
   bin/carddesk >"$logs/carddesk.log" 2>&1 &
   pids+=($!)
   bin/plancover >"$logs/plancover.log" 2>&1 &
+  pids+=($!)
+  bin/northgate >"$logs/northgate.log" 2>&1 &
   pids+=($!)
 fi
 bin/worker >"$logs/worker.log" 2>&1 &
@@ -155,10 +158,13 @@ desk_line="" desk_try=""
 if [ -n "$carddesk" ]; then
   desk_line="  card desk      http://$CARDDESK_ADDR   (the file pack examples/packs/carddesk.yaml; tokens exchanged at the provider)
   PlanCover      http://$PLANCOVER_ADDR   (the insurer's member portal, domains/plancover; tokens exchanged at the provider)
+  Northgate      http://$NORTHGATE_ADDR   (the bank's card desk, domains/northgate; callers verify, card_ops approve)
 "
   desk_try="      The card desk, through MCP as cara: her client signs in at the provider (bin/starter token --user cara)
-      and calls get_card, then reissue_card {\"reason\":\"stolen\",\"fee\":2500}; sam approves it in the card UI.
-      PlanCover, through MCP as meera: list_my_policies, then find_network_hospitals {\"pin_code\":\"560034\"}."
+      and calls get_card, then replace_card {\"reason\":\"stolen\",\"fee\":2500}; sam approves it in the card UI.
+      PlanCover, through MCP as meera: list_my_policies, then find_network_hospitals {\"pin_code\":\"560034\"}.
+      Northgate, through MCP as dana: verify_passphrase {\"passphrase\":\"harbour lights\"}, then get_balance;
+      verify_one_time_code with bin/northgate code dana, then reissue_card {\"reason\":\"captured\"}; imogen approves it."
 fi
 cat <<TXT
 

@@ -53,6 +53,7 @@ const usage = `usage:
   starter temporal-config [--prop address|namespace|tls|api-key]   (the Temporal connection toolgate's processes make, from TEMPORAL_* and profiles)
   starter dev-certs --dir DIR [--toml FILE --profile NAME --address A --namespace N]   (make cluster's mTLS certificates, and a client profile for them)
   starter migrate
+  starter hand-back --pack P --user U --by PERSON [--note TEXT]   (ends U's verification lockout, or forgets their wrong answers, at pack P: a person's decision, recorded)
   starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
   starter credential --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
 
@@ -139,6 +140,8 @@ func run(args []string, out io.Writer) error {
 		return tokenCmd(cfg, args[1:], out)
 	case "credential":
 		return credentialCmd(cfg, args[1:], out)
+	case "hand-back":
+		return handBackCmd(cfg, args[1:], out)
 	case "migrate":
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -199,6 +202,42 @@ func firstSet(v ...string) string {
 		}
 	}
 	return ""
+}
+
+// handBackCmd ends a caller's verification lockout at one pack: the
+// person's wrong answers are forgotten and the hand-back recorded, by whom
+// (hand_back_caller, migration 026). It is found by the user ID of any of
+// their credentials, so every sign-in of theirs is handed back.
+func handBackCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("hand-back", flag.ContinueOnError)
+	pack := fs.String("pack", "", "the pack whose verification locked the caller out, e.g. northgate")
+	user := fs.String("user", "", "the caller's user ID, e.g. dana")
+	by := fs.String("by", "", "who hands them back (recorded), e.g. imogen")
+	note := fs.String("note", "", "why, e.g. verified in branch with photo ID")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *pack == "" || *user == "" || *by == "" {
+		return errors.New("hand-back: --pack, --user and --by are required, e.g. --pack northgate --user dana --by imogen")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("hand-back: %w", err)
+	}
+	defer db.Close(ctx)
+	var handed int
+	err = db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE hand_back_caller($1, v.issuer, v.subject, $3, $4)) FROM caller_verification v
+		WHERE v.pack = $1 AND (v.issuer, v.subject) IN (SELECT issuer, subject FROM vault.credentials WHERE user_id = $2)`, *pack, *user, *by, *note).Scan(&handed)
+	if err != nil {
+		return fmt.Errorf("hand-back: %w", err)
+	}
+	if handed == 0 {
+		return fmt.Errorf("hand-back: %s has no lockout or wrong answers at %s to hand back", *user, *pack)
+	}
+	fmt.Fprintf(out, "%s is handed back at %s by %s: they may verify again\n", *user, *pack, *by)
+	return nil
 }
 
 func credentialCmd(cfg config.Config, args []string, out io.Writer) error {

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/domains/plancover"
+	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/mcpgate"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
@@ -93,10 +96,22 @@ var goldenPaths = []struct {
 	{"plancover_hospitals_invalid", workflows.ToolCallInput{Tool: plancover.ToolFindNetworkHospitals, Args: json.RawMessage(`{}`)}, nil},
 	{"plancover_index_down", workflows.ToolCallInput{Tool: plancover.ToolSearchPolicyKnowledge, Args: json.RawMessage(`{"query":"maternity"}`)}, nil},
 	{"plancover_signed_out_expired", workflows.ToolCallInput{Tool: plancover.ToolGetPlanDetails, Args: json.RawMessage(`{"portal_ref":"PRT-40122"}`)}, nil},
+	// Northgate (domains/northgate): a public read, a balance refused for
+	// the caller's tier, a signed-out read whose sign-in never comes, a
+	// locked-out caller's passphrase, and a reissue at high that card
+	// operations approve.
+	{"northgate_branch_hours", workflows.ToolCallInput{Tool: northgate.ToolGetBranchHours, Args: json.RawMessage(`{"branch":"Leeds"}`)}, nil},
+	{"northgate_balance_step_up", workflows.ToolCallInput{Tool: northgate.ToolGetBalance, Args: json.RawMessage(`{}`)}, nil},
+	{"northgate_signed_out_expired", workflows.ToolCallInput{Tool: northgate.ToolGetBalance, Args: json.RawMessage(`{}`)}, nil},
+	{"northgate_locked_out", workflows.ToolCallInput{Tool: northgate.ToolVerifyPassphrase, Args: json.RawMessage(`{"passphrase":"sealed:sf_00000000000000000000000000000000"}`)}, nil},
+	{"northgate_reissue_approved", workflows.ToolCallInput{Tool: northgate.ToolReissueCard, Args: json.RawMessage(`{"reason":"captured"}`)}, []policy.Approval{approve(imogenID)}},
 }
 
+// imogenID is Northgate's card operations on the golden paths.
+var imogenID = policy.Identity{UserID: "imogen", Role: northgate.RoleCardOps, Resources: policy.Resources{northgate.KindAccount: {"ACC-20417", "ACC-31108"}}}
+
 // goldenPacks are the packs the golden paths are recorded and replayed on.
-var goldenPacks = packs.MustLoad("mangrove,plancover")
+var goldenPacks = packs.MustLoad("mangrove,plancover,northgate")
 
 // meera is PlanCover's member on the golden paths.
 var meera = policy.Session{UserID: "meera", Role: plancover.RoleMember, Resources: policy.Resources{plancover.KindPortal: {"PRT-40122", "PRT-40123"}},
@@ -110,7 +125,7 @@ var goldenHooks = map[string]bool{"transfer_webhook_rejected": true}
 
 // goldenSignIns are paths whose person is signed out: the call waits for a
 // sign-in, and is resumed with the credential named here ("" never is).
-var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "signed_out_expired": "", "plancover_signed_out_expired": ""}
+var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "signed_out_expired": "", "plancover_signed_out_expired": "", "northgate_signed_out_expired": ""}
 
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
@@ -168,9 +183,14 @@ func TestGoldenHistoriesReplay(t *testing.T) {
 // writes the histories of paths that have none yet to testdata/golden;
 // =overwrite replaces them too (only for a deliberate, versioned change).
 func TestRecordGoldenHistories(t *testing.T) {
-	pc, pcURL := testenv.PlanCover(t, testenv.NewIdP(t, "http://127.0.0.1:9").URL)
+	id := testenv.NewIdP(t, "http://127.0.0.1:9")
+	pc, pcURL := testenv.PlanCover(t, id.URL)
+	_, bankURL := testenv.Northgate(t, id.URL)
 	plain := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second, SignInTTL: 2 * time.Second,
-		Policy: goldenPacks.Policy, Shapers: goldenPacks.Shapers, Upstreams: map[string]string{plancover.Name: pcURL}})
+		Policy: goldenPacks.Policy, Shapers: goldenPacks.Shapers, Previewers: goldenPacks.Previewers,
+		Upstreams: map[string]string{plancover.Name: pcURL, northgate.Name: bankURL},
+		Exchange:  id.Exchange(), Audiences: map[string]string{northgate.Name: testenv.NorthgateAudience}})
+	dana, danaPerson := goldenCaller(t, plain, id)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
 	hooked := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second,
@@ -187,6 +207,10 @@ func TestRecordGoldenHistories(t *testing.T) {
 			in.Session = who
 		}
 		pc.SetIndexDown(goldenIndexDown[p.name])
+		if strings.HasPrefix(p.name, "northgate_") {
+			in.Session = dana
+			northgateStanding(t, plain, p.name, danaPerson)
+		}
 		if goldenHolders[p.name] {
 			holder := in
 			holder.ToolCallID = p.name + "_holder"
@@ -283,6 +307,53 @@ func TestRecordGoldenHistories(t *testing.T) {
 			if err := os.WriteFile(file, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// goldenCaller signs dana in as the MCP server does (her token verified,
+// exchanged for a grant, a credential issued) for Northgate's paths.
+func goldenCaller(t *testing.T, s *testenv.Stack, id *testenv.IdP) (policy.Session, policy.Person) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := idp.SignIn(ctx, id.URL, testenv.MCPClientID, id.Users["dana"], idp.ACRPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify, err := mcpgate.NewVerifier(ctx, id.URL, testenv.MCPAudience, mcpgate.DefaultClaims(goldenPacks.Policy), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := verify(ctx, tok.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp"), id.Exchange(), nil)(ctx, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Session{UserID: who.UserID, Role: who.Role, Resources: who.Resources, SessionID: "s-dana", ConversationID: "golden", CredentialRef: ref},
+		policy.Person{Issuer: who.Issuer, Subject: who.Subject}
+}
+
+// northgateStanding gives dana what a Northgate path needs of her: a
+// lockout, or the high tier in the golden conversation; else nothing.
+func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana policy.Person) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Owner.Exec(ctx, `DELETE FROM caller_verification WHERE pack = 'northgate'; DELETE FROM caller_tiers WHERE pack = 'northgate'`); err != nil {
+		t.Fatal(err)
+	}
+	switch path {
+	case "northgate_locked_out":
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO caller_verification (pack, issuer, subject, failures, locked_at, locked_factor)
+			VALUES ('northgate', $1, $2, '{"one_time_code": 2}', now(), 'one_time_code')`, dana.Issuer, dana.Subject); err != nil {
+			t.Fatal(err)
+		}
+	case "northgate_reissue_approved":
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, factor, tier, workflow_id, expires_at)
+			VALUES ('northgate', $1, $2, 'golden', 'one_time_code', 'high', 'golden', now() + interval '1 hour')`, dana.Issuer, dana.Subject); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -38,9 +38,10 @@ const (
 	RoleCardOps policy.Role = "card_ops"
 )
 
-// KindAccount is the pack's resource: a caller's account, granted by the
-// provider's northgate_accounts claim; another's is not found.
-const KindAccount = "account"
+// KindAccount is the pack's resource: a caller's bank account, granted by
+// the provider's northgate_accounts claim; another's is not found. (A kind
+// is one pack's: the card desk's file pack has "account".)
+const KindAccount = "bank_account"
 
 // The ladder's tiers, weakest first.
 const (
@@ -197,7 +198,7 @@ func Domain() policy.Domain {
 			{Tag: "payeeaccount", Pattern: regexp.MustCompile(`^[0-9]{8}$`), Rule: "must be eight digits"},
 		},
 		Unit:      policy.Unit{Currency: "GBP"},
-		Resources: []policy.ResourceKind{{Name: KindAccount, Plural: "accounts", Claim: "northgate_accounts", Conceal: true, Example: "ACC-20417"}},
+		Resources: []policy.ResourceKind{{Name: KindAccount, Plural: "bank accounts", Claim: "northgate_accounts", Conceal: true, Example: "ACC-20417"}},
 		Verification: &policy.Verification{Tiers: []string{TierNone, TierLow, TierMedium, TierHigh}, SignedIn: TierLow,
 			Budget: policy.DefaultVerificationBudget},
 	}

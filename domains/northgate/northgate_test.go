@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/pack/packtest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -50,4 +52,10 @@ func TestUnknownActionsNeedTheStrictestTier(t *testing.T) {
 	if v.Verified == nil || v.Verified.Tier != northgate.TierHigh {
 		t.Errorf("the verdict of a row with no tier needs %+v, want %q", v.Verified, northgate.TierHigh)
 	}
+}
+
+// TestTheRegisterRowByRow proves every row of the register at every step
+// of the chain it can fail at (pack/packtest), beside Mangrove.
+func TestTheRegisterRowByRow(t *testing.T) {
+	packtest.Chain(t, northgate.Domain(), mangrove.Domain())
 }

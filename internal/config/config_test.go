@@ -109,7 +109,7 @@ func TestEachPackOnItsOwnTaskQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Config{Policy: p, TaskQueue: "toolgate", TaskQueues: qs}
-	for tool, want := range map[string]string{"get_stock": "toolgate", "find_network_hospitals": "toolgate-plancover", "reissue_card": "toolgate-carddesk", "no_such_tool": "toolgate"} {
+	for tool, want := range map[string]string{"get_stock": "toolgate", "find_network_hospitals": "toolgate-plancover", "replace_card": "toolgate-carddesk", "no_such_tool": "toolgate"} {
 		if got := c.QueueFor(tool); got != want {
 			t.Errorf("%s runs on %q, want %q", tool, got, want)
 		}

@@ -100,7 +100,7 @@ func TestABadPackFileSaysWhereAndWhat(t *testing.T) {
 	if _, err := packs.Load("nowhere.yaml"); err == nil || !strings.Contains(err.Error(), "nowhere.yaml") {
 		t.Errorf("a missing file: %v", err)
 	}
-	if _, err := packs.Load("mangrove,warehouse"); err == nil || !strings.Contains(err.Error(), `"warehouse" is neither a built-in pack (mangrove, plancover) nor a pack file`) {
+	if _, err := packs.Load("mangrove,warehouse"); err == nil || !strings.Contains(err.Error(), `"warehouse" is neither a built-in pack (mangrove, northgate, plancover) nor a pack file`) {
 		t.Errorf("an unknown pack: %v", err)
 	}
 }

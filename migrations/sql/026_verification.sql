@@ -89,7 +89,7 @@ CREATE TABLE caller_hand_backs (
 
 GRANT SELECT, INSERT, UPDATE ON caller_verification TO toolgate_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON caller_tiers TO toolgate_worker;
-GRANT SELECT ON caller_hand_backs TO toolgate_worker, toolgate_auditor;
+GRANT SELECT ON caller_hand_backs TO toolgate_worker;
 
 -- A person ends a lockout: the wrong answers are forgotten, the lockout is
 -- recorded as handed back, by whom. Only the owner and the roles granted
