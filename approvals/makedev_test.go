@@ -324,7 +324,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 		offered = append(offered, tl.Name)
 	}
 	slices.Sort(offered)
-	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card transfer_funds " + mcpgate.StatusTool + " verify_one_time_code verify_passphrase"; strings.Join(offered, " ") != want {
+	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card " + mcpgate.StatusTool + " transfer_funds verify_one_time_code verify_passphrase"; strings.Join(offered, " ") != want {
 		t.Fatalf("dana is offered %v", offered)
 	}
 	if res, text := call("get_balance", map[string]any{}); !res.IsError || !strings.Contains(text, "step_up_required") || !strings.Contains(text, "passphrase") || strings.Contains(text, "balancePence") {
@@ -378,6 +378,35 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 		if time.Now().After(deadline) || !strings.Contains(text, "Still ") && !strings.Contains(text, "could not be read right now") {
 			t.Fatalf("the reissue's outcome, as dana's client reads it: %s", text)
 		}
+	}
+
+	// lewis spends his passphrase's budget: locked out, on a redial too,
+	// until a person hands him back with the starter.
+	lewis, _ := d.mcpAs(t, ctx, "lewis")
+	lewis("verify_passphrase", map[string]any{"passphrase": "copper kettles"})
+	if _, text := lewis("verify_passphrase", map[string]any{"passphrase": "kettle copper"}); !strings.Contains(text, `"outcome":"locked_out"`) {
+		t.Fatalf("lewis's second wrong passphrase: %s", text)
+	}
+	redial, _ := d.mcpAs(t, ctx, "lewis")
+	if res, text := redial("verify_passphrase", map[string]any{"passphrase": "copper kettle"}); !res.IsError || !strings.Contains(text, "locked out") {
+		t.Fatalf("lewis's right passphrase on a redial: %s", text)
+	}
+	hand := exec.Command(filepath.Join(d.root, "bin", "starter"), "hand-back", "--pack", "northgate", "--user", "lewis", "--by", "imogen", "--note", "verified in branch")
+	hand.Env = append(os.Environ(), "DATABASE_URL="+d.database)
+	if out, err := hand.CombinedOutput(); err != nil || !strings.Contains(string(out), "lewis is handed back") {
+		t.Fatalf("starter hand-back: %v %s", err, out)
+	}
+	if _, text := redial("verify_passphrase", map[string]any{"passphrase": "copper kettle"}); !strings.Contains(text, `"outcome":"passed"`) {
+		t.Fatalf("lewis's right passphrase after the hand-back: %s", text)
+	}
+
+	// The auditor's insights page covers Northgate: the balance refused
+	// for dana's tier is among its refusals.
+	abena := browser(t)
+	signInAt(t, abena, d.cards, "abena", d.user(t, "abena").Password)
+	do(t, abena, chromedp.Navigate(d.cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
+	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "step_up_required · get_balance") {
+		t.Fatalf("abena's insights, refusals:\n%s", page)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/packs"
@@ -17,15 +18,22 @@ import (
 )
 
 // TestExportEvalsCoversEveryPack: the evals export of a deployment gating
-// make dev's three packs holds each pack's decisions, every line valid
+// make dev's packs holds each pack's decisions, every line valid
 // against docs/evals.schema.json: PlanCover's knowledge read, its
 // concealed portal and its hospital search with neither field, and the
-// card desk's concealed account, beside Mangrove's read. The mobile
+// card desk's concealed account, Northgate's public read, its balance
+// refused for the caller's tier and a passphrase sent in the clear,
+// beside Mangrove's read. The mobile
 // number typed into the knowledge query is in none of them.
 func TestExportEvalsCoversEveryPack(t *testing.T) {
-	set := packs.MustLoad("mangrove,plancover,../examples/packs/carddesk.yaml")
-	_, pcURL := testenv.PlanCover(t, testenv.NewIdP(t, "http://127.0.0.1:9").URL)
-	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Upstreams: map[string]string{plancover.Name: pcURL}})
+	set := packs.MustLoad("mangrove,plancover,northgate,../examples/packs/carddesk.yaml")
+	id := testenv.NewIdP(t, "http://127.0.0.1:9")
+	_, pcURL := testenv.PlanCover(t, id.URL)
+	_, bankURL := testenv.Northgate(t, id.URL)
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, Shapers: set.Shapers, Previewers: set.Previewers,
+		Upstreams: map[string]string{plancover.Name: pcURL, northgate.Name: bankURL}})
+	dana := policy.Session{UserID: "dana", Role: northgate.RoleCaller, Resources: policy.Resources{northgate.KindAccount: {"ACC-20417"}},
+		SessionID: "s-evals-d", ConversationID: "evals", CredentialRef: "cr_dana_evals"}
 	meera := policy.Session{UserID: "meera", Role: plancover.RoleMember, Resources: policy.Resources{plancover.KindPortal: {"PRT-40122"}},
 		SessionID: "s-evals", ConversationID: "evals", CredentialRef: "cr_meera_evals"}
 	cara := policy.Session{UserID: "cara", Role: "card_agent", Resources: policy.Resources{"account": {"ACC-4471"}}, SessionID: "s-evals-c", ConversationID: "evals", CredentialRef: "cr_cara_evals"}
@@ -40,13 +48,16 @@ func TestExportEvalsCoversEveryPack(t *testing.T) {
 		{plancover.ToolFindNetworkHospitals, `{}`, meera, workflows.StatusDenied},
 		{"get_card", `{"accountRef":"ACC-9999"}`, cara, workflows.StatusDenied},
 		{"get_stock", `{"articleId":40211}`, ama, workflows.StatusExecuted},
+		{northgate.ToolGetBranchHours, `{"branch":"Leeds"}`, dana, workflows.StatusExecuted},
+		{northgate.ToolGetBalance, `{}`, dana, workflows.StatusDenied},
+		{northgate.ToolVerifyPassphrase, `{"passphrase":"harbour lights"}`, dana, workflows.StatusDenied},
 	} {
 		if r := s.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: string(rune('a' + i)), Args: json.RawMessage(c.args), Session: c.who}); r.Status != c.want {
 			t.Fatalf("%s: %+v", c.tool, r)
 		}
 	}
 	asStarter(t, s)
-	t.Setenv("TOOLGATE_PACKS", "mangrove,plancover,../examples/packs/carddesk.yaml")
+	t.Setenv("TOOLGATE_PACKS", "mangrove,plancover,northgate,../examples/packs/carddesk.yaml")
 	raw, err := os.ReadFile("../docs/evals.schema.json")
 	if err != nil {
 		t.Fatal(err)
@@ -83,12 +94,15 @@ func TestExportEvalsCoversEveryPack(t *testing.T) {
 		"find_network_hospitals deny invalid_arguments denied",
 		"get_card deny store_scope denied",
 		"get_stock allow ok executed",
+		"get_branch_hours allow ok executed",
+		"get_balance deny step_up_required denied",
+		"verify_passphrase deny invalid_arguments denied",
 	} {
 		if !got[want] {
 			t.Errorf("the export lacks %q: %v", want, got)
 		}
 	}
-	for _, leak := range []string{"98450", "77123", "cr_meera_evals", "s-evals"} {
+	for _, leak := range []string{"98450", "77123", "cr_meera_evals", "s-evals", "cr_dana_evals", "harbour lights"} {
 		if strings.Contains(out.String(), leak) {
 			t.Errorf("the export carries %q", leak)
 		}
