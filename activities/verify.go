@@ -65,12 +65,16 @@ const (
 	VerifyPassed    = "passed"
 	VerifyRetry     = "retry"
 	VerifyLockedOut = "locked_out"
+	// VerifyBusy: the budget is held by attempts still being judged; this
+	// one was not sent.
+	VerifyBusy = "busy"
 )
 
-// standing reads what a person holds with a pack in one conversation: the
-// strongest unexpired tier earned there (at least the signed-in tier), or
-// the weakest when they are locked out or nobody is signed in.
-func standing(ctx context.Context, tx pgx.Tx, d policy.Domain, who *policy.Person, conversation string) (string, bool, error) {
+// standing reads what a person holds with a pack in one conversation of
+// one sign-in (its credential): the strongest unexpired tier earned there
+// (at least the signed-in tier), or the weakest when they are locked out
+// or nobody is signed in.
+func standing(ctx context.Context, tx pgx.Tx, d policy.Domain, who *policy.Person, conversation, credentialRef string) (string, bool, error) {
 	v := d.Verification
 	if who == nil {
 		return v.Weakest(), false, nil
@@ -85,8 +89,8 @@ func standing(ctx context.Context, tx pgx.Tx, d policy.Domain, who *policy.Perso
 		return v.Weakest(), true, nil
 	}
 	held := v.SignedInTier()
-	rows, err := tx.Query(ctx, `SELECT tier FROM caller_tiers WHERE pack = $1 AND issuer = $2 AND subject = $3 AND conversation_id = $4 AND expires_at > clock_timestamp()`,
-		d.Name, who.Issuer, who.Subject, conversation)
+	rows, err := tx.Query(ctx, `SELECT tier FROM caller_tiers WHERE pack = $1 AND issuer = $2 AND subject = $3 AND conversation_id = $4 AND expires_at > clock_timestamp() AND credential_ref = $5`,
+		d.Name, who.Issuer, who.Subject, conversation, credentialRef)
 	if err != nil {
 		return "", false, fmt.Errorf("read the caller's tiers: %w", err)
 	}
@@ -131,7 +135,7 @@ func (a *Activities) shortOf(ctx context.Context, tx pgx.Tx, tool string, need *
 	if err != nil {
 		return nil, err
 	}
-	held, locked, err := standing(ctx, tx, d, who, conversation)
+	held, locked, err := standing(ctx, tx, d, who, conversation, credentialRef)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +151,7 @@ func (a *Activities) shortOf(ctx context.Context, tx pgx.Tx, tool string, need *
 		return nil, nil
 	}
 	u := &Unverified{RequiredTier: required, HeldTier: held, Reason: need.Why}
-	if name, f, ok := d.FactorFor(required); ok {
+	if name, f, ok := d.FactorFor(held, required); ok {
 		u.Factor, u.VerifyWith = f.Name, name
 	}
 	return u, nil
@@ -220,14 +224,16 @@ func (a *Activities) verify(ctx context.Context, in CallInput, spec policy.ToolS
 		return CallResult{}, fmt.Errorf("verify: %w", err)
 	}
 	budget := v.BudgetOrDefault()
-	if locked || spent >= budget {
-		if err := lockOut(ctx, tx, d.Name, *who, f.Name); err != nil {
-			return CallResult{}, err
-		}
+	if locked {
+		return outcome(VerifyOutcome{Outcome: VerifyLockedOut, Factor: f.Name, HeldTier: v.Weakest(), Handoff: true})
+	}
+	if spent >= budget {
+		// The budget is spent by attempts still being judged: this one is
+		// not sent, and locks no one out on its own.
 		if err := tx.Commit(ctx); err != nil {
 			return CallResult{}, fmt.Errorf("verify: commit: %w", err)
 		}
-		return outcome(VerifyOutcome{Outcome: VerifyLockedOut, Factor: f.Name, HeldTier: v.Weakest(), Handoff: true})
+		return outcome(VerifyOutcome{Outcome: VerifyBusy, Factor: f.Name, HeldTier: v.Weakest()})
 	}
 	if _, err := tx.Exec(ctx, `UPDATE caller_verification SET failures = failures || jsonb_build_object($4::text, $5::int)
 		WHERE pack = $1 AND issuer = $2 AND subject = $3`, d.Name, who.Issuer, who.Subject, f.Name, spent+1); err != nil {
@@ -243,12 +249,18 @@ func (a *Activities) verify(ctx context.Context, in CallInput, spec policy.ToolS
 		return CallResult{}, badArgs(err)
 	}
 	answer, err := a.do(ctx, a.upstream(in.Tool), http.MethodPost, path, token, "", body)
-	if err != nil {
-		// Nobody learned whether it matched: the attempt is given back.
+	var app *temporal.ApplicationError
+	if err != nil && errors.As(err, &app) && app.Type() == ErrUnavailable {
+		// The upstream is down: it judged nothing, so the attempt is given
+		// back. Any other failure (a refusal, a timeout after sending) may
+		// have been judged, and keeps it spent.
 		if _, rerr := a.Pool.Exec(ctx, `UPDATE caller_verification SET failures = failures || jsonb_build_object($4::text, greatest(coalesce((failures->>$4)::int, 1) - 1, 0))
 			WHERE pack = $1 AND issuer = $2 AND subject = $3 AND locked_at IS NULL`, d.Name, who.Issuer, who.Subject, f.Name); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
+		return CallResult{}, err
+	}
+	if err != nil {
 		return CallResult{}, err
 	}
 	var said struct {
@@ -287,14 +299,14 @@ func (a *Activities) settle(ctx context.Context, d policy.Domain, who policy.Per
 			d.Name, who.Issuer, who.Subject, f.Name); err != nil {
 			return CallResult{}, fmt.Errorf("verify: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, factor, tier, workflow_id, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + make_interval(secs => $8))
-			ON CONFLICT (pack, issuer, subject, conversation_id, factor) DO UPDATE SET tier = EXCLUDED.tier, workflow_id = EXCLUDED.workflow_id,
+		if _, err := tx.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, credential_ref, factor, tier, workflow_id, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp() + make_interval(secs => $9))
+			ON CONFLICT (pack, issuer, subject, conversation_id, credential_ref, factor) DO UPDATE SET tier = EXCLUDED.tier, workflow_id = EXCLUDED.workflow_id,
 			  granted_at = clock_timestamp(), expires_at = EXCLUDED.expires_at`,
-			d.Name, who.Issuer, who.Subject, in.ConversationID, f.Name, f.Grants, wf, v.LastsOrDefault().Seconds()); err != nil {
+			d.Name, who.Issuer, who.Subject, in.ConversationID, in.CredentialRef, f.Name, f.Grants, wf, v.LastsOrDefault().Seconds()); err != nil {
 			return CallResult{}, fmt.Errorf("verify: grant: %w", err)
 		}
-		held, _, err := standing(ctx, tx, d, &who, in.ConversationID)
+		held, _, err := standing(ctx, tx, d, &who, in.ConversationID, in.CredentialRef)
 		if err != nil {
 			return CallResult{}, err
 		}
@@ -305,7 +317,7 @@ func (a *Activities) settle(ctx context.Context, d policy.Domain, who policy.Per
 		}
 		out = VerifyOutcome{Outcome: VerifyLockedOut, Factor: f.Name, HeldTier: v.Weakest(), Handoff: true}
 	default:
-		held, _, err := standing(ctx, tx, d, &who, in.ConversationID)
+		held, _, err := standing(ctx, tx, d, &who, in.ConversationID, in.CredentialRef)
 		if err != nil {
 			return CallResult{}, err
 		}
@@ -361,6 +373,8 @@ func outcome(o VerifyOutcome) (CallResult, error) {
 		o.Next = "Verified: the caller now holds " + o.HeldTier + ". Call again what needed it."
 	case VerifyRetry:
 		o.Next = "That did not match. The caller may try once more: " + strconv.Itoa(*o.AttemptsLeft) + " attempt(s) left."
+	case VerifyBusy:
+		o.Next = "Another answer is being checked: this one was not. Wait for that result before asking again."
 	default:
 		o.Next = "The caller is locked out: nothing that needs verification can be done, now or on another call, until a person hands them back. Do not ask again, do not switch to another factor, and do not do what they asked another way; hand them to a person."
 	}

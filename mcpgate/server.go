@@ -300,22 +300,19 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 }
 
 // sealed is a verification tool's args with the factor sealed: the value
-// the model passed never reaches the workflow. Anything that is not a
-// string there is left for the chain to refuse.
+// the model passed never reaches the workflow. A verification tool takes
+// its factor alone, a string: any other shape (another key, another
+// spelling, a non-string) is refused here, before anything records it.
 func (s *Server) sealed(ctx context.Context, tool, credentialRef string, args json.RawMessage) (json.RawMessage, error) {
 	spec, ok := s.Policy.Spec(tool)
 	if !ok || spec.Verifies == nil {
 		return args, nil
 	}
+	arg := spec.Verifies.Arg
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(args, &fields) != nil {
-		return args, nil
-	}
 	var factor string
-	if json.Unmarshal(fields[spec.Verifies.Arg], &factor) != nil || factor == "" || policy.IsSealed(factor) {
-		// A sealed reference from the model is not the caller's factor.
-		fields[spec.Verifies.Arg] = json.RawMessage(`""`)
-		return json.Marshal(fields)
+	if json.Unmarshal(args, &fields) != nil || len(fields) != 1 || json.Unmarshal(fields[arg], &factor) != nil || strings.TrimSpace(factor) == "" {
+		return nil, fmt.Errorf("%s takes one field, %q: the caller's %s exactly as they said it, as a string; nothing else", tool, arg, spec.Verifies.Name)
 	}
 	if s.Seal == nil {
 		return nil, errors.New("this server cannot take a verification factor (no vault to seal it in)")
@@ -324,7 +321,7 @@ func (s *Server) sealed(ctx context.Context, tool, credentialRef string, args js
 	if err != nil {
 		return nil, fmt.Errorf("the factor could not be sealed: %w", err)
 	}
-	fields[spec.Verifies.Arg], _ = json.Marshal(ref)
+	fields[arg], _ = json.Marshal(ref)
 	return json.Marshal(fields)
 }
 

@@ -430,6 +430,9 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	}()
 	e := p.front(&v, req.Tool, &req.Session)
 	if e == nil {
+		if s, ok := p.specs[req.Tool]; ok && s.Verifies != nil {
+			v.Args = Withheld(req.Args)
+		}
 		return v
 	}
 	args, err := p.Decode(e.spec, req.Args)
@@ -462,7 +465,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 // keeps: the factor withheld, whatever the client sent.
 func withheld(e *entry, args json.RawMessage, v Verdict) Verdict {
 	if e.spec.Verifies != nil {
-		v.Args = Withheld(args, e.spec.Verifies.Arg)
+		v.Args = Withheld(args)
 	}
 	return v
 }

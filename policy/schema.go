@@ -104,7 +104,9 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 			case "startswith":
 				p["pattern"] = "^" + regexpQuote(param)
 			default:
-				if f, ok := pol.formats[name]; ok {
+				// A sealed arg's pattern is the front door's to meet, not the
+				// model's: the model passes the factor as the caller said it.
+				if f, ok := pol.formats[name]; ok && name != SealedTag {
 					p["pattern"] = f.Pattern.String()
 				}
 			}

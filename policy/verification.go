@@ -130,17 +130,26 @@ func (d Domain) TierFor(action string) string {
 	return d.Verification.Strictest()
 }
 
-// FactorFor is the verification tool to ask for when a caller holds less
-// than tier: the first of the pack's factors whose match grants at least
-// it; ok false when none does.
-func (d Domain) FactorFor(tier string) (tool string, f Factor, ok bool) {
+// FactorFor is the verification tool to ask for when a caller holds held
+// and needs need: of the factors the caller may give now (their tool's row
+// needs no more than held) and that raise them, the first that reaches
+// need, else the one that raises them most; ok false when none does.
+func (d Domain) FactorFor(held, need string) (tool string, f Factor, ok bool) {
 	v := d.Verification
+	best := -1
 	for _, t := range d.Tools {
-		if t.Verifies != nil && v.Rank(t.Verifies.Grants) >= v.Rank(tier) {
-			return t.Name, *t.Verifies, true
+		g := t.Verifies
+		if g == nil || v.Rank(d.TierFor(t.Name)) > v.Rank(held) || v.Rank(g.Grants) <= v.Rank(held) {
+			continue
+		}
+		if v.Rank(g.Grants) >= v.Rank(need) {
+			return t.Name, *g, true
+		}
+		if v.Rank(g.Grants) > best {
+			best, tool, f, ok = v.Rank(g.Grants), t.Name, *g, true
 		}
 	}
-	return "", Factor{}, false
+	return tool, f, ok
 }
 
 // VerifiedNeed is what a verdict of a pack with a ladder needs of the
@@ -202,6 +211,9 @@ func (d Domain) checkVerification() error {
 		if !ok || arg.typ.Kind() != reflect.String || !slices.Contains(strings.Split(arg.validate, ","), SealedTag) {
 			return fmt.Errorf("pack %s: %s's factor arg %q must be a string field with the validate rule %q", d.Name, t.Name, f.Arg, SealedTag)
 		}
+		if v.Rank(d.TierFor(t.Name)) >= v.Rank(f.Grants) {
+			return fmt.Errorf("pack %s: %s grants %q but its row needs %q: no caller could ever give it (a verification row that names no tier needs the strictest)", d.Name, t.Name, f.Grants, d.TierFor(t.Name))
+		}
 		reach = max(reach, v.Rank(f.Grants))
 	}
 	for _, r := range d.Rows {
@@ -228,18 +240,19 @@ func specOf(d Domain, tool string) ToolSpec {
 	return ToolSpec{}
 }
 
-// Withheld is args with a verification tool's factor replaced by what it
-// is, never its value: for the audit row of a call refused before the
-// factor was known to be sealed (a client that sent it in the clear).
-func Withheld(args json.RawMessage, arg string) json.RawMessage {
+// Withheld is a verification tool's args with every value but a sealed
+// reference withheld, under whatever key: for the audit row of a call
+// refused before its factor was known to be sealed (a client that sent it
+// in the clear, under the arg's name or another spelling).
+func Withheld(args json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(args, &m) != nil {
 		return json.RawMessage(`{}`)
 	}
-	if raw, ok := m[arg]; ok {
+	for k, raw := range m {
 		var s string
 		if json.Unmarshal(raw, &s) != nil || !IsSealed(s) {
-			m[arg] = json.RawMessage(`"(withheld)"`)
+			m[k] = json.RawMessage(`"(withheld)"`)
 		}
 	}
 	b, err := json.Marshal(m)

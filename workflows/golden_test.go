@@ -209,7 +209,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 		pc.SetIndexDown(goldenIndexDown[p.name])
 		if strings.HasPrefix(p.name, "northgate_") {
 			in.Session = dana
-			northgateStanding(t, plain, p.name, danaPerson)
+			northgateStanding(t, plain, p.name, danaPerson, dana.CredentialRef)
 		}
 		if goldenHolders[p.name] {
 			holder := in
@@ -338,7 +338,7 @@ func goldenCaller(t *testing.T, s *testenv.Stack, id *testenv.IdP) (policy.Sessi
 
 // northgateStanding gives dana what a Northgate path needs of her: a
 // lockout, or the high tier in the golden conversation; else nothing.
-func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana policy.Person) {
+func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana policy.Person, credential string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.Owner.Exec(ctx, `DELETE FROM caller_verification WHERE pack = 'northgate'; DELETE FROM caller_tiers WHERE pack = 'northgate'`); err != nil {
@@ -351,8 +351,8 @@ func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana policy.
 			t.Fatal(err)
 		}
 	case "northgate_reissue_approved":
-		if _, err := s.Owner.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, factor, tier, workflow_id, expires_at)
-			VALUES ('northgate', $1, $2, 'golden', 'one_time_code', 'high', 'golden', now() + interval '1 hour')`, dana.Issuer, dana.Subject); err != nil {
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, credential_ref, factor, tier, workflow_id, expires_at)
+			VALUES ('northgate', $1, $2, 'golden', $3, 'one_time_code', 'high', 'golden', now() + interval '1 hour')`, dana.Issuer, dana.Subject, credential); err != nil {
 			t.Fatal(err)
 		}
 	}

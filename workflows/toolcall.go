@@ -590,7 +590,11 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		if err := c.recordOutcome(activities.AuditInput{Key: "outcome", Event: activities.EventFailed, Reason: code, Message: msg, Args: args, Resource: v.Resource, Value: c.value()}); err != nil {
 			return ToolCallResult{}, err
 		}
-		return c.result(StatusFailed, code, msg, retryable, auth, refusalResult(err, nil)), nil
+		res := c.result(StatusFailed, code, msg, retryable, auth, refusalResult(err, nil))
+		if unverified(err) {
+			res.Card = "" // a refusal for the caller's tier says nothing of the action
+		}
+		return res, nil
 	}
 	c.setStatus(StatusExecuted, policy.CodeOK)
 	// Reads are audited by their decision row alone; calls that change

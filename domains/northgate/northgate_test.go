@@ -1,7 +1,9 @@
 package northgate_test
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/domains/mangrove"
@@ -58,4 +60,22 @@ func TestUnknownActionsNeedTheStrictestTier(t *testing.T) {
 // of the chain it can fail at (pack/packtest), beside Mangrove.
 func TestTheRegisterRowByRow(t *testing.T) {
 	packtest.Chain(t, northgate.Domain(), mangrove.Domain())
+}
+
+// TestTheModelIsAskedForTheFactorAsSaid: the schema a model reads asks for
+// the passphrase and the code as the caller said them; the sealing is the
+// front door's, so no pattern of a sealed reference is published.
+func TestTheModelIsAskedForTheFactorAsSaid(t *testing.T) {
+	p, err := policy.New(northgate.Domain())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := p.DefinitionsAs(northgate.RoleCaller, "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(defs)
+	if !strings.Contains(string(b), northgate.ToolVerifyPassphrase) || strings.Contains(string(b), "sealed:") || strings.Contains(string(b), "sf_") {
+		t.Fatalf("the caller's definitions: %s", b)
+	}
 }

@@ -245,6 +245,10 @@ func TestEveryRowRefusesBelowItsTier(t *testing.T) {
 			asked := d.bank.Asked.Load()
 			a := l.call(r.Tool, args(t, r.Tool))
 			refusedFor(t, r.Tool+" at "+held, a, r.Verified, held)
+			// The factor asked for is one the caller may give now.
+			if want := map[string]string{northgate.TierLow: northgate.FactorPassphrase, northgate.TierMedium: northgate.FactorOneTimeCode}[held]; a.refusal().Factor != want {
+				t.Fatalf("%s at %s asks for %q, want %q", r.Tool, held, a.refusal().Factor, want)
+			}
 			if d.bank.Asked.Load() != asked {
 				t.Fatalf("%s at %s reached the bank", r.Tool, held)
 			}
@@ -466,6 +470,16 @@ func TestAFactorReachesNoRecord(t *testing.T) {
 		}
 		answers = append(answers, a)
 	}
+	// Any other shape is refused at the MCP server, before anything
+	// records it: another spelling, another key beside it, not a string.
+	other := "marram grass"
+	for _, args := range []string{`{"Passphrase":"` + other + `"}`, `{"passphrase":"` + other + `","note":"` + other + `"}`, `{"one_time_code":"` + other + `"}`, `["` + other + `"]`} {
+		r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(args)})
+		if err != nil || !r.IsError || r.StructuredContent != nil {
+			t.Fatalf("verify_passphrase %s: %v %+v", args, err, r)
+		}
+	}
+	said = append(said, other)
 	if got := d.bank.Factors(); len(got) != 4 || got[0] != said[0] || got[1] != said[1] || got[2] != said[2] || got[3] != said[3] {
 		t.Fatalf("the bank was asked %q, want %q", got, said)
 	}
@@ -513,6 +527,38 @@ func (d *desk) decide(t *testing.T, a answer, decision string) workflows.ToolCal
 		t.Fatal(err)
 	}
 	return res
+}
+
+// keyed is a call with an idempotency key: its conversation is the
+// person's, whichever session makes it.
+func (l *line) keyed(tool, args, key string) answer {
+	l.t.Helper()
+	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: mcp.Meta{mcpgate.IdempotencyKeyMeta: key}})
+	if err != nil {
+		l.t.Fatalf("%s: %v", tool, err)
+	}
+	var a answer
+	b, _ := json.Marshal(r.StructuredContent)
+	_ = json.Unmarshal(b, &a)
+	return a
+}
+
+// TestATierIsOneSignInsOnKeyedCalls: calls with idempotency keys share the
+// person's conversation across sessions, but a tier earned there is held
+// by the sign-in that earned it alone: a second sign-in (a redial, or a
+// stolen token's new session) holds low.
+func TestATierIsOneSignInsOnKeyedCalls(t *testing.T) {
+	d := newDesk(t)
+	first := d.dial(t, upstream.Dana)
+	if a := first.keyed(northgate.ToolVerifyPassphrase, `{"passphrase":"`+upstream.DanaPassphrase+`"}`, "v.1"); a.outcome().Outcome != "passed" {
+		t.Fatalf("a keyed passphrase: %+v", a)
+	}
+	if a := first.keyed(northgate.ToolGetBalance, `{}`, "b.1"); a.Status != "executed" {
+		t.Fatalf("a keyed balance on the same sign-in: %+v", a)
+	}
+	time.Sleep(1100 * time.Millisecond) // a sign-in of its own: another auth_time
+	second := d.dial(t, upstream.Dana)
+	refusedFor(t, "a keyed balance on another sign-in", second.keyed(northgate.ToolGetBalance, `{}`, "b.2"), northgate.TierMedium, northgate.TierLow)
 }
 
 // TestAReissueGoesToCardOperations: at high, reissue_card puts a card up
@@ -607,6 +653,60 @@ func TestGuessesAtOnceShareOneBudget(t *testing.T) {
 		t.Fatalf("%d guesses at once reached the bank; the budget is %d", n, policy.DefaultVerificationBudget)
 	}
 	lockedOut(t, "the right passphrase after the guesses", l.passphrase(upstream.DanaPassphrase))
+
+	// One miss, then the right answer sent twice at once: one is checked,
+	// the other waits its turn; nobody is locked out.
+	lewis := d.dial(t, upstream.Lewis)
+	if a := lewis.passphrase("copper kettles"); a.outcome().Outcome != "retry" {
+		t.Fatalf("lewis's miss: %+v", a)
+	}
+	twice := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			r, err := lewis.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(`{"passphrase":"` + upstream.LewisPassphrase + `"}`)})
+			var a answer
+			if err == nil {
+				raw, _ := json.Marshal(r.StructuredContent)
+				_ = json.Unmarshal(raw, &a)
+			}
+			twice <- a
+		}()
+	}
+	passed := 0
+	for range 2 {
+		switch o := (<-twice).outcome().Outcome; o {
+		case "passed":
+			passed++
+		case "busy":
+		default:
+			t.Fatalf("the right passphrase sent twice: %s", o)
+		}
+	}
+	if passed == 0 || lewis.call(northgate.ToolGetBalance, `{}`).Status != "executed" {
+		t.Fatalf("lewis, right twice after a miss: %d passed", passed)
+	}
+}
+
+// TestOnlyAPersonEndsALockout: the worker's own connection can neither
+// end a lockout nor grant a locked-out person a tier; the database refuses
+// both, whatever the code asks.
+func TestOnlyAPersonEndsALockout(t *testing.T) {
+	d := newDesk(t)
+	l := d.dial(t, upstream.Dana)
+	l.passphrase("wrong once")
+	if a := l.passphrase("wrong twice"); a.outcome().Outcome != "locked_out" {
+		t.Fatalf("the lockout: %+v", a)
+	}
+	worker := testenv.ServicePool(t, d.DatabaseURL, "worker")
+	ctx := context.Background()
+	if _, err := worker.Exec(ctx, `UPDATE caller_verification SET locked_at = NULL, failures = '{}' WHERE pack = $1`, northgate.Name); err == nil {
+		t.Fatal("the worker's role ended a lockout")
+	}
+	if _, err := worker.Exec(ctx, `INSERT INTO caller_tiers (pack, issuer, subject, conversation_id, credential_ref, factor, tier, workflow_id, expires_at)
+		SELECT pack, issuer, subject, 'c', 'cr', 'passphrase', 'medium', 'w', now() + interval '1 hour' FROM caller_verification WHERE pack = $1`, northgate.Name); err == nil {
+		t.Fatal("the worker's role granted a locked-out person a tier")
+	}
+	lockedOut(t, "get_balance", l.call(northgate.ToolGetBalance, `{}`))
 }
 
 // TestAFactorSentInTheClearIsRefusedAndWithheld: a client that starts a
@@ -620,9 +720,15 @@ func TestAFactorSentInTheClearIsRefusedAndWithheld(t *testing.T) {
 	for _, c := range []struct{ tool, args, factor string }{
 		{northgate.ToolVerifyPassphrase, `{"passphrase":"` + upstream.DanaPassphrase + `"}`, upstream.DanaPassphrase},
 		{northgate.ToolVerifyOneTimeCode, `{"code":"918273"}`, "918273"},
+		{northgate.ToolVerifyOneTimeCode, `{"code":"sealed:sf_00000000000000000000000000000000","Code":"564738"}`, "564738"},
+		{northgate.ToolVerifyOneTimeCode, `{"code":"273645"}`, "273645"},
 	} {
-		r := d.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: "raw" + c.tool[:8], Args: json.RawMessage(c.args), Session: s})
-		if r.Code != policy.CodeInvalidArguments || strings.Contains(r.Message, c.factor) {
+		who := s
+		if c.factor == "273645" {
+			who.Role = northgate.RoleCardOps // refused at the role, before the args are read
+		}
+		r := d.Run(t, workflows.ToolCallInput{Tool: c.tool, ToolCallID: "raw" + c.factor[:4], Args: json.RawMessage(c.args), Session: who})
+		if r.Status != workflows.StatusDenied || strings.Contains(r.Message, c.factor) {
 			t.Fatalf("%s with the factor in the clear: %+v", c.tool, r)
 		}
 		var rows []string

@@ -26,7 +26,7 @@ BEGIN
   IF length(coalesce(p_factor, '')) NOT BETWEEN 1 AND 256 THEN
     RAISE EXCEPTION 'a factor is 1 to 256 characters' USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  DELETE FROM vault.sealed_factors WHERE sealed_at < clock_timestamp() - interval '1 hour';
+  DELETE FROM vault.sealed_factors WHERE sealed_at < clock_timestamp() - interval '10 minutes';
   INSERT INTO vault.sealed_factors (ref, credential_ref, tool, factor) VALUES (new_ref, p_credential, p_tool, p_factor);
   RETURN 'sealed:' || new_ref;
 END
@@ -35,13 +35,19 @@ REVOKE ALL ON FUNCTION vault.seal_factor(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION vault.seal_factor(text, text, text) TO toolgate_mcp;
 
 -- Opens a sealed factor once: for the credential and tool it was sealed
--- for, within 30 minutes; NULL otherwise. Opening deletes it.
+-- for, within 10 minutes; NULL otherwise. Opening deletes it, and any seal
+-- older than that, opened or not.
 CREATE FUNCTION vault.open_factor(p_ref text, p_credential text, p_tool text)
-RETURNS text LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, vault AS $$
+RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, vault AS $$
+DECLARE
+  said text;
+BEGIN
+  DELETE FROM vault.sealed_factors WHERE sealed_at < clock_timestamp() - interval '10 minutes';
   DELETE FROM vault.sealed_factors
-  WHERE ref = substr(p_ref, length('sealed:') + 1) AND p_ref LIKE 'sealed:%'
-    AND credential_ref = p_credential AND tool = p_tool AND sealed_at > clock_timestamp() - interval '30 minutes'
-  RETURNING factor
+  WHERE ref = substr(p_ref, length('sealed:') + 1) AND p_ref LIKE 'sealed:%' AND credential_ref = p_credential AND tool = p_tool
+  RETURNING factor INTO said;
+  RETURN said;
+END
 $$;
 REVOKE ALL ON FUNCTION vault.open_factor(text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION vault.open_factor(text, text, text) TO toolgate_worker;
@@ -59,18 +65,20 @@ CREATE TABLE caller_verification (
   PRIMARY KEY (pack, issuer, subject)
 );
 
--- Tiers earned, each in one conversation, until it expires.
+-- Tiers earned, each in one conversation of one sign-in (its credential),
+-- until it expires.
 CREATE TABLE caller_tiers (
   pack            text NOT NULL,
   issuer          text NOT NULL,
   subject         text NOT NULL,
   conversation_id text NOT NULL,
+  credential_ref  text NOT NULL,
   factor          text NOT NULL,
   tier            text NOT NULL,
   workflow_id     text NOT NULL,
   granted_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
   expires_at      timestamptz NOT NULL,
-  PRIMARY KEY (pack, issuer, subject, conversation_id, factor)
+  PRIMARY KEY (pack, issuer, subject, conversation_id, credential_ref, factor)
 );
 
 -- Who handed a locked-out caller back, when, and what the lockout was.
@@ -88,6 +96,25 @@ CREATE TABLE caller_hand_backs (
 );
 
 GRANT SELECT, INSERT, UPDATE ON caller_verification TO toolgate_worker;
+
+-- The database holds the lockout too: only hand_back_caller (the owner's)
+-- ends one or forgets a locked person's answers, and no tier is granted
+-- to a locked-out person, whatever a service's connection says.
+CREATE FUNCTION caller_lockout_holds() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_TABLE_NAME = 'caller_verification' THEN
+    IF OLD.locked_at IS NOT NULL AND (NEW.locked_at IS DISTINCT FROM OLD.locked_at OR NEW.failures IS DISTINCT FROM OLD.failures)
+       AND current_user <> (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'caller_verification') THEN
+      RAISE EXCEPTION 'a lockout ends only by a person''s hand-back (hand_back_caller)' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+  ELSIF EXISTS (SELECT 1 FROM caller_verification v WHERE v.pack = NEW.pack AND v.issuer = NEW.issuer AND v.subject = NEW.subject AND v.locked_at IS NOT NULL) THEN
+    RAISE EXCEPTION 'no tier is granted to a locked-out person' USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN NEW;
+END
+$$;
+CREATE TRIGGER caller_verification_lockout BEFORE UPDATE ON caller_verification FOR EACH ROW EXECUTE FUNCTION caller_lockout_holds();
+CREATE TRIGGER caller_tiers_lockout BEFORE INSERT OR UPDATE ON caller_tiers FOR EACH ROW EXECUTE FUNCTION caller_lockout_holds();
 GRANT SELECT, INSERT, UPDATE, DELETE ON caller_tiers TO toolgate_worker;
 GRANT SELECT ON caller_hand_backs TO toolgate_worker;
 
