@@ -64,8 +64,10 @@ func newDesk(t *testing.T) *desk {
 
 // line is one conversation: a caller's MCP session. A redial is a new one.
 type line struct {
-	t  *testing.T
-	cs *mcp.ClientSession
+	t     *testing.T
+	cs    *mcp.ClientSession
+	d     *desk
+	token string
 }
 
 // dial signs user in at the provider as the MCP client and opens a session.
@@ -75,13 +77,26 @@ func (d *desk) dial(t *testing.T, user string) *line {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d.connect(t, tok.AccessToken)
+}
+
+// connect opens an MCP session with an access token.
+func (d *desk) connect(t *testing.T, token string) *line {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "northgate-test", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + mcpgate.Path, HTTPClient: testenv.Bearer(tok.AccessToken)}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + mcpgate.Path, HTTPClient: testenv.Bearer(token)}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return &line{t: t, cs: cs}
+	return &line{t: t, cs: cs, d: d, token: token}
+}
+
+// again is a second conversation on the same sign-in: a new MCP session
+// with the same token, so the same credential.
+func (l *line) again() *line {
+	l.t.Helper()
+	return l.d.connect(l.t, l.token)
 }
 
 // answer is a tools/call's structured result.
@@ -583,7 +598,7 @@ func TestAReissueGoesToCardOperations(t *testing.T) {
 	}
 	d.stepUpTo(t, l, northgate.TierHigh)
 	// A tier is earned in one conversation: a second line holds only low.
-	refusedFor(t, "get_balance on another line", d.dial(t, upstream.Dana).call(northgate.ToolGetBalance, `{}`), northgate.TierMedium, northgate.TierLow)
+	refusedFor(t, "get_balance on another line", l.again().call(northgate.ToolGetBalance, `{}`), northgate.TierMedium, northgate.TierLow)
 	a := l.call(northgate.ToolReissueCard, `{"reason":"captured"}`)
 	if a.Status != "pending_approval" || !strings.Contains(a.Card, "ending 4471") || !strings.Contains(a.Card, upstream.DanaAddress) || strings.Contains(string(a.Result), "RC-") {
 		t.Fatalf("the reissue's card: %+v", a)
@@ -632,6 +647,8 @@ func TestALockoutAfterTheCardRefusesTheRun(t *testing.T) {
 func TestGuessesAtOnceShareOneBudget(t *testing.T) {
 	d := newDesk(t)
 	l := d.dial(t, upstream.Dana)
+	// A slow bank: every guess is admitted and in flight before any is judged.
+	d.bank.SetVerifyDelay(time.Second)
 	const guesses = 6
 	done := make(chan answer, guesses)
 	for i := range guesses {
@@ -652,6 +669,7 @@ func TestGuessesAtOnceShareOneBudget(t *testing.T) {
 	if n := len(d.bank.Factors()); n > policy.DefaultVerificationBudget {
 		t.Fatalf("%d guesses at once reached the bank; the budget is %d", n, policy.DefaultVerificationBudget)
 	}
+	d.bank.SetVerifyDelay(0)
 	lockedOut(t, "the right passphrase after the guesses", l.passphrase(upstream.DanaPassphrase))
 
 	// One miss, then the right answer sent twice at once: one is checked,

@@ -71,7 +71,13 @@ type Server struct {
 	// that reached a caller's data.
 	factors []string
 	Asked   atomic.Int64
+	// slow delays every verification's answer (SetVerifyDelay).
+	slow atomic.Int64
 }
+
+// SetVerifyDelay makes the bank take d to judge each factor, as a slow
+// core system does: attempts sent together are then all in flight at once.
+func (s *Server) SetVerifyDelay(d time.Duration) { s.slow.Store(int64(d)) }
 
 // New discovers the provider at issuer (retrying for up to wait while it
 // starts) and returns a bank whose tokens must be for audience.
@@ -220,6 +226,7 @@ func (s *Server) factor(w http.ResponseWriter, r *http.Request, field string) (s
 	s.mu.Lock()
 	s.factors = append(s.factors, body[field])
 	s.mu.Unlock()
+	time.Sleep(time.Duration(s.slow.Load()))
 	return body[field], true
 }
 
