@@ -239,6 +239,22 @@ func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(t
 	return call, cs
 }
 
+// offeredTools are the names of the tools an MCP session is offered,
+// sorted, space-separated.
+func offeredTools(t *testing.T, ctx context.Context, cs *mcp.ClientSession) string {
+	t.Helper()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
+}
+
 // TestPlanCoverRunsThroughMakeDev is issue 27's PlanCover through make dev
 // itself: meera's MCP client signs in at the demo provider with no seeded
 // credential; she is offered PlanCover's reads alone, lists her policies
@@ -252,16 +268,8 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "meera")
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var offered []string
-	for _, tl := range tools.Tools {
-		offered = append(offered, tl.Name)
-	}
-	slices.Sort(offered)
-	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool; strings.Join(offered, " ") != want {
+	offered := offeredTools(t, ctx, cs)
+	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool; offered != want {
 		t.Fatalf("meera is offered %v", offered)
 	}
 	res, text := call("list_my_policies", map[string]any{})
@@ -315,16 +323,8 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "dana")
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var offered []string
-	for _, tl := range tools.Tools {
-		offered = append(offered, tl.Name)
-	}
-	slices.Sort(offered)
-	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card " + mcpgate.StatusTool + " transfer_funds verify_one_time_code verify_passphrase"; strings.Join(offered, " ") != want {
+	offered := offeredTools(t, ctx, cs)
+	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card " + mcpgate.StatusTool + " transfer_funds verify_one_time_code verify_passphrase"; offered != want {
 		t.Fatalf("dana is offered %v", offered)
 	}
 	if res, text := call("get_balance", map[string]any{}); !res.IsError || !strings.Contains(text, "step_up_required") || !strings.Contains(text, "passphrase") || strings.Contains(text, "balancePence") {

@@ -112,9 +112,18 @@ type answer struct {
 
 func (l *line) call(tool, args string) answer {
 	l.t.Helper()
-	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
+	a, err := l.try(tool, args)
 	if err != nil {
 		l.t.Fatalf("%s: %v", tool, err)
+	}
+	return a
+}
+
+// try is call for a goroutine: it reports the error instead of failing.
+func (l *line) try(tool, args string) (answer, error) {
+	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		return answer{}, err
 	}
 	var a answer
 	b, _ := json.Marshal(r.StructuredContent)
@@ -124,7 +133,7 @@ func (l *line) call(tool, args string) answer {
 			a.text += tc.Text
 		}
 	}
-	return a
+	return a, nil
 }
 
 // outcome reads a verification's result.
@@ -654,12 +663,7 @@ func TestGuessesAtOnceShareOneBudget(t *testing.T) {
 	for i := range guesses {
 		go func() {
 			b, _ := json.Marshal(map[string]string{"passphrase": "guess " + string(rune('a'+i))})
-			r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(b)})
-			var a answer
-			if err == nil {
-				raw, _ := json.Marshal(r.StructuredContent)
-				_ = json.Unmarshal(raw, &a)
-			}
+			a, _ := l.try(northgate.ToolVerifyPassphrase, string(b))
 			done <- a
 		}()
 	}
@@ -681,12 +685,7 @@ func TestGuessesAtOnceShareOneBudget(t *testing.T) {
 	twice := make(chan answer, 2)
 	for range 2 {
 		go func() {
-			r, err := lewis.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(`{"passphrase":"` + upstream.LewisPassphrase + `"}`)})
-			var a answer
-			if err == nil {
-				raw, _ := json.Marshal(r.StructuredContent)
-				_ = json.Unmarshal(raw, &a)
-			}
+			a, _ := lewis.try(northgate.ToolVerifyPassphrase, `{"passphrase":"`+upstream.LewisPassphrase+`"}`)
 			twice <- a
 		}()
 	}
