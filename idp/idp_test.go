@@ -411,8 +411,11 @@ func TestAnAuthorizationCodeIsUsedOnce(t *testing.T) {
 
 // TestACallbackGivesOneCode: the provider's callback for a finished sign-in,
 // visited again (its URL is in the browser's history), mints no second
-// code for the same request: the two, exchanged at once, never give two
-// token sets (five rounds).
+// code for the same request, and the one code, exchanged many times at
+// once, gives one token set (five rounds). The second code is looked for
+// before any exchange: whether two codes would win a race to the token
+// endpoint depends on the machine's timing, whether a second is minted
+// does not.
 func TestACallbackGivesOneCode(t *testing.T) {
 	f := newFixture(t)
 	for round := range 5 {
@@ -421,14 +424,14 @@ func TestACallbackGivesOneCode(t *testing.T) {
 		if fl.final == nil {
 			t.Fatalf("no code: %s", fl.page)
 		}
-		codes := []string{fl.final.Query().Get("code")}
+		code := fl.final.Query().Get("code")
 		fl.final = nil
 		fl.do(t, http.MethodGet, f.srv.URL+"/authorize/callback?id="+url.QueryEscape(fl.id), nil)
 		if fl.final != nil && fl.final.Query().Get("code") != "" {
-			codes = append(codes, fl.final.Query().Get("code"))
+			t.Fatalf("round %d: the callback visited again gave a second code for one sign-in", round)
 		}
-		if n := exchangeAtOnce(f, fl.verifier, codes, 8); n != 1 {
-			t.Fatalf("round %d: %d codes for one sign-in gave %d token sets", round, len(codes), n)
+		if n := exchangeAtOnce(f, fl.verifier, []string{code}, 8); n != 1 {
+			t.Fatalf("round %d: one sign-in's code gave %d token sets", round, n)
 		}
 	}
 }
