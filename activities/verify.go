@@ -37,7 +37,7 @@ type Unverified struct {
 // Message is what the model is told.
 func (u Unverified) Message(system string) string {
 	if u.LockedOut {
-		return "The caller is locked out of verification with " + system + " after too many wrong answers, in this call or an earlier one: nothing that needs a verified caller can be done until a person hands them back. Do not ask for a passphrase or a code again and do not do this another way; tell the caller and hand them to a person."
+		return "The caller is locked out of verification with " + system + " after too many wrong answers, in this call or an earlier one: nothing that needs a verified caller can be done until a person hands them back. Do not ask for any factor again and do not do this another way; tell the caller and hand them to a person."
 	}
 	msg := fmt.Sprintf("This needs the caller verified at %s; they hold %s.", u.RequiredTier, u.HeldTier)
 	if u.Reason != "" {

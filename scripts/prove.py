@@ -2,7 +2,7 @@
 """Guard evidence: remove each guard in turn, run the tests that should
 notice, and require them to fail; then restore the file and verify it is
 byte-for-byte what it was. Exits non-zero if any guard goes unnoticed."""
-import hashlib, json, subprocess, sys, os
+import hashlib, json, subprocess, sys, os, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The guard-proof list is data (register/guards.json), shared with the action
@@ -28,6 +28,7 @@ def main():
     only = sys.argv[1:]
     env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
     failures = 0
+    started = time.monotonic()
     for name, path, guard, removed, cmd in GUARDS:
         if only and not any(o in name for o in only):
             continue
@@ -39,6 +40,7 @@ def main():
             print(f"FAIL  {name}: the guard is not found exactly once in {path}; update register/guards.json")
             failures += 1
             continue
+        began = time.monotonic()
         try:
             open(full, "w").write(text.replace(guard, removed))
             r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -54,9 +56,9 @@ def main():
             print(f"FAIL  {name}: the suite passed with the guard removed")
             failures += 1
         else:
-            print(f"ok    {name}: removed, suite failed, {path} restored")
+            print(f"ok    {name}: removed, suite failed, {path} restored ({time.monotonic() - began:.0f}s)")
     tried = [g for g in GUARDS if not only or any(o in g[0] for o in only)]
-    print(f"{len(tried) - failures} of {len(tried)} guards proved, {failures} unnoticed")
+    print(f"{len(tried) - failures} of {len(tried)} guards proved, {failures} unnoticed, in {(time.monotonic() - started) / 60:.0f} minutes")
     sys.exit(1 if failures else 0)
 
 main()
