@@ -1,0 +1,238 @@
+// Package mcpupstream is toolgate's client of the MCP servers a team already
+// runs. It starts a server over stdio or dials it over streamable HTTP, lists
+// its tools, and pins each tool's definition (what a model reads and what
+// decides its tier: name, title, description, input schema, annotations) by
+// a hash, so that a definition changed after a person accepted it is seen
+// before any model reads the new text. It makes one tools/call at a time as
+// it is told; whether a call may run, retry or wait for a person is decided
+// elsewhere.
+//
+// A stdio server is started with an environment of its own (PATH and what
+// its pack names), never toolgate's: toolgate's database URL, keys and
+// tokens do not reach a process somebody else wrote.
+package mcpupstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server is one upstream MCP server as a pack names it: a command run over
+// stdio (Command, with Env and Dir) or a streamable HTTP endpoint (URL, with
+// HTTPClient carrying how toolgate authenticates to it). Exactly one of
+// Command and URL is set.
+type Server struct {
+	// Name is the server's name in its pack: the namespace of its tools.
+	Name    string
+	Command []string
+	// Env is the stdio server's whole environment beside PATH.
+	Env map[string]string
+	Dir string
+	URL string
+	// HTTPClient makes the HTTP server's requests (nil: http.DefaultClient).
+	HTTPClient *http.Client
+	// KeyMeta is the _meta field in which the server accepts an idempotency
+	// key; empty when it accepts none, and then no key is sent.
+	KeyMeta string
+}
+
+// Definition is one upstream tool as the server describes it.
+type Definition struct {
+	Name        string               `json:"name"`
+	Title       string               `json:"title,omitempty"`
+	Description string               `json:"description,omitempty"`
+	InputSchema json.RawMessage      `json:"inputSchema"`
+	Annotations *mcp.ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// PinPrefix starts every pin: the hash that names it.
+const PinPrefix = "sha256:"
+
+// Pin is the definition's hash: the same for the same definition however
+// the server orders its JSON keys, different when any word a model reads
+// or any hint changes.
+func (d Definition) Pin() string {
+	var schema any
+	dec := json.NewDecoder(bytes.NewReader(d.InputSchema))
+	dec.UseNumber()
+	if err := dec.Decode(&schema); err != nil {
+		schema = string(d.InputSchema)
+	}
+	canonical, err := json.Marshal(struct {
+		Name        string               `json:"name"`
+		Title       string               `json:"title"`
+		Description string               `json:"description"`
+		InputSchema any                  `json:"inputSchema"`
+		Annotations *mcp.ToolAnnotations `json:"annotations"`
+	}{d.Name, d.Title, d.Description, schema, d.Annotations})
+	if err != nil {
+		// A definition that does not marshal pins to nothing a pack can name.
+		return PinPrefix + "unreadable"
+	}
+	sum := sha256.Sum256(canonical)
+	return PinPrefix + hex.EncodeToString(sum[:])
+}
+
+// Conn is a live connection to one upstream server and the tools it
+// offers now.
+type Conn struct {
+	server  Server
+	session *mcp.ClientSession
+
+	mu    sync.Mutex
+	tools map[string]Definition
+	// changed is called, outside mu, with the new definitions each time
+	// the server announces that its tools changed and they are listed again.
+	changed func(map[string]Definition)
+	closed  chan struct{}
+}
+
+// dialTimeout bounds starting or dialing a server and listing its tools.
+const dialTimeout = 30 * time.Second
+
+// Dial starts or dials the server, lists its tools, and follows its
+// announcements of changed tools, calling changed (which may be nil) with
+// each new list.
+func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*Conn, error) {
+	transport, err := s.transport()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{server: s, changed: changed, closed: make(chan struct{})}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) { c.relist(ctx) },
+	})
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("MCP server %s: %w", s.Name, err)
+	}
+	c.session = session
+	go func() {
+		_ = session.Wait()
+		close(c.closed)
+	}()
+	tools, err := c.list(ctx)
+	if err != nil {
+		_ = session.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.tools = tools
+	c.mu.Unlock()
+	return c, nil
+}
+
+func (s Server) transport() (mcp.Transport, error) {
+	switch {
+	case len(s.Command) > 0 && s.URL != "":
+		return nil, fmt.Errorf("MCP server %s: give a command or a URL, not both", s.Name)
+	case len(s.Command) > 0:
+		cmd := exec.Command(s.Command[0], s.Command[1:]...)
+		cmd.Dir = s.Dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for _, k := range sortedKeys(s.Env) {
+			cmd.Env = append(cmd.Env, k+"="+s.Env[k])
+		}
+		return &mcp.CommandTransport{Command: cmd}, nil
+	case s.URL != "":
+		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: s.HTTPClient}, nil
+	}
+	return nil, fmt.Errorf("MCP server %s: give a command or a URL", s.Name)
+}
+
+// list reads every page of the server's tools.
+func (c *Conn) list(ctx context.Context) (map[string]Definition, error) {
+	tools := map[string]Definition{}
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %s: listing its tools: %w", c.server.Name, err)
+		}
+		schema, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %s: tool %s: its input schema: %w", c.server.Name, t.Name, err)
+		}
+		if _, dup := tools[t.Name]; dup {
+			return nil, fmt.Errorf("MCP server %s: offers two tools named %s", c.server.Name, t.Name)
+		}
+		tools[t.Name] = Definition{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema, Annotations: t.Annotations}
+	}
+	return tools, nil
+}
+
+// relist reads the tools again after the server announced a change. A
+// list that fails leaves no tool offered: what was pinned may have changed.
+func (c *Conn) relist(ctx context.Context) {
+	tools, err := c.list(ctx)
+	if err != nil {
+		tools = map[string]Definition{}
+	}
+	c.mu.Lock()
+	c.tools = tools
+	c.mu.Unlock()
+	if c.changed != nil {
+		c.changed(tools)
+	}
+}
+
+// Definitions are the server's tools as last listed.
+func (c *Conn) Definitions() map[string]Definition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]Definition, len(c.tools))
+	for k, v := range c.tools {
+		out[k] = v
+	}
+	return out
+}
+
+// ErrClosed is returned by Call on a connection whose server has gone.
+var ErrClosed = errors.New("the MCP server's connection is closed")
+
+// Call makes one tools/call with the args as given, sending key as the
+// server's idempotency key where it accepts one.
+func (c *Conn) Call(ctx context.Context, tool string, args json.RawMessage, key string) (*mcp.CallToolResult, error) {
+	select {
+	case <-c.closed:
+		return nil, fmt.Errorf("MCP server %s: %w", c.server.Name, ErrClosed)
+	default:
+	}
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if c.server.KeyMeta != "" && key != "" {
+		params.Meta = mcp.Meta{c.server.KeyMeta: key}
+	}
+	res, err := c.session.CallTool(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("MCP server %s: %s: %w", c.server.Name, tool, err)
+	}
+	return res, nil
+}
+
+// Closed is closed when the server's connection ends.
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
+
+// Close ends the connection (and a stdio server's process).
+func (c *Conn) Close() error { return c.session.Close() }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
