@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -22,6 +23,9 @@ type Pack struct {
 	Domain     policy.Domain
 	Previewers map[string]Previewer
 	Shapers    map[string]Shaper
+	// Servers are the team's own MCP servers the pack's MCP tools
+	// (policy.ToolSpec.MCP) run on, each by its name.
+	Servers []mcpupstream.Server
 }
 
 // Check refuses a pack whose dry runs and specs disagree: a DryRun tool
@@ -40,6 +44,18 @@ func (p Pack) Check() error {
 	for name := range p.Previewers {
 		if !dry[name] {
 			return fmt.Errorf("pack %s: a previewer is given for %q, which is not one of its DryRun tools", p.Domain.Name, name)
+		}
+	}
+	servers := map[string]bool{}
+	for _, s := range p.Servers {
+		if servers[s.Name] {
+			return fmt.Errorf("pack %s: two MCP servers are named %q", p.Domain.Name, s.Name)
+		}
+		servers[s.Name] = true
+	}
+	for _, t := range p.Domain.Tools {
+		if t.MCP != nil && !servers[t.MCP.Server] {
+			return fmt.Errorf("pack %s: tool %q runs on the MCP server %q, which the pack does not name", p.Domain.Name, t.Name, t.MCP.Server)
 		}
 	}
 	for name, s := range p.Shapers {

@@ -45,9 +45,25 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 		if f.validate == "" {
 			continue
 		}
-		for _, rule := range strings.Split(f.validate, ",") {
+		rules, itemRules := strings.Split(f.validate, ","), []string(nil)
+		if i := slices.Index(rules, "dive"); i >= 0 {
+			if f.typ.Kind() != reflect.Slice {
+				return fmt.Errorf("field %q: the rule dive is for lists, not %s", f.name, f.typ)
+			}
+			rules, itemRules = rules[:i], rules[i+1:]
+		}
+		for _, rule := range rules {
 			if err := p.checkRule(f, rule, fs); err != nil {
 				return fmt.Errorf("field %q: %w", f.name, err)
+			}
+		}
+		if f.typ.Kind() == reflect.Slice {
+			item := f
+			item.typ = f.typ.Elem()
+			for _, rule := range itemRules {
+				if err := p.checkRule(item, rule, nil); err != nil {
+					return fmt.Errorf("field %q, each item: %w", f.name, err)
+				}
 			}
 		}
 	}
@@ -60,8 +76,9 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 func (p *Policy) checkRule(f field, rule string, fs []field) error {
 	key, param, hasParam := strings.Cut(rule, "=")
 	str, num := f.typ.Kind() == reflect.String, isInt(f.typ)
+	real, list := f.typ.Kind() == reflect.Float64, f.typ.Kind() == reflect.Slice
 	switch key {
-	case "required", "omitempty":
+	case "required", "omitempty", "omitnil":
 		if hasParam {
 			return fmt.Errorf("the rule %q takes no parameter", key)
 		}
@@ -70,11 +87,14 @@ func (p *Policy) checkRule(f field, rule string, fs []field) error {
 			return fmt.Errorf("the rule %q needs the Go name of another field of the same struct, e.g. required_without=City, not %q", key, param)
 		}
 	case "min", "max":
+		if _, err := strconv.ParseFloat(param, 64); real && hasParam && err == nil {
+			return nil
+		}
 		if _, err := strconv.ParseInt(param, 10, 64); !hasParam || err != nil {
 			return fmt.Errorf("the rule %q needs a whole number, e.g. %s=1", key, key)
 		}
-		if !str && !num {
-			return fmt.Errorf("the rule %q bounds a string's length or a whole number, not %s", key, f.typ)
+		if !str && !num && !list {
+			return fmt.Errorf("the rule %q bounds a string's length, a list's items or a number, not %s", key, f.typ)
 		}
 	case "oneof", "datetime", "startswith":
 		if !hasParam || strings.TrimSpace(param) == "" {
@@ -238,15 +258,21 @@ func (p *Policy) describeValidation(err error, spec ToolSpec) error {
 		}
 		return argErrorf("Give %q or %q: one of the two is required. Call %s again with one of them.", name, other, spec.Name)
 	case "min":
-		if fe.Kind() == reflect.String {
+		switch fe.Kind() {
+		case reflect.String:
 			rule = fmt.Sprintf("must be at least %s characters long", fe.Param())
-		} else {
+		case reflect.Slice:
+			rule = fmt.Sprintf("must hold at least %s items", fe.Param())
+		default:
 			rule = fmt.Sprintf("must be at least %s", fe.Param())
 		}
 	case "max":
-		if fe.Kind() == reflect.String {
+		switch fe.Kind() {
+		case reflect.String:
 			rule = fmt.Sprintf("must be at most %s characters long", fe.Param())
-		} else {
+		case reflect.Slice:
+			rule = fmt.Sprintf("must hold at most %s items", fe.Param())
+		default:
 			rule = fmt.Sprintf("must be at most %s", fe.Param())
 		}
 	case "oneof":
@@ -351,6 +377,8 @@ func kindWords(t reflect.Type) string {
 		return "true or false"
 	case reflect.String:
 		return "a string"
+	case reflect.Slice:
+		return "a list, each item " + kindWords(t.Elem())
 	}
 	return "a " + t.Kind().String()
 }

@@ -176,8 +176,11 @@ func New(domains ...Domain) (*Policy, error) {
 			return nil, fmt.Errorf("policy: pack %s: tool %q has no policy row", d.Name, n)
 		}
 		e := &entry{spec: p.specs[n], row: p.rows[n], decision: Stricter(p.rows[n].Decision, p.specs[n].Tier.Floor())}
-		if e.decision != DecisionDeny && e.spec.Route.Path == "" {
+		if e.decision != DecisionDeny && !e.spec.Runnable() {
 			return nil, fmt.Errorf("policy: pack %s: tool %q may run but has no upstream route to run it", d.Name, n)
+		}
+		if e.spec.MCP != nil && e.spec.Route.Path != "" {
+			return nil, fmt.Errorf("policy: pack %s: tool %q has both an upstream route and an MCP server's tool; a call goes to one", d.Name, n)
 		}
 		if e.spec.Unavailable != "" && !e.spec.Idempotent {
 			return nil, fmt.Errorf("policy: pack %s: tool %q says what to do when its upstream is down (Unavailable), but is not idempotent: the model of a write that may have run is told not to call again, whatever the tool says", d.Name, n)

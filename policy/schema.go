@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -48,29 +49,38 @@ func containsRole(rs []Role, r Role) bool {
 }
 
 // Schema derives a JSON Schema (draft 2020-12 subset) from an args struct's
-// json, validate and desc tags, a pack's format as its pattern.
+// json, validate and desc tags, a pack's format as its pattern. A list's
+// rules before dive bound its items' count, those after it each item.
 // additionalProperties is always false.
 func (pol *Policy) Schema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	fs := fieldsOf(t)
 	for _, f := range fs {
-		p := map[string]any{}
-		switch f.typ.Kind() {
-		case reflect.Int, reflect.Int32, reflect.Int64:
-			p["type"] = "integer"
-		case reflect.Float32, reflect.Float64:
-			p["type"] = "number"
-		case reflect.Bool:
-			p["type"] = "boolean"
-		default:
-			p["type"] = "string"
+		rules, itemRules, listed := strings.Split(f.validate, ","), []string(nil), f.typ.Kind() == reflect.Slice
+		if i := slices.Index(rules, "dive"); i >= 0 {
+			rules, itemRules = rules[:i], rules[i+1:]
+		}
+		var p map[string]any
+		if listed {
+			p = map[string]any{"type": "array", "items": pol.valueSchema(f.typ.Elem(), itemRules)}
+			for _, rule := range rules {
+				name, param, _ := strings.Cut(rule, "=")
+				n, _ := strconv.ParseInt(param, 10, 64)
+				switch name {
+				case "min":
+					p["minItems"] = n
+				case "max":
+					p["maxItems"] = n
+				}
+			}
+		} else {
+			p = pol.valueSchema(f.typ, rules)
 		}
 		if f.desc != "" {
 			p["description"] = f.desc
 		}
-		isString := f.typ.Kind() == reflect.String
-		for _, rule := range strings.Split(f.validate, ",") {
+		for _, rule := range rules {
 			name, param, _ := strings.Cut(rule, "=")
 			switch name {
 			case "required":
@@ -81,40 +91,12 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 				if o, ok := sibling(f, param, fs); ok {
 					p["description"] = strings.TrimSpace(f.desc + " Required when " + o.name + " is left out.")
 				}
-			case "min":
-				n, _ := strconv.ParseInt(param, 10, 64)
-				if isString {
-					p["minLength"] = n
-				} else {
-					p["minimum"] = n
-				}
-			case "max":
-				n, _ := strconv.ParseInt(param, 10, 64)
-				if isString {
-					p["maxLength"] = n
-				} else {
-					p["maximum"] = n
-				}
-			case "oneof":
-				p["enum"] = strings.Fields(param)
-			case "datetime":
-				p["format"] = "date"
-			case "numeric":
-				p["pattern"] = "^[0-9]+$"
-			case "startswith":
-				p["pattern"] = "^" + regexpQuote(param)
-			default:
-				// A sealed arg's pattern is the front door's to meet, not the
-				// model's: the model passes the factor as the caller said it.
-				if f, ok := pol.formats[name]; ok && name != SealedTag {
-					p["pattern"] = f.Pattern.String()
-				}
 			}
 		}
 		if f.title != "" {
 			p["title"] = f.title
 		}
-		if f.def != "" {
+		if f.def != "" && !listed {
 			n, nerr := strconv.ParseInt(f.def, 10, 64)
 			b, berr := strconv.ParseBool(f.def)
 			switch {
@@ -134,6 +116,58 @@ func (pol *Policy) Schema(t reflect.Type) map[string]any {
 		"required":             required,
 		"additionalProperties": false,
 	}
+}
+
+// valueSchema is one value's type and the rules on it: a field's, or each
+// item's of a list.
+func (pol *Policy) valueSchema(t reflect.Type, rules []string) map[string]any {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p := map[string]any{}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		p["type"] = "integer"
+	case reflect.Float32, reflect.Float64:
+		p["type"] = "number"
+	case reflect.Bool:
+		p["type"] = "boolean"
+	default:
+		p["type"] = "string"
+	}
+	isString := t.Kind() == reflect.String
+	for _, rule := range rules {
+		name, param, _ := strings.Cut(rule, "=")
+		switch name {
+		case "min", "max":
+			n, err := strconv.ParseInt(param, 10, 64)
+			var v any = n
+			if err != nil {
+				f, _ := strconv.ParseFloat(param, 64)
+				v = f
+			}
+			key := map[string]string{"min": "minimum", "max": "maximum"}[name]
+			if isString {
+				key = map[string]string{"min": "minLength", "max": "maxLength"}[name]
+			}
+			p[key] = v
+		case "oneof":
+			p["enum"] = strings.Fields(param)
+		case "datetime":
+			p["format"] = "date"
+		case "numeric":
+			p["pattern"] = "^[0-9]+$"
+		case "startswith":
+			p["pattern"] = "^" + regexpQuote(param)
+		default:
+			// A sealed arg's pattern is the front door's to meet, not the
+			// model's: the model passes the factor as the caller said it.
+			if f, ok := pol.formats[name]; ok && name != SealedTag {
+				p["pattern"] = f.Pattern.String()
+			}
+		}
+	}
+	return p
 }
 
 func regexpQuote(s string) string {

@@ -51,8 +51,12 @@ type ToolSpec struct {
 	// Example is a valid call's args, for docs and tests.
 	Example string
 	// Route is the upstream request an authorized call makes; a tool
-	// without one cannot run.
+	// without one (or an MCP target) cannot run.
 	Route Route
+	// MCP, when set, runs the call as one tools/call on a team's own MCP
+	// server instead of a Route: the tool as that server defines it,
+	// accepted by an operator at the pin its definition had then.
+	MCP *MCPTarget
 	// ValueArg, for a tool without a dry run, names the required integer
 	// arg that is the call's value, in its pack's Unit (minor units of its
 	// currency): what the hard limit, the spend limits and the approver
@@ -75,6 +79,20 @@ type ToolSpec struct {
 	// not the model, raises the caller's tier or counts the miss.
 	Verifies *Factor
 }
+
+// MCPTarget is one tool of an upstream MCP server: the server's name in
+// its pack, the tool's own name there, and the pin (mcpupstream's hash of
+// its definition) an operator accepted. A server that now defines the tool
+// otherwise is not called.
+type MCPTarget struct {
+	Server string
+	Tool   string
+	Pin    string
+}
+
+// Runnable reports whether a call of the tool has somewhere to go: an
+// upstream route or an MCP target.
+func (s ToolSpec) Runnable() bool { return s.Route.Path != "" || s.MCP != nil }
 
 // Route is how a call's authorized args (canonical JSON, session filled)
 // become one upstream request: data, so the activity looks it up.

@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/devcerts"
+	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/register"
@@ -53,6 +54,7 @@ const usage = `usage:
   starter temporal-config [--prop address|namespace|tls|api-key]   (the Temporal connection toolgate's processes make, from TEMPORAL_* and profiles)
   starter dev-certs --dir DIR [--toml FILE --profile NAME --address A --namespace N]   (make cluster's mTLS certificates, and a client profile for them)
   starter migrate
+  starter accept-mcp --pack FILE [--write]   (lists the MCP tools a pack file names, as their servers define them now, against its pins file; --write accepts them)
   starter hand-back --pack P --user U --by PERSON [--note TEXT]   (ends U's verification lockout, or forgets their wrong answers, at pack P: a person's decision, recorded)
   starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
   starter credential --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
@@ -75,6 +77,11 @@ func main() {
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
+	}
+	if args[0] == "accept-mcp" {
+		// Before the packs load: a pack whose MCP tools are not accepted
+		// yet does not load.
+		return acceptMCPCmd(args[1:], out)
 	}
 	cfg, err := config.FromEnv()
 	if err != nil {
@@ -768,5 +775,41 @@ func devCertsCmd(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "# %s in %s: a client configured by Temporal's own variables\n", map[bool]string{true: "new certificates", false: "certificates kept"}[made], abs)
 	fmt.Fprintf(out, "TEMPORAL_TLS_CLIENT_CERT_PATH=%s\nTEMPORAL_TLS_CLIENT_KEY_PATH=%s\nTEMPORAL_TLS_SERVER_CA_CERT_PATH=%s\nTEMPORAL_TLS_SERVER_NAME=%s\n",
 		tls.ClientCertPath, tls.ClientKeyPath, tls.ServerCACertPath, tls.ServerName)
+	return nil
+}
+
+// acceptMCPCmd shows a pack file's MCP tools as their servers define them
+// now, against what was accepted, and with --write accepts them: the pins
+// file the pack's processes load. It exits non-zero when anything differs
+// and nothing was written, so a check in CI fails on an unaccepted change.
+func acceptMCPCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("accept-mcp", flag.ContinueOnError)
+	file := fs.String("pack", "", "the pack file whose MCP servers to read")
+	write := fs.Bool("write", false, "accept what the servers offer now: write the pins file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("accept-mcp: --pack is required, e.g. --pack examples/packs/reference.yaml")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reviews, err := packs.Accept(ctx, *file, *write)
+	if err != nil {
+		return fmt.Errorf("accept-mcp: %w", err)
+	}
+	packs.Report(out, reviews)
+	pending := 0
+	for _, r := range reviews {
+		if r.Status != packs.ReviewSame {
+			pending++
+		}
+	}
+	switch {
+	case *write:
+		fmt.Fprintf(out, "accepted: %s written\n", packs.PinsFile(*file))
+	case pending > 0:
+		return fmt.Errorf("accept-mcp: %d tools are not as accepted; read the above, then run again with --write to accept them", pending)
+	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"go.yaml.in/yaml/v3"
@@ -35,6 +37,9 @@ type file struct {
 	// tools act on.
 	Resources []fileKind `yaml:"resources"`
 	Tools     []fileTool `yaml:"tools"`
+	// Servers are the team's own MCP servers, whose tools the pack's rows
+	// with a server gate.
+	Servers []fileServer `yaml:"servers"`
 }
 
 type fileKind struct {
@@ -69,6 +74,12 @@ type fileTool struct {
 	Example     map[string]any `yaml:"example"`
 	Route       *fileRoute     `yaml:"route"`
 	Policy      filePolicy     `yaml:"policy"`
+	// Server and Tool make the row one of an MCP server's tools, whose
+	// description and args are the server's as accepted (the pins file);
+	// Narrow adds rules to its args.
+	Server string                `yaml:"server"`
+	Tool   string                `yaml:"tool"`
+	Narrow map[string]fileNarrow `yaml:"narrow"`
 }
 
 type fileRoute struct {
@@ -134,26 +145,21 @@ func IsFile(entry string) bool {
 // LoadFile reads a pack file. A bad one is refused with the file, the line
 // and the field, and what to write instead.
 func LoadFile(path string) (pack.Pack, error) {
-	raw, err := os.ReadFile(path)
+	r, f, err := readFile(path)
 	if err != nil {
-		return pack.Pack{}, fmt.Errorf("pack file: %w", err)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(raw, &root); err != nil {
-		return pack.Pack{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(root.Content) == 0 {
-		return pack.Pack{}, fmt.Errorf("%s: the file is empty; a pack file declares pack, system, roles and tools", path)
-	}
-	r := &reader{file: path, lines: map[string]int{}}
-	if err := r.walk(root.Content[0], "", reflect.TypeFor[file]()); err != nil {
 		return pack.Pack{}, err
 	}
-	var f file
-	if err := root.Content[0].Decode(&f); err != nil {
-		return pack.Pack{}, fmt.Errorf("%s: %w", path, err)
+	servers, err := r.servers(filepath.Dir(path), f.Servers)
+	if err != nil {
+		return pack.Pack{}, err
 	}
-	d, err := r.domain(f)
+	pins := Pins{}
+	if len(servers) > 0 {
+		if pins, err = ReadPins(path); err != nil {
+			return pack.Pack{}, err
+		}
+	}
+	d, err := r.domain(f, servers, pins)
 	if err != nil {
 		return pack.Pack{}, err
 	}
@@ -167,7 +173,32 @@ func LoadFile(path string) (pack.Pack, error) {
 		}
 		return pack.Pack{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return pack.Pack{Domain: d}, nil
+	return pack.Pack{Domain: d, Servers: servers}, nil
+}
+
+// readFile reads a pack file's fields, refusing one the format does not
+// have.
+func readFile(path string) (*reader, file, error) {
+	var f file
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, f, fmt.Errorf("pack file: %w", err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		return nil, f, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, f, fmt.Errorf("%s: the file is empty; a pack file declares pack, system, roles and tools", path)
+	}
+	r := &reader{file: path, lines: map[string]int{}}
+	if err := r.walk(root.Content[0], "", reflect.TypeFor[file]()); err != nil {
+		return nil, f, err
+	}
+	if err := root.Content[0].Decode(&f); err != nil {
+		return nil, f, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, f, nil
 }
 
 // reader turns a file into a Domain, remembering each field's line.
@@ -228,6 +259,12 @@ func (r *reader) walk(n *yaml.Node, path string, t reflect.Type) error {
 				return err
 			}
 		}
+	case t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := r.walk(n.Content[i+1], path+"."+n.Content[i].Value, t.Elem()); err != nil {
+				return err
+			}
+		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			r.record(n.Content[i+1], path+"."+n.Content[i].Value)
@@ -246,7 +283,7 @@ func (r *reader) record(n *yaml.Node, path string) {
 	}
 }
 
-func (r *reader) domain(f file) (policy.Domain, error) {
+func (r *reader) domain(f file, servers []mcpupstream.Server, pins Pins) (policy.Domain, error) {
 	d := policy.Domain{Name: f.Pack, System: f.System, Unit: policy.Unit{Currency: f.Currency}}
 	if f.Pack == "" {
 		return d, r.errorf("pack", "required: the pack's name, e.g. pack: helpdesk")
@@ -275,6 +312,12 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 	for i, t := range f.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		spec, formats, err := r.tool(at, f.Pack, t)
+		switch {
+		case t.Server != "":
+			spec, formats, err = r.mcpTool(at, f.Pack, t, servers, pins)
+		case t.Tool != "" || t.Narrow != nil:
+			return d, r.errorf(at, "tool and narrow name an MCP server's tool; name its server too")
+		}
 		if err != nil {
 			return d, err
 		}
@@ -287,7 +330,7 @@ func (r *reader) domain(f file) (policy.Domain, error) {
 			}
 			spec.Resource = policy.ResourceArg{Arg: t.Resource.Arg, Kind: t.Resource.Kind}
 		}
-		row, rules, err := r.row(at+".policy", t.Name, t.Tier, t.ValueArg != "", t.Resource != nil, t.Policy)
+		row, rules, err := r.row(at+".policy", spec.Name, string(spec.Tier), t.ValueArg != "", t.Resource != nil, t.Policy)
 		if err != nil {
 			return d, err
 		}
@@ -331,15 +374,18 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 	if t.Credential != nil && !*t.Credential {
 		return spec, nil, r.errorf(at+".credential", "every tool runs as the signed-in person (its credential is exchanged for each call); leave credential out")
 	}
+	if t.Example != nil {
+		b, _ := json.Marshal(t.Example)
+		spec.Example = string(b)
+	}
+	if t.Server != "" {
+		return spec, nil, nil // its args are its server's (mcpTool)
+	}
 	args, formats, err := r.args(at+".args", fmt.Sprintf("f_%s_%d", tagWord(packName[:min(len(packName), 24)]), toolIndex(at)), t.Args)
 	if err != nil {
 		return spec, nil, err
 	}
 	spec.Args = args
-	if t.Example != nil {
-		b, _ := json.Marshal(t.Example)
-		spec.Example = string(b)
-	}
 	if t.Route != nil {
 		filled := ""
 		if t.Resource != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/domains/plancover"
+	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -33,6 +34,9 @@ type Set struct {
 	Previewers map[string]pack.Previewer
 	// Shapers reshape the packs' answers for the model, by tool.
 	Shapers map[string]pack.Shaper
+	// Servers are the packs' own MCP servers, by name: one name is one
+	// pack's, as a tool's is.
+	Servers map[string]mcpupstream.Server
 }
 
 // Names lists the built-in Go packs.
@@ -51,7 +55,8 @@ func Names() []string {
 // process at start with what to fix.
 func Load(names string) (*Set, error) {
 	var domains []policy.Domain
-	set := &Set{Previewers: map[string]pack.Previewer{}, Shapers: map[string]pack.Shaper{}}
+	set := &Set{Previewers: map[string]pack.Previewer{}, Shapers: map[string]pack.Shaper{}, Servers: map[string]mcpupstream.Server{}}
+	serverPack := map[string]string{}
 	for _, n := range strings.Split(names, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
@@ -72,6 +77,13 @@ func Load(names string) (*Set, error) {
 		}
 		if err := p.Check(); err != nil {
 			return nil, fmt.Errorf("TOOLGATE_PACKS=%s: %w", names, err)
+		}
+		for _, s := range p.Servers {
+			if other, ok := serverPack[s.Name]; ok {
+				return nil, fmt.Errorf("TOOLGATE_PACKS=%s: the MCP server name %q is in packs %s and %s; a server's name is one pack's", names, s.Name, other, p.Domain.Name)
+			}
+			serverPack[s.Name] = p.Domain.Name
+			set.Servers[s.Name] = s
 		}
 		domains = append(domains, p.Domain)
 		maps.Copy(set.Previewers, p.Previewers)

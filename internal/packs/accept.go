@@ -1,0 +1,132 @@
+package packs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/mcpupstream"
+)
+
+// Review is what Accept found for one tool a pack file's rows name.
+type Review struct {
+	Server, Tool string
+	// Status is new (never accepted), same (as accepted), changed (not as
+	// accepted) or missing (the server does not offer it).
+	Status string
+	Was    *mcpupstream.Definition
+	Now    *mcpupstream.Definition
+}
+
+// The statuses of a Review.
+const (
+	ReviewNew     = "new"
+	ReviewSame    = "same"
+	ReviewChanged = "changed"
+	ReviewMissing = "missing"
+)
+
+// Accept starts or dials a pack file's MCP servers, lists the tools its
+// rows name, and holds each against the file's pins. With write it
+// writes the pins file with the definitions it read, which the pack's
+// processes then take as accepted: a person runs it after reading what
+// Report shows. A tool a server does not offer is never written.
+func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
+	r, f, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	servers, err := r.servers(filepath.Dir(path), f.Servers)
+	if err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%s names no MCP servers (servers)", path)
+	}
+	pins, err := ReadPins(path)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string][]string{}
+	for _, t := range f.Tools {
+		if t.Server != "" && !slices.Contains(named[t.Server], t.Tool) {
+			named[t.Server] = append(named[t.Server], t.Tool)
+		}
+	}
+	var reviews []Review
+	next := Pins{}
+	for _, s := range servers {
+		if len(named[s.Name]) == 0 {
+			continue
+		}
+		c, err := mcpupstream.Dial(ctx, s, nil)
+		if err != nil {
+			return nil, err
+		}
+		defs := c.Definitions()
+		_ = c.Close()
+		slices.Sort(named[s.Name])
+		for _, tool := range named[s.Name] {
+			rev := Review{Server: s.Name, Tool: tool, Status: ReviewNew}
+			if was, ok := pins[s.Name][tool]; ok {
+				rev.Was = &was.Definition
+			}
+			now, ok := defs[tool]
+			switch {
+			case !ok:
+				rev.Status = ReviewMissing
+			case rev.Was != nil && rev.Was.Pin() == now.Pin():
+				rev.Status, rev.Now = ReviewSame, &now
+			case rev.Was != nil:
+				rev.Status, rev.Now = ReviewChanged, &now
+			default:
+				rev.Now = &now
+			}
+			if rev.Now != nil {
+				if next[s.Name] == nil {
+					next[s.Name] = map[string]Pinned{}
+				}
+				next[s.Name][tool] = Pinned{Pin: now.Pin(), Definition: now}
+			}
+			reviews = append(reviews, rev)
+		}
+	}
+	if write {
+		b, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(PinsFile(path), append(b, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("pins: %w", err)
+		}
+	}
+	return reviews, nil
+}
+
+// Report writes what a person reads before accepting: for each tool, its
+// status, and for a new or changed one every word the model will read and
+// every hint, the accepted text beside the new.
+func Report(w io.Writer, reviews []Review) {
+	for _, r := range reviews {
+		fmt.Fprintf(w, "%s %s.%s\n", r.Status, r.Server, r.Tool)
+		switch r.Status {
+		case ReviewNew:
+			writeDefinition(w, "  ", *r.Now)
+		case ReviewChanged:
+			fmt.Fprintln(w, "  accepted:")
+			writeDefinition(w, "    ", *r.Was)
+			fmt.Fprintln(w, "  now:")
+			writeDefinition(w, "    ", *r.Now)
+		}
+	}
+}
+
+func writeDefinition(w io.Writer, indent string, d mcpupstream.Definition) {
+	b, _ := json.MarshalIndent(d, indent, "  ")
+	fmt.Fprintln(w, indent+strings.TrimSpace(string(b)))
+}
