@@ -196,10 +196,22 @@ func TestRecordGoldenHistories(t *testing.T) {
 	hooked := testenv.NewStackWith(t, testenv.StackOptions{ApprovalTTL: 2 * time.Second,
 		Webhook: &activities.Webhook{URL: receiver.URL, Secret: []byte("golden webhook secret, 32 characters")}})
 	record := os.Getenv("TOOLGATE_RECORD_GOLDEN") != ""
+	// Each path plans from the seeded stock: how many earlier transfers
+	// executed (a card's two-second TTL can beat its approval on a loaded
+	// machine) must not decide whether a later one finds a source.
+	for _, st := range []*testenv.Stack{plain, hooked} {
+		if _, err := st.Owner.Exec(context.Background(), `CREATE TABLE public.golden_seeded_stock AS SELECT * FROM mangrove.stock`); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, p := range goldenPaths {
 		s := plain
 		if goldenHooks[p.name] {
 			s = hooked
+		}
+		if _, err := s.Owner.Exec(context.Background(), `UPDATE mangrove.stock st SET cases = g.cases FROM public.golden_seeded_stock g
+			WHERE st.store_id = g.store_id AND st.article_id = g.article_id`); err != nil {
+			t.Fatal(err)
 		}
 		in := p.in
 		in.ToolCallID, in.Session = p.name, ama("golden")
