@@ -71,6 +71,9 @@ type Activities struct {
 	Temporal client.Client
 	// Webhook, when set, hears about cards (Notify).
 	Webhook *Webhook
+	// MCP runs the packs' MCP tools on their servers; nil when no pack
+	// names one.
+	MCP *MCPServers
 }
 
 // New returns the activities with their dependencies: the packs' policy, the worker's pool,

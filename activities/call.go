@@ -99,7 +99,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		}
 	}
 	spec, ok := a.Policy.Spec(in.Tool)
-	if !ok || spec.Route.Path == "" {
+	if !ok || !spec.Runnable() {
 		return CallResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no upstream route is defined for %q", in.Tool), ErrUpstream, nil)
 	}
 	// A tool that runs as no one (a corpus the same for every caller) is
@@ -119,15 +119,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	if spec.Verifies != nil {
 		return a.verify(ctx, in, spec, token)
 	}
-	path, body, err := request(spec.Route, in.Args, in.Resources)
-	if err != nil {
-		return CallResult{}, badArgs(err)
-	}
-	key := ""
-	if spec.Route.Keyed {
-		key = in.IdempotencyKey
-	}
-	answer, err := a.do(ctx, a.upstream(in.Tool), spec.Route.Method, path, token, key, body)
+	answer, err := a.send(ctx, in, spec, token)
 	if err != nil {
 		log.Warn("upstream call failed", zap.String("error", sanitize.Text(err.Error())))
 		var app *temporal.ApplicationError
@@ -151,6 +143,23 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 		}
 	}
 	return res, nil
+}
+
+// send makes the call on its upstream: one HTTP request on its route, or
+// one tools/call on its MCP server.
+func (a *Activities) send(ctx context.Context, in CallInput, spec policy.ToolSpec, token string) (json.RawMessage, error) {
+	if spec.MCP != nil {
+		return a.callMCP(ctx, in, spec)
+	}
+	path, body, err := request(spec.Route, in.Args, in.Resources)
+	if err != nil {
+		return nil, badArgs(err)
+	}
+	key := ""
+	if spec.Route.Keyed {
+		key = in.IdempotencyKey
+	}
+	return a.do(ctx, a.upstream(in.Tool), spec.Route.Method, path, token, key, body)
 }
 
 // recordAfter writes an executed call's outcome with its result, within
@@ -326,6 +335,11 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("the credential's sign-in is older than the tool's requester tier allows (%s)", maxAge),
 				ErrStepUp, nil, StepUp{RequiredTier: in.RequiredTier, HeldTier: *acr, MaxAgeSeconds: in.RequiredMaxAgeSeconds})
 		}
+	}
+	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil {
+		// A stdio MCP server runs as the worker: the person's sign-in is
+		// held to the call above, and no token of theirs is sent.
+		return "", nil
 	}
 	pack := ""
 	if d, ok := a.Policy.DomainOf(in.Tool); ok {

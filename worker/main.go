@@ -67,6 +67,10 @@ func run(log *zap.Logger, cfg config.Config) error {
 	acts.Previewers, acts.Shapers, acts.Upstreams = cfg.Previewers, cfg.Shapers, cfg.Upstreams
 	acts.Exchange, acts.Audiences = cfg.Exchange, cfg.Audiences
 	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
+	if len(cfg.MCPServers) > 0 {
+		acts.MCP = activities.NewMCPServers(cfg.MCPServers, log)
+		defer acts.MCP.Close()
+	}
 	if h := cfg.Webhook; h != nil {
 		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}
 		log.Info("card events go to a webhook") // its URL may hold a token: not logged

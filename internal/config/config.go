@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
+	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/client"
@@ -124,6 +125,8 @@ type Config struct {
 	Policy     *policy.Policy
 	Previewers map[string]pack.Previewer
 	Shapers    map[string]pack.Shaper
+	// MCPServers are the packs' own MCP servers, by name (packs.Set).
+	MCPServers map[string]mcpupstream.Server
 	// Claims (TOOLGATE_RESOURCE_CLAIMS, kind=claim pairs over the packs'
 	// own) are the sign-in claims the card UI and the MCP server read each
 	// kind of resource from.
@@ -234,7 +237,7 @@ func FromEnv() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	c.Policy, c.Previewers, c.Shapers = set.Policy, set.Previewers, set.Shapers
+	c.Policy, c.Previewers, c.Shapers, c.MCPServers = set.Policy, set.Previewers, set.Shapers, set.Servers
 	if c.Claims, err = c.Policy.ClaimMap(os.Getenv("TOOLGATE_RESOURCE_CLAIMS")); err != nil {
 		return c, fmt.Errorf("TOOLGATE_RESOURCE_CLAIMS: %w", err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/toolgate/toolgate/internal/logging"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/pg"
+	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
@@ -458,6 +459,8 @@ type StackOptions struct {
 	Shapers map[string]pack.Shaper
 	// Previewers, when set, are the packs' dry runs (packs.Set.Previewers).
 	Previewers map[string]pack.Previewer
+	// MCPServers, when set, are the packs' own MCP servers (packs.Set.Servers).
+	MCPServers map[string]mcpupstream.Server
 	// Metrics, when set, receives the worker's and client's SDK metrics.
 	Metrics client.MetricsHandler
 	// WorkflowCacheSize, when set, caps the worker's sticky cache (process-wide).
@@ -513,6 +516,10 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	}
 	if o.Previewers != nil {
 		s.Activities.Previewers = o.Previewers
+	}
+	if o.MCPServers != nil {
+		s.Activities.MCP = activities.NewMCPServers(o.MCPServers, zap.New(core))
+		t.Cleanup(s.Activities.MCP.Close)
 	}
 	s.Activities.Temporal = s.Client
 	b := make([]byte, 4)
