@@ -127,6 +127,9 @@ var Catalogue = []Check{
 	{"run.verification", "a verification tool's factor is sealed by the front door and opened once, so no history, log, audit row or result holds it; each attempt is spent before the upstream is asked; a spent budget locks the person out beyond the call, and the right factor then grants nothing until a person hands them back", func(t tool) bool {
 		return t.runs() && t.spec.Verifies != nil
 	}},
+	{"run.pinned", "a team's MCP server's tool runs only while the server defines it as an operator accepted it (its pin): a changed description, schema or hint is refused unsent until a person accepts it again", func(t tool) bool {
+		return t.runs() && t.spec.MCP != nil
+	}},
 	{"run.once", "not idempotent: one attempt, never retried", func(t tool) bool { return t.runs() && !t.spec.Idempotent }},
 	{"run.sanitized", "args and results pass the sanitizer before the model, history, audit row or a log", tool.runs},
 	{"audit.every_decision", "every decision is one audit row, written once", func(tool) bool { return true }},
@@ -158,6 +161,7 @@ var Catalogue = []Check{
 	{"deployment.worker", "a stopping worker lets running activities finish", nil},
 	{"deployment.packs", "a pack that does not hold together stops every process at start, naming the pack and the tool; what the model is told of an upstream names the tool's own system", nil},
 	{"deployment.upstream", "the demo upstream tells an outage from a wrong secret", nil},
+	{"deployment.mcp_upstreams", "a pack's MCP tools are its servers' as accepted: a row narrows args and never widens them, a server's hints raise a tier and never lower it, a schema toolgate cannot check refuses the tool, and a stdio server gets none of toolgate's environment", nil},
 	{"deployment.temporal_config", "every process reaches Temporal through Temporal's client configuration (TLS, API key, namespace, profiles)", nil},
 	{"deployment.audit_views", "the insights page and stories are for auditors, read through a login that can only read the audit log", nil},
 }
