@@ -13,11 +13,16 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending bench-cards
+.PHONY: mcp-servers cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending bench-cards
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
-dev: tools build
+dev: tools build mcp-servers
 	./scripts/dev.sh
+
+## mcp-servers: the MCP reference servers make dev stands toolgate in front of (examples/mcp, pinned by its lock file).
+mcp-servers: examples/mcp/node_modules/.package-lock.json
+examples/mcp/node_modules/.package-lock.json: examples/mcp/package-lock.json
+	npm ci --prefix examples/mcp --no-audit --no-fund --loglevel=error
 
 ## cluster: the same stack on a production-shaped Temporal: the server built from go.temporal.io/server on
 ## PostgreSQL (persistence and visibility), frontend, history, matching and worker as separate processes,

@@ -60,6 +60,10 @@ var seed = []User{
 	{ID: "dana", Name: "Dana Whitfield", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-20417"}}},
 	{ID: "lewis", Name: "Lewis Pryce", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-31108"}}},
 	{ID: "imogen", Name: "Imogen Hale", Role: "card_ops", Claims: map[string]any{"northgate_accounts": []string{"ACC-20417", "ACC-31108"}}},
+	// The MCP reference servers (examples/packs/reference.yaml): a writer
+	// whose writes and deletes wait for a keeper.
+	{ID: "noor", Name: "Noor Haddad", Role: "writer"},
+	{ID: "tomas", Name: "Tomas Reyes", Role: "keeper"},
 }
 
 // DemoUsers returns the seed users with fresh random passwords and TOTP

@@ -4,7 +4,8 @@
 # and, beside Mangrove, the card desk: a pack in a file (examples/packs/carddesk.yaml) whose
 # upstream stand-in (examples/carddesk) takes the demo provider's exchanged tokens (RFC 8693),
 # PlanCover, an insurer's member portal (domains/plancover), whose stand-in takes them too,
-# and Northgate Bank's card desk (domains/northgate), whose callers verify before they act.
+# Northgate Bank's card desk (domains/northgate), whose callers verify before they act,
+# and the official MCP filesystem and memory servers, gated as they are (examples/packs/reference.yaml).
 # Every port can be moved: TEMPORAL_ADDRESS, TOOLGATE_TEMPORAL_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
 # PLANCOVER_ADDR, NORTHGATE_ADDR, IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
 # With TOOLGATE_CLUSTER=1 (make cluster): instead of the dev server, a production-shaped Temporal
@@ -24,15 +25,19 @@ export UPSTREAM_URL="${UPSTREAM_URL:-http://$UPSTREAM_ADDR}"
 ui_port="${TOOLGATE_TEMPORAL_UI_PORT:-8233}"
 # The card UI links a call's story to its history in the Web UI (a server of your own: set yours).
 export TOOLGATE_TEMPORAL_WEB_URL="${TOOLGATE_TEMPORAL_WEB_URL:-http://127.0.0.1:$ui_port}"
-# The packs: Mangrove, the card desk, PlanCover and Northgate, unless TOOLGATE_PACKS names others.
+# The packs: Mangrove, the card desk, PlanCover, Northgate and the MCP reference servers (a pack file in
+# front of two servers from npm, examples/packs/reference.yaml), unless TOOLGATE_PACKS names others.
 carddesk=""
 if [ -z "${TOOLGATE_PACKS:-}" ]; then
   carddesk=1
-  export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate
+  export TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate,examples/packs/reference.yaml
+  # The MCP reference servers' folder: what the filesystem server may touch, where the memory server keeps its graph.
+  export TOOLGATE_SCRATCH="${TOOLGATE_SCRATCH:-$PWD/.dev/scratch}"
+  mkdir -p "$TOOLGATE_SCRATCH"
   export CARDDESK_ADDR="${CARDDESK_ADDR:-127.0.0.1:8083}" PLANCOVER_ADDR="${PLANCOVER_ADDR:-127.0.0.1:8084}" NORTHGATE_ADDR="${NORTHGATE_ADDR:-127.0.0.1:8085}"
   export TOOLGATE_UPSTREAMS="carddesk=http://$CARDDESK_ADDR,plancover=http://$PLANCOVER_ADDR,northgate=http://$NORTHGATE_ADDR${TOOLGATE_UPSTREAMS:+,$TOOLGATE_UPSTREAMS}"
   # Each pack on its own task queue; Mangrove on TOOLGATE_TASK_QUEUE.
-  export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover,northgate=toolgate-northgate}"
+  export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover,northgate=toolgate-northgate,reference=toolgate-reference}"
 fi
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
@@ -159,12 +164,15 @@ if [ -n "$carddesk" ]; then
   desk_line="  card desk      http://$CARDDESK_ADDR   (the file pack examples/packs/carddesk.yaml; tokens exchanged at the provider)
   PlanCover      http://$PLANCOVER_ADDR   (the insurer's member portal, domains/plancover; tokens exchanged at the provider)
   Northgate      http://$NORTHGATE_ADDR   (the bank's card desk, domains/northgate; callers verify, card_ops approve)
+  MCP servers    filesystem and memory from npm, over stdio, on $TOOLGATE_SCRATCH   (examples/packs/reference.yaml; keepers approve)
 "
   desk_try="      The card desk, through MCP as cara: her client signs in at the provider (bin/starter token --user cara)
       and calls get_card, then replace_card {\"reason\":\"stolen\",\"fee\":2500}; sam approves it in the card UI.
       PlanCover, through MCP as meera: list_my_policies, then find_network_hospitals {\"pin_code\":\"560034\"}.
       Northgate, through MCP as dana: verify_passphrase {\"passphrase\":\"harbour lights\"}, then get_balance;
-      verify_one_time_code with bin/northgate code dana, then reissue_card {\"reason\":\"captured\"}; imogen approves it."
+      verify_one_time_code with bin/northgate code dana, then reissue_card {\"reason\":\"captured\"}; imogen approves it.
+      The reference MCP servers, through MCP as noor: files__list_directory {\"path\":\"$TOOLGATE_SCRATCH\"}, then
+      files__write_file {\"path\":\"$TOOLGATE_SCRATCH/plan.txt\",\"content\":\"Order 40 cases.\"}; tomas approves it."
 fi
 cat <<TXT
 
