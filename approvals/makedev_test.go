@@ -28,9 +28,9 @@ import (
 )
 
 // devStack is make dev (scripts/dev.sh, as the Makefile runs it) in a
-// folder of its own: this tree's binaries, its scripts and the card desk's
-// pack file, every port moved to a free one, its own PostgreSQL cluster and
-// Temporal dev server.
+// folder of its own: this tree's binaries, its scripts, the card desk's and
+// the reference servers' pack files (and the servers from npm), every port
+// moved to a free one, its own PostgreSQL cluster and Temporal dev server.
 type devStack struct {
 	root                                   string
 	issuer, cards, mcp, database, temporal string
@@ -61,7 +61,7 @@ func startMakeDev(t *testing.T) *devStack {
 	if err != nil {
 		t.Fatalf("the Temporal CLI (make tools): %v", err)
 	}
-	for _, f := range []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml"} {
+	for _, f := range []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml", "examples/packs/reference.yaml", "examples/packs/reference.pins.json"} {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		if err != nil {
 			t.Fatal(err)
@@ -74,6 +74,11 @@ func startMakeDev(t *testing.T) *devStack {
 		}
 	}
 	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
+		t.Fatal(err)
+	}
+	// The MCP reference servers the reference pack starts (make node installs them).
+	testenv.ReferenceServer(t, "mcp-server-filesystem")
+	if err := os.Symlink(filepath.Join(repo, "examples", "mcp"), filepath.Join(root, "examples", "mcp")); err != nil {
 		t.Fatal(err)
 	}
 	port := func() string {
@@ -307,6 +312,56 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	do(t, abena, chromedp.Navigate(d.cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
 	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "store_scope · get_plan_details") {
 		t.Fatalf("abena's insights, refusals:\n%s", page)
+	}
+}
+
+// TestTheReferenceServersRunThroughMakeDev: make dev stands toolgate in
+// front of the official filesystem and memory servers. noor's MCP client
+// is offered exactly the tools the pack file names, namespaced by server;
+// a listing of the scratch folder runs at once on the pack's own task
+// queue; a write outside it is refused before any card; a write inside it
+// waits for a keeper, and the file is not there until one approves.
+func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
+	d := startMakeDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	call, cs := d.mcpAs(t, ctx, "noor")
+	offered := offeredTools(t, ctx, cs)
+	if want := "files__list_directory files__move_file files__read_text_file files__write_file memory__delete_entities memory__open_nodes memory__read_graph memory__search_nodes " + mcpgate.StatusTool; offered != want {
+		t.Fatalf("noor is offered %v", offered)
+	}
+	scratch := filepath.Join(d.root, ".dev", "scratch")
+	if err := os.WriteFile(filepath.Join(scratch, "notes.txt"), []byte("cold chain"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, text := call("files__list_directory", map[string]any{"path": scratch})
+	if res.IsError || !strings.Contains(text, "notes.txt") {
+		t.Fatalf("files__list_directory: %s", text)
+	}
+	var ran struct {
+		CallID string `json:"callId"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &ran); err != nil || ran.CallID == "" {
+		t.Fatalf("files__list_directory names no call: %s", b)
+	}
+	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if desc, err := tc.DescribeWorkflow(ctx, ran.CallID, ""); err != nil || desc.TaskQueueName != "toolgate-reference" {
+		t.Fatalf("the listing ran on a task queue other than the reference pack's: %v %v", desc, err)
+	}
+	if res, text := call("files__write_file", map[string]any{"path": "/etc/cron.d/x", "content": "x"}); !res.IsError || !strings.Contains(text, "invalid_arguments") || !strings.Contains(text, "must be a path under "+scratch) {
+		t.Fatalf("a write outside the scratch folder: %s", text)
+	}
+	plan := filepath.Join(scratch, "plan.txt")
+	if res, text := call("files__write_file", map[string]any{"path": plan, "content": "Order 40 cases."}); res.IsError || !strings.Contains(text, "A person must approve this before it runs") || !strings.Contains(text, "content Order 40 cases.") {
+		t.Fatalf("a write inside it: %s", text)
+	}
+	if _, err := os.Stat(plan); !os.IsNotExist(err) {
+		t.Fatalf("the file was written before a keeper approved: %v", err)
 	}
 }
 
