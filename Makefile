@@ -147,9 +147,11 @@ bench: tools
 bench-cluster: tools cluster-tools
 	$(WITH_PG) ./scripts/bench-cluster.sh
 
-## bench-mcp: an allowed read through the MCP server against the same read through the Go client, interleaved.
-bench-mcp: tools
-	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run TestMCPLatency -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|mcp_test' ; exit $${PIPESTATUS[0]}
+## bench-mcp: an allowed read through the MCP server against the same read through the Go client, interleaved; and
+## toolgate as a gateway in front of the official filesystem server, against the same tools/call made straight to
+## the server and against a bare workflow whose one activity makes it (bench/results/mcp.md, mcp-gateway.md).
+bench-mcp: tools node
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run 'TestMCPLatency|TestMCPGatewayLatency' -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|mcp_test|gateway_test' ; exit $${PIPESTATUS[0]}
 
 ## bench-pending: 10,000 cards pending at once (a bench-only table lifts the transfer limits), worker RSS and
 ## how late each expires (BENCH_PENDING_RATE=cards per second caps the starts). About 15 minutes.
