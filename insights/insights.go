@@ -248,6 +248,11 @@ GROUP BY 1 ORDER BY 1`, []string{"expired"}, stacked([]string{"expired"})},
 FROM audit_log a
 WHERE {filter} AND a.event = 'denied' AND a.reason IN ('rate_limit', 'over_limit')
 GROUP BY 1, 2 ORDER BY 1, 2`, []string{"rate_limit", "over_limit"}, stacked([]string{"rate_limit", "over_limit"})},
+		{"changed", "MCP tools whose definition changed", "Calls refused unsent because a team's MCP server now defines the tool otherwise than an operator accepted it: read the new definition, then accept it (starter accept-mcp --write) or leave the tool out.",
+			`SELECT a.tool, 'definition_changed', count(*)
+FROM audit_log a
+WHERE {filter} AND a.event = 'failed' AND a.reason = 'definition_changed'
+GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 20`, []string{"definition_changed"}, stacked([]string{"definition_changed"})},
 		{"failures", "Most-failed upstream calls", "Calls that reached the upstream and failed, by tool and code.",
 			`SELECT a.tool, a.reason, count(*)
 FROM audit_log a

@@ -35,6 +35,10 @@ const (
 	// CodeAlreadyPending ends a call whose equivalent card (same tool,
 	// resource and canonical args) is already waiting for a person.
 	CodeAlreadyPending Code = "already_pending"
+	// CodeDefinitionChanged ends a call of a team's MCP server's tool that
+	// the server now defines otherwise than an operator accepted: nothing
+	// was sent, and a person must accept the new definition first.
+	CodeDefinitionChanged Code = "definition_changed"
 )
 
 // Codes lists the whole closed set, in the contract's (docs/contract.md) order.
@@ -42,7 +46,7 @@ var Codes = []Code{
 	CodeOK, CodeUnknownTool, CodeToolDenied, CodeRole, CodeInvalidArguments,
 	CodeCredentialUnavailable, CodeResourceScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
-	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired, CodeAlreadyPending,
+	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired, CodeAlreadyPending, CodeDefinitionChanged,
 }
 
 // Valid reports whether c is in the closed set.

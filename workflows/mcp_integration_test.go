@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -166,11 +167,20 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 		t.Fatalf("a write: %+v", first)
 	}
 	res := decideCard(t, s, first, approve(keeperID))
-	if res.Status == workflows.StatusExecuted || res.Code != policy.CodeUpstreamError || !strings.Contains(res.Message, "otherwise than a person accepted") {
+	if res.Status != workflows.StatusFailed || res.Code != policy.CodeDefinitionChanged || !strings.Contains(res.Message, "otherwise than a person accepted") {
 		t.Fatalf("a write whose definition changed: %s/%s %q", res.Status, res.Code, res.Message)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("a write whose definition changed left a file: %v", err)
+	}
+	// The auditor's insights page flags the tool until it is accepted again.
+	r := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}
+	p, err := r.Page(context.Background(), insights.Filter{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Chart("changed"); c == nil || c.Empty || !strings.Contains(string(c.SVG), ">files__write_file<") {
+		t.Fatalf("the insights page's changed definitions: %+v", c)
 	}
 }
 

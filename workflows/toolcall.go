@@ -692,7 +692,7 @@ func upstreamFailure(err error, idempotent bool, system string) (policy.Code, st
 			}
 			return policy.CodeUpstreamUnavailable, sys + " is unavailable right now and it is unknown whether this took effect. Do not call again; tell the person to check shortly.", false, false
 		case activities.ErrDefinitionChanged:
-			return policy.CodeUpstreamError, sys + " now defines this tool otherwise than a person accepted, so it was not run. Do not call it again; tell the person that an operator must read and accept its new definition first.", false, false
+			return policy.CodeDefinitionChanged, sys + " now defines this tool otherwise than a person accepted, so it was not run. Do not call it again; tell the person that an operator must read and accept its new definition first.", false, false
 		case activities.ErrUpstream:
 			return policy.CodeUpstreamError, fmt.Sprintf("%s refused the call: %s. Fix the request if you can; otherwise tell the person.", sys, app.Message()), false, false
 		}
