@@ -83,7 +83,7 @@ const afterBudget = 2 * time.Second
 
 // CallTool exchanges the session's credential for a short-lived token and
 // makes the tool's upstream call with it. The token lives only inside this
-// function: it is never returned, logged or put in an error.
+// function and send: it is never returned, logged or put in an error.
 func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, error) {
 	info := activity.GetInfo(ctx)
 	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", info.WorkflowExecution.ID),

@@ -84,7 +84,11 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 	if err != nil {
 		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 	}
-	if def, ok := c.Definitions()[target.Tool]; !ok || def.Pin() != target.Pin {
+	def, ok, err := c.Definition(ctx, target.Tool)
+	if err != nil {
+		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not list its tools; nothing was sent", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+	}
+	if !ok || def.Pin() != target.Pin {
 		a.Logger.Warn("an MCP tool's definition is not the one accepted; the call is refused",
 			zap.String("server", target.Server), zap.String("tool", target.Tool), zap.String("accepted", target.Pin), zap.String("now", def.Pin()))
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s is no longer defined as a person accepted it, so it was not run; a person must read and accept the new definition first", target.Tool, target.Server), ErrDefinitionChanged, nil)
@@ -96,14 +100,18 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 	if res.IsError {
 		return nil, temporal.NewNonRetryableApplicationError(sanitize.Text(clipText(resultText(res), 300)), ErrUpstream, nil)
 	}
+	answer, err := json.Marshal(map[string]string{"text": resultText(res)})
 	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		if err == nil {
-			return b, nil
-		}
+		answer, err = json.Marshal(res.StructuredContent)
 	}
-	return json.Marshal(map[string]string{"text": resultText(res)})
+	if err != nil || len(answer) > maxAnswer {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the MCP server %s answered with more than toolgate reads (%d bytes at most), or with what does not read as JSON", target.Server, maxAnswer), ErrUpstream, nil)
+	}
+	return answer, nil
 }
+
+// maxAnswer bounds an MCP server's answer, as an HTTP upstream's is.
+const maxAnswer = 1 << 20
 
 // resultText is a result's text content; other kinds of content are named,
 // not passed on.

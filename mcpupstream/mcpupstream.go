@@ -71,13 +71,26 @@ func (d Definition) Pin() string {
 	if err := dec.Decode(&schema); err != nil {
 		schema = string(d.InputSchema)
 	}
+	// The hints as toolgate writes them, not as an SDK version marshals
+	// them: an upgrade must not change every pin.
+	type hints struct {
+		Title       string `json:"title"`
+		ReadOnly    bool   `json:"readOnly"`
+		Destructive *bool  `json:"destructive"`
+		Idempotent  bool   `json:"idempotent"`
+		OpenWorld   *bool  `json:"openWorld"`
+	}
+	var h *hints
+	if a := d.Annotations; a != nil {
+		h = &hints{a.Title, a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint}
+	}
 	canonical, err := json.Marshal(struct {
-		Name        string               `json:"name"`
-		Title       string               `json:"title"`
-		Description string               `json:"description"`
-		InputSchema any                  `json:"inputSchema"`
-		Annotations *mcp.ToolAnnotations `json:"annotations"`
-	}{d.Name, d.Title, d.Description, schema, d.Annotations})
+		Name        string `json:"name"`
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		InputSchema any    `json:"inputSchema"`
+		Annotations *hints `json:"annotations"`
+	}{d.Name, d.Title, d.Description, schema, h})
 	if err != nil {
 		// A definition that does not marshal pins to nothing a pack can name.
 		return PinPrefix + "unreadable"
@@ -94,6 +107,9 @@ type Conn struct {
 
 	mu    sync.Mutex
 	tools map[string]Definition
+	// ready is set once Dial has its session and first list: a change
+	// announced before then is not followed (the first list is newer).
+	ready bool
 	// changed is called, outside mu, with the new definitions each time
 	// the server announces that its tools changed and they are listed again.
 	changed func(map[string]Definition)
@@ -111,6 +127,8 @@ func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*
 	if err != nil {
 		return nil, err
 	}
+	// A server may announce a change before the handshake is done: relist
+	// follows announcements only once the first list is taken.
 	c := &Conn{server: s, changed: changed, closed: make(chan struct{})}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) { c.relist(ctx) },
@@ -132,7 +150,7 @@ func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*
 		return nil, err
 	}
 	c.mu.Lock()
-	c.tools = tools
+	c.tools, c.ready = tools, true
 	c.mu.Unlock()
 	return c, nil
 }
@@ -174,12 +192,21 @@ func (c *Conn) list(ctx context.Context) (map[string]Definition, error) {
 	return tools, nil
 }
 
-// relist reads the tools again after the server announced a change. A
-// list that fails leaves no tool offered: what was pinned may have changed.
+// relist reads the tools again after the server announced a change,
+// within listTimeout. A list that fails keeps the last one: the pin is
+// held to a fresh listing before each call anyway (Definition).
 func (c *Conn) relist(ctx context.Context) {
+	c.mu.Lock()
+	ready := c.ready
+	c.mu.Unlock()
+	if !ready {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	tools, err := c.list(ctx)
 	if err != nil {
-		tools = map[string]Definition{}
+		return
 	}
 	c.mu.Lock()
 	c.tools = tools
@@ -187,6 +214,26 @@ func (c *Conn) relist(ctx context.Context) {
 	if c.changed != nil {
 		c.changed(tools)
 	}
+}
+
+// listTimeout bounds one listing of a server's tools.
+const listTimeout = 10 * time.Second
+
+// Definition lists the server's tools now and returns the one named: what
+// a call is about to run, never a list the server may have changed since
+// without saying so.
+func (c *Conn) Definition(ctx context.Context, tool string) (Definition, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	tools, err := c.list(ctx)
+	if err != nil {
+		return Definition{}, false, err
+	}
+	c.mu.Lock()
+	c.tools = tools
+	c.mu.Unlock()
+	d, ok := tools[tool]
+	return d, ok, nil
 }
 
 // Definitions are the server's tools as last listed.

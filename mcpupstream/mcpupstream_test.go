@@ -80,6 +80,23 @@ func TestTheFilesystemReferenceServer(t *testing.T) {
 	}
 }
 
+// TestAChangeAnnouncedBeforeTheHandshakeIsNoCrash: a server that says its
+// tools changed before it has answered the handshake (a hostile one, or a
+// hasty one) is connected to as any other: the announcement is not
+// followed, since the first list comes after it.
+func TestAChangeAnnouncedBeforeTheHandshakeIsNoCrash(t *testing.T) {
+	server := testenv.ReferenceServer(t, "mcp-server-filesystem", t.TempDir())
+	early := `printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'; exec "$0" "$@"`
+	c, err := mcpupstream.Dial(context.Background(), mcpupstream.Server{Name: "hasty", Command: append([]string{"/bin/sh", "-c", early}, server...)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.Definitions()["write_file"]; !ok {
+		t.Fatalf("listed: %v", c.Definitions())
+	}
+}
+
 // TestAPinNamesEveryWordTheModelReads: a definition's pin changes when its
 // description, title, schema or hints change, and not when the server
 // writes the same schema with its keys in another order.

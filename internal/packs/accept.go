@@ -48,7 +48,9 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("%s names no MCP servers (servers)", path)
 	}
-	pins, err := ReadPins(path)
+	// Read as written: a pin that is not its definition's (a hand edit,
+	// or one made by another version) is shown as changed, to accept again.
+	pins, err := readPins(path)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +82,7 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 			switch {
 			case !ok:
 				rev.Status = ReviewMissing
-			case rev.Was != nil && rev.Was.Pin() == now.Pin():
+			case rev.Was != nil && rev.Was.Pin() == now.Pin() && pins[s.Name][tool].Pin == now.Pin():
 				rev.Status, rev.Now = ReviewSame, &now
 			case rev.Was != nil:
 				rev.Status, rev.Now = ReviewChanged, &now

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -41,6 +42,11 @@ type fileNarrow struct {
 	Pattern    string   `yaml:"pattern"`
 }
 
+// narrows reports whether the row adds any rule to the arg.
+func (n fileNarrow) narrows() bool {
+	return len(n.Enum) > 0 || n.PathPrefix != "" || n.Minimum != nil || n.Maximum != nil || n.MaxLength != nil || n.MaxItems != nil || n.Pattern != ""
+}
+
 // PinsFile is where a pack file's accepted MCP definitions are kept: beside
 // it, its name with .pins.json for its extension. starter accept-mcp --write writes
 // it; a person reviews what changed in it as in any other file.
@@ -60,6 +66,23 @@ type Pinned struct {
 // ReadPins reads a pack file's pins, refusing one whose pin is not its
 // definition's (edited by hand): what was accepted is what it says.
 func ReadPins(packFile string) (Pins, error) {
+	pins, err := readPins(packFile)
+	if err != nil {
+		return nil, err
+	}
+	for server, tools := range pins {
+		for tool, p := range tools {
+			if p.Definition.Name != tool || p.Definition.Pin() != p.Pin {
+				return nil, fmt.Errorf("%s: %s.%s: the pin is not its definition's; accept the tool again (starter accept-mcp)", PinsFile(packFile), server, tool)
+			}
+		}
+	}
+	return pins, nil
+}
+
+// readPins reads a pack file's pins as written, none when there is no
+// file.
+func readPins(packFile string) (Pins, error) {
 	path := PinsFile(packFile)
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -71,13 +94,6 @@ func ReadPins(packFile string) (Pins, error) {
 	var pins Pins
 	if err := json.Unmarshal(raw, &pins); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	for server, tools := range pins {
-		for tool, p := range tools {
-			if p.Definition.Name != tool || p.Definition.Pin() != p.Pin {
-				return nil, fmt.Errorf("%s: %s.%s: the pin is not its definition's; accept the tool again (starter accept-mcp)", path, server, tool)
-			}
-		}
 	}
 	return pins, nil
 }
@@ -134,8 +150,9 @@ func (r *reader) servers(dir string, fs []fileServer) ([]mcpupstream.Server, err
 			if len(f.Env) > 0 {
 				return nil, r.errorf(at+".env", "env is a stdio server's; an HTTP server's is its own")
 			}
-			if !strings.HasPrefix(s.URL, "https://") && !strings.HasPrefix(s.URL, "http://127.0.0.1") && !strings.HasPrefix(s.URL, "http://localhost") {
-				return nil, r.errorf(at+".url", "%q: use https://, or http:// only on this machine (127.0.0.1, localhost)", s.URL)
+			if u, err := url.Parse(s.URL); err != nil || u.User != nil || u.Host == "" ||
+				!(u.Scheme == "https" || u.Scheme == "http" && slices.Contains([]string{"127.0.0.1", "::1", "localhost"}, u.Hostname())) {
+				return nil, r.errorf(at+".url", "use https://host/path, or http:// only on this machine (127.0.0.1, ::1, localhost), with no user in it")
 			}
 		default:
 			return nil, r.errorf(at, "give a command (a server run over stdio, e.g. command: [npx, my-server]) or a url (streamable HTTP)")
@@ -334,8 +351,10 @@ func (r *reader) mcpField(at, formatTag, tool, name string, raw map[string]any, 
 	if err != nil {
 		return sf, nil, err
 	}
+	// A narrowed arg is required: one left out is whatever the server does
+	// then (its default, or everything), which no narrowing holds.
 	presence := "omitnil"
-	if required {
+	if required || n.narrows() {
 		presence = "required"
 	}
 	validate := presence
@@ -493,12 +512,18 @@ func pathUnder(prefix string) (*regexp.Regexp, error) {
 	if !filepath.IsAbs(prefix) || filepath.Clean(prefix) != prefix || strings.ContainsAny(prefix, "\x00\\") {
 		return nil, fmt.Errorf("%q: a prefix is an absolute, clean path, e.g. /srv/scratch", prefix)
 	}
-	// A part is anything but / and control characters, and neither . nor ..
-	// (RE2 has no lookahead, so: a first character that is not a dot, or a
-	// dot and then not a dot, or two dots and then anything).
-	part := `(?:[^/.\x00-\x1f][^/\x00-\x1f]*|\.[^/.\x00-\x1f][^/\x00-\x1f]*|\.\.[^/\x00-\x1f]+)`
+	// A part is anything but /, and neither . nor .. (RE2 has no lookahead,
+	// so: a first character that is not a dot, or a dot and then not a dot,
+	// or two dots and then anything). Nor does any part hold what another
+	// reader of paths takes for something else: a control character, a
+	// backslash (a separator to some servers), a percent sign (an escape to
+	// others), or an invisible format character (a path that reads on the
+	// card otherwise than it is sent).
+	c := `[^/\\%\x00-\x1f\x7f\p{Cf}]`
+	d := `[^/.\\%\x00-\x1f\x7f\p{Cf}]`
+	part := `(?:` + d + c + `*|\.` + d + c + `*|\.\.` + c + `+)`
 	if prefix == "/" {
-		return regexp.MustCompile(`^(?:/` + part + `)*$|^/$`), nil
+		return regexp.MustCompile(`^(?:/` + part + `)+$|^/$`), nil
 	}
 	return regexp.MustCompile(`^` + regexp.QuoteMeta(prefix) + `(?:/` + part + `)*$`), nil
 }
