@@ -169,7 +169,7 @@ bench-policy:
 	cd bench/engines && go test -run='^$$' -bench=. -benchtime=2s .
 	go test -run='^$$' -bench='Decide|AuthorizeRaw' -benchtime=2s ./policy
 
-## prove: remove each guard in turn and show the tests fail every time (restores and verifies each file).
+## prove: remove each guard in turn, in copies of the tree (PROVE_JOBS=2 at a time), and show its tests fail every time.
 prove: tools
 	$(WITH_PG) python3 scripts/prove.py
 

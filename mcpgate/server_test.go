@@ -566,6 +566,9 @@ func TestMCPBackChannelLogout(t *testing.T) {
 			t.Errorf("%s: %d, want 400", name, code)
 		}
 	}
+	if t.Failed() {
+		t.FailNow() // a token taken that should not be: ama's next call would wait for a sign-in
+	}
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211}}); err != nil || structured(t, res)["status"] != "executed" {
 		t.Fatalf("a refused logout token ended ama's authority: %v %s", err, text(res))
 	}

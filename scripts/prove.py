@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Guard evidence: remove each guard in turn, run the tests that should
 notice, and require them to fail; then restore the file and verify it is
-byte-for-byte what it was. Exits non-zero if any guard goes unnoticed."""
-import hashlib, json, subprocess, sys, os, time
+byte-for-byte what it was. Exits non-zero if any guard goes unnoticed.
+
+Guards are proved in PROVE_JOBS copies of the working tree at once (default
+2): a test mostly waits on its dev server, PostgreSQL or Chromium, so two
+share the machine's two cores well. A guard is removed only in a copy, so the
+working tree is never changed, even by a run that is killed. Each test runs
+with -failfast (its first failure is the proof) and -vet=off (vet is lint's,
+once, not every mutant's)."""
+import hashlib, json, subprocess, sys, os, time, shutil, tempfile, threading, queue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The guard-proof list is data (register/guards.json), shared with the action
@@ -11,6 +18,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # written, the guard removed, and the tests that must notice.
 GUARDS = [(g["name"], g["file"], g["guard"], g["removed"], g["test"].split())
           for g in json.load(open(os.path.join(ROOT, "register", "guards.json")))]
+
+# What a mutant's test adds to `go test`.
+TEST_FLAGS = ["-failfast", "-vet=off"]
+
 
 def check():
     """Every guard is found exactly once: a renamed guard fails lint in a
@@ -22,43 +33,103 @@ def check():
     sys.exit(1 if stale else 0)
 
 
+def copy_tree(dest):
+    """A copy of the working tree as git sees it (tracked and untracked, not
+    ignored), with the ignored folders the tests read (tools, npm packages)
+    linked, not copied."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        src = os.path.join(ROOT, f.decode())
+        if not os.path.exists(src):  # deleted, not yet committed
+            continue
+        dst = os.path.join(dest, f.decode())
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst)
+    for dirpath, dirnames, _ in os.walk(ROOT):
+        rel = os.path.relpath(dirpath, ROOT)
+        if rel == ".":
+            dirnames[:] = [d for d in dirnames if d not in (".git", ".dev", ".gobin", "tmp")]
+            if "bin" in dirnames:
+                os.symlink(os.path.join(ROOT, "bin"), os.path.join(dest, "bin"))
+                dirnames.remove("bin")
+        if "node_modules" in dirnames:
+            os.makedirs(os.path.join(dest, rel), exist_ok=True)
+            os.symlink(os.path.join(dirpath, "node_modules"), os.path.join(dest, rel, "node_modules"))
+            dirnames.remove("node_modules")
+
+
+def with_flags(cmd):
+    if cmd[:2] == ["go", "test"]:
+        return cmd[:2] + TEST_FLAGS + cmd[2:]
+    return cmd
+
+
+def prove(tree, env, name, path, guard, removed, cmd):
+    """One guard in one tree: (ok, line)."""
+    full = os.path.join(tree, path)
+    original = open(full, "rb").read()
+    digest = hashlib.sha256(original).hexdigest()
+    text = original.decode()
+    if text.count(guard) != 1:
+        return False, f"FAIL  {name}: the guard is not found exactly once in {path}; update register/guards.json"
+    began = time.monotonic()
+    try:
+        open(full, "w").write(text.replace(guard, removed))
+        r = subprocess.run(with_flags(cmd), cwd=tree, env=env, capture_output=True, text=True)
+    finally:
+        open(full, "wb").write(original)
+    if hashlib.sha256(open(full, "rb").read()).hexdigest() != digest:
+        return False, f"FAIL  {name}: {path} was not restored"
+    if "[build failed]" in r.stdout or "[setup failed]" in r.stdout:
+        return False, f"FAIL  {name}: the mutant does not compile, so it proves nothing; fix register/guards.json"
+    if r.returncode == 0:
+        return False, f"FAIL  {name}: the suite passed with the guard removed"
+    return True, f"ok    {name}: removed, suite failed, {path} restored ({time.monotonic() - began:.0f}s)"
+
+
 def main():
     if sys.argv[1:] == ["--check"]:
         check()
     only = sys.argv[1:]
-    env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
-    failures = 0
-    started = time.monotonic()
-    for name, path, guard, removed, cmd in GUARDS:
-        if only and not any(o in name for o in only):
-            continue
-        full = os.path.join(ROOT, path)
-        original = open(full, "rb").read()
-        digest = hashlib.sha256(original).hexdigest()
-        text = original.decode()
-        if text.count(guard) != 1:
-            print(f"FAIL  {name}: the guard is not found exactly once in {path}; update register/guards.json")
-            failures += 1
-            continue
-        began = time.monotonic()
-        try:
-            open(full, "w").write(text.replace(guard, removed))
-            r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        finally:
-            open(full, "wb").write(original)
-        if hashlib.sha256(open(full, "rb").read()).hexdigest() != digest:
-            print(f"FAIL  {name}: {path} was not restored")
-            sys.exit(2)
-        if "[build failed]" in r.stdout or "[setup failed]" in r.stdout:
-            print(f"FAIL  {name}: the mutant does not compile, so it proves nothing; fix register/guards.json")
-            failures += 1
-        elif r.returncode == 0:
-            print(f"FAIL  {name}: the suite passed with the guard removed")
-            failures += 1
-        else:
-            print(f"ok    {name}: removed, suite failed, {path} restored ({time.monotonic() - began:.0f}s)")
     tried = [g for g in GUARDS if not only or any(o in g[0] for o in only)]
-    print(f"{len(tried) - failures} of {len(tried)} guards proved, {failures} unnoticed, in {(time.monotonic() - started) / 60:.0f} minutes")
-    sys.exit(1 if failures else 0)
+    jobs = max(1, min(int(os.environ.get("PROVE_JOBS", "2")), len(tried)))
+    env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
+    started = time.monotonic()
+    work = tempfile.mkdtemp(prefix="prove-")
+    todo = queue.Queue()
+    for g in tried:
+        todo.put(g)
+    proved, failures = [], []
+    lock = threading.Lock()
+
+    def worker(i):
+        tree = os.path.join(work, str(i))
+        copy_tree(tree)
+        while True:
+            try:
+                g = todo.get_nowait()
+            except queue.Empty:
+                return
+            ok, line = prove(tree, env, *g)
+            with lock:
+                print(line, flush=True)
+                (proved if ok else failures).append(g[0])
+
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    untried = len(tried) - len(proved) - len(failures)
+    print(f"{len(proved)} of {len(tried)} guards proved, {len(failures)} unnoticed, {untried} not tried, "
+          f"{jobs} at a time, in {(time.monotonic() - started) / 60:.0f} minutes")
+    sys.exit(0 if len(proved) == len(tried) else 1)
+
 
 main()
