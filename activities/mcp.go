@@ -138,3 +138,61 @@ func clipText(s string, n int) string {
 	}
 	return s
 }
+
+// previewMCP is an MCP tool's dry run: its read-only preview tool, called
+// on the same server with the call's args it names, only while the server
+// still defines it as accepted. The card is the exact args, field by
+// field, and what the preview read now (sanitized, at most
+// previewCardRunes); a preview the server refuses (a file not there yet)
+// is shown as its answer, not a failure. A person reads its text content,
+// else its structured content. The action is the args as asked.
+func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec policy.ToolSpec) (PreviewResult, error) {
+	target, p := spec.MCP, spec.MCP.Preview
+	if a.MCP == nil {
+		return PreviewResult{}, temporal.NewNonRetryableApplicationError("the worker holds no MCP servers", ErrUpstream, nil)
+	}
+	var asked map[string]json.RawMessage
+	if err := json.Unmarshal(in.Args, &asked); err != nil {
+		return PreviewResult{}, badArgs(err)
+	}
+	args := map[string]json.RawMessage{}
+	for name, from := range p.Args {
+		if v, ok := asked[from]; ok {
+			args[name] = v
+		}
+	}
+	c, err := a.MCP.conn(ctx, target.Server)
+	if err != nil {
+		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+	}
+	def, ok, err := c.Definition(ctx, p.Tool)
+	if err != nil {
+		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not list its tools; nothing was sent", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+	}
+	if !ok || def.Pin() != p.Pin {
+		a.Logger.Warn("an MCP preview tool's definition is not the one accepted; the dry run is refused",
+			zap.String("server", target.Server), zap.String("tool", p.Tool), zap.String("accepted", p.Pin), zap.String("now", def.Pin()))
+		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s, the dry run of %s, is no longer defined as a person accepted it, so nothing was run; a person must read and accept the new definition first", p.Tool, target.Server, target.Tool), ErrDefinitionChanged, nil)
+	}
+	body, _ := json.Marshal(args)
+	res, err := c.Call(ctx, p.Tool, body, "")
+	if err != nil {
+		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not answer the dry run", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+	}
+	now := resultText(res)
+	if strings.TrimSpace(now) == "" && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			now = string(b)
+		}
+	}
+	label := "Now"
+	if res.IsError {
+		label = "Now, " + p.Tool + " answered"
+	}
+	card := a.Policy.CardText(in.Tool, in.Args) + " · " + label + ": " + clipText(sanitize.Text(now), previewCardRunes)
+	return PreviewResult{Action: in.Args, Card: card}, nil
+}
+
+// previewCardRunes bounds what a preview adds to a card: enough to see
+// what a write replaces, not a whole file.
+const previewCardRunes = 600

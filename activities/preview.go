@@ -49,7 +49,7 @@ type PreviewResult struct {
 // signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
 	preview := a.Previewers[in.Tool]
-	if preview == nil {
+	if spec, _ := a.Policy.Spec(in.Tool); preview == nil && (spec.MCP == nil || spec.MCP.Preview == nil) {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
 	as := CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
@@ -60,6 +60,9 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	}
 	if err := a.checkVerified(ctx, as); err != nil {
 		return PreviewResult{}, err
+	}
+	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil && spec.MCP.Preview != nil {
+		return a.previewMCP(ctx, in, spec)
 	}
 	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, base: a.upstream(in.Tool), token: token})
 	var app *temporal.ApplicationError

@@ -36,7 +36,7 @@ func (p Pack) Check() error {
 	for _, t := range p.Domain.Tools {
 		if t.DryRun {
 			dry[t.Name] = true
-			if p.Previewers[t.Name] == nil {
+			if p.Previewers[t.Name] == nil && (t.MCP == nil || t.MCP.Preview == nil) {
 				return fmt.Errorf("pack %s: tool %q has DryRun set but no previewer", p.Domain.Name, t.Name)
 			}
 		}

@@ -88,6 +88,18 @@ type MCPTarget struct {
 	Server string
 	Tool   string
 	Pin    string
+	// Preview, when set, is the tool's dry run: a read-only tool of the
+	// same server whose answer the card shows beside the exact args.
+	Preview *MCPPreview
+}
+
+// MCPPreview is a read-only tool of the server, called with args taken
+// from the call's (Args: the preview's arg name to the call's), as an
+// operator accepted it (Pin).
+type MCPPreview struct {
+	Tool string
+	Pin  string
+	Args map[string]string
 }
 
 // Runnable reports whether a call of the tool has somewhere to go: an

@@ -3,7 +3,9 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,6 +96,16 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	if first.Status != workflows.StatusPendingApproval || first.ApproverRole != "keeper" {
 		t.Fatalf("a write: %+v", first)
 	}
+	// The card is the exact args and the dry run: what the file is now,
+	// here the server's answer that there is none.
+	if want := "files__write_file · content Order 40 cases. · path " + target + " · Now, read_text_file answered: "; !strings.HasPrefix(first.Card, want) || !strings.Contains(first.Card, "ENOENT") {
+		t.Fatalf("the write's card: %q, want %q and the server's ENOENT", first.Card, want)
+	}
+	over := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w0", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(filepath.Join(scratch, "notes.txt")) + `,"content":"cold chain: check at 07:00"}`)})
+	if !strings.HasSuffix(over.Card, " · Now: cold chain: check at 06:00") {
+		t.Fatalf("a card over an existing file shows what it replaces: %q", over.Card)
+	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("the file exists before anyone approved: %v", err)
 	}
@@ -117,7 +129,7 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	}
 
 	del := s.First(t, workflows.ToolCallInput{Tool: "memory__delete_entities", ToolCallID: "d1", Session: writer, Args: json.RawMessage(`{"entityNames":["Ama"]}`)})
-	if del.Status != workflows.StatusPendingApproval || del.ApproverRole != "keeper" {
+	if del.Status != workflows.StatusPendingApproval || del.ApproverRole != "keeper" || !strings.HasPrefix(del.Card, `memory__delete_entities · entityNames ["Ama"] · Now: {`) || !strings.Contains(del.Card, `"entities"`) {
 		t.Fatalf("a delete: %+v", del)
 	}
 	graph := s.Run(t, workflows.ToolCallInput{Tool: "memory__read_graph", ToolCallID: "g1", Session: writer, Args: json.RawMessage(`{}`)})
@@ -130,7 +142,8 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 // write_file with other words than the server now gives it (a server
 // update, or a rug pull rewriting a description to steer the model): the
 // model is offered only the accepted text, and an approved call is
-// refused unsent, the folder untouched.
+// refused unsent, the folder untouched; a call whose dry run's tool
+// changed is refused before any card.
 func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	dir := t.TempDir()
 	body, err := os.ReadFile("../examples/packs/reference.yaml")
@@ -150,6 +163,11 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	was.Definition.Description = "Write a file. Accepted before the server's update."
 	was.Pin = was.Definition.Pin()
 	pins["files"]["write_file"] = was
+	// The delete's dry run, open_nodes, was accepted otherwise too.
+	peek := pins["memory"]["open_nodes"]
+	peek.Definition.Description = "Open nodes. Accepted before the server's update."
+	peek.Pin = peek.Definition.Pin()
+	pins["memory"]["open_nodes"] = peek
 	b, _ := json.Marshal(pins)
 	if err := os.WriteFile(packs.PinsFile(file), b, 0o644); err != nil {
 		t.Fatal(err)
@@ -173,6 +191,11 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("a write whose definition changed left a file: %v", err)
 	}
+	// A dry run whose tool changed runs nothing, and puts up no card.
+	del := s.First(t, workflows.ToolCallInput{Tool: "memory__delete_entities", ToolCallID: "d2", Session: writer, Args: json.RawMessage(`{"entityNames":["Ama"]}`)})
+	if del.Status != workflows.StatusFailed || del.Code != policy.CodeDefinitionChanged || del.Card != "" || !strings.Contains(del.Message, "otherwise than a person accepted") {
+		t.Fatalf("a delete whose dry run changed: %s/%s %q card %q", del.Status, del.Code, del.Message, del.Card)
+	}
 	// The auditor's insights page flags the tool until it is accepted again.
 	r := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}
 	p, err := r.Page(context.Background(), insights.Filter{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
@@ -187,4 +210,129 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 func quoteJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// holdAfterCall stands between the worker and an MCP server over stdio: it
+// writes each tools/call request it passes on to a log (what reached the
+// server, and how often, across every server it starts), and once a
+// write_file has reached this server, holds its answers until the release
+// file appears, so the worker can be killed while the server has done the
+// work and its answer is not yet read.
+const holdAfterCall = `#!/bin/sh
+log="$1"; release="$2"; shift 2
+while IFS= read -r line; do
+  case "$line" in *'"tools/call"'*) printf '%s\n' "$line" >> "$log";; esac
+  case "$line" in *'"tools/call"'*'"write_file"'*) : > "$log.$$";; esac
+  printf '%s\n' "$line"
+done | "$@" | while IFS= read -r line; do
+  while [ -e "$log.$$" ] && [ ! -e "$release" ]; do sleep 0.1; done
+  printf '%s\n' "$line"
+done
+`
+
+// TestAnApprovedWriteRunsOnceThroughAKilledWorker: an approved write_file
+// reaches the filesystem server, which writes the file; the worker process
+// is killed before it reads the answer. A new worker does not send it
+// again (write_file is not idempotent): the call ends failed/timeout,
+// telling the model not to call again, and a client's retry with the same
+// key, while the call runs and after it ended, answers that outcome and
+// sends nothing. The server saw one tools/call, and the file holds the
+// args asked.
+func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
+	bin := testenv.Build(t, "./worker")
+	server := testenv.ReferenceServer(t, "mcp-server-filesystem")
+	dir := t.TempDir()
+	wrapper, sends, release := filepath.Join(dir, "hold.sh"), filepath.Join(dir, "sends.log"), filepath.Join(dir, "release")
+	if err := os.WriteFile(wrapper, []byte(holdAfterCall), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	body, err := os.ReadFile("../examples/packs/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := fmt.Sprintf(`command: [%s, %s, %s, %s, "${TOOLGATE_SCRATCH}"]`, quoteJSON(wrapper), quoteJSON(sends), quoteJSON(release), quoteJSON(server[0]))
+	text := strings.Replace(string(body), `command: [../mcp/node_modules/.bin/mcp-server-filesystem, "${TOOLGATE_SCRATCH}"]`, held, 1)
+	text = strings.Replace(text, "    tool: write_file\n", "    tool: write_file\n    timeout: 3s\n", 1)
+	if !strings.Contains(text, held) || !strings.Contains(text, "timeout: 3s") {
+		t.Fatal("the reference pack no longer reads as this test expects")
+	}
+	file := filepath.Join(dir, "reference.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(text, "../mcp/", filepath.Dir(filepath.Dir(filepath.Dir(server[0])))+"/")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pins, err := os.ReadFile("../examples/packs/reference.pins.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packs.PinsFile(file), pins, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, scratch, writer := referenceStack(t, file)
+	s.StopWorker() // the worker is a process of its own, killed below
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, "worker"))
+		cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t), "TEMPORAL_NAMESPACE="+testenv.Namespace(),
+			"DATABASE_URL="+s.DatabaseURL, "UPSTREAM_URL="+s.Upstream.URL, "TOOLGATE_PACKS="+file, "TOOLGATE_TASK_QUEUES=reference="+s.TaskQueue,
+			"TOOLGATE_APPROVAL_KEYS="+testenv.ApprovalKeysEnv(), "TOOLGATE_APPROVER_ISSUERS="+testenv.Issuer, "TOOLGATE_CODEC_KEYS="+testenv.CodecKeys,
+			"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0", "CODEC_AUTH_TOKEN=a-codec-token-of-at-least-32-characters", "LOG_LEVEL=warn")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	first := worker()
+
+	target := filepath.Join(scratch, "plan.txt")
+	in := workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "kw1", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(target) + `,"content":"Order 40 cases."}`)}
+	card := s.First(t, in)
+	if card.Status != workflows.StatusPendingApproval {
+		t.Fatalf("a write: %+v", card)
+	}
+	a := approve(keeperID)
+	a.ArgsHash = card.ArgsHash
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.Client.SignalWorkflow(ctx, card.IdempotencyKey, "", workflows.ApprovalSignal, testenv.Sign(a, card.CardRef())); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(target); err == nil && string(b) == "Order 40 cases." {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the approved write never reached the server")
+		}
+	}
+	if err := first.Process.Kill(); err != nil { // SIGKILL: the answer is never read
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	worker()
+
+	retried := s.First(t, in) // the same key while the call runs: it attaches
+	res := s.Run(t, in)
+	if res.Status != workflows.StatusFailed || res.Code != policy.CodeTimeout || res.Retryable || !strings.Contains(res.Message, "Do not call again") {
+		t.Fatalf("the write whose worker was killed: %s/%s retryable %v %q", res.Status, res.Code, res.Retryable, res.Message)
+	}
+	if retried.Status != workflows.StatusFailed && retried.Status != workflows.StatusPendingApproval {
+		t.Fatalf("a retry with the same key while the call ran: %+v", retried)
+	}
+	after := s.Run(t, in) // and after it ended: a new run finds the call claimed
+	if after.Status != res.Status || after.Code != res.Code {
+		t.Fatalf("a retry with the same key after the call ended: %s/%s, want %s/%s", after.Status, after.Code, res.Status, res.Code)
+	}
+	log, err := os.ReadFile(sends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), `"name":"write_file"`); n != 1 {
+		t.Fatalf("the server was sent %d write_file calls, want one:\n%s", n, log)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "Order 40 cases." {
+		t.Fatalf("the file: %q %v", b, err)
+	}
 }

@@ -55,9 +55,15 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 		return nil, err
 	}
 	named := map[string][]string{}
+	name := func(server, tool string) {
+		if server != "" && tool != "" && !slices.Contains(named[server], tool) {
+			named[server] = append(named[server], tool)
+		}
+	}
 	for _, t := range f.Tools {
-		if t.Server != "" && !slices.Contains(named[t.Server], t.Tool) {
-			named[t.Server] = append(named[t.Server], t.Tool)
+		name(t.Server, t.Tool)
+		if t.Preview != nil {
+			name(t.Server, t.Preview.Tool)
 		}
 	}
 	var reviews []Review

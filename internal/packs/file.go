@@ -77,9 +77,18 @@ type fileTool struct {
 	// Server and Tool make the row one of an MCP server's tools, whose
 	// description and args are the server's as accepted (the pins file);
 	// Narrow adds rules to its args.
-	Server string                `yaml:"server"`
-	Tool   string                `yaml:"tool"`
-	Narrow map[string]fileNarrow `yaml:"narrow"`
+	Server  string                `yaml:"server"`
+	Tool    string                `yaml:"tool"`
+	Narrow  map[string]fileNarrow `yaml:"narrow"`
+	Preview *filePreview          `yaml:"preview"`
+}
+
+// filePreview is an MCP tool's dry run: a read-only tool of the same
+// server, called with the call's args its own args name (preview arg:
+// the call's arg).
+type filePreview struct {
+	Tool string            `yaml:"tool"`
+	Args map[string]string `yaml:"args"`
 }
 
 type fileRoute struct {
@@ -315,8 +324,8 @@ func (r *reader) domain(f file, servers []mcpupstream.Server, pins Pins) (policy
 		switch {
 		case t.Server != "":
 			spec, formats, err = r.mcpTool(at, f.Pack, t, servers, pins)
-		case t.Tool != "" || t.Narrow != nil:
-			return d, r.errorf(at, "tool and narrow name an MCP server's tool; name its server too")
+		case t.Tool != "" || t.Narrow != nil || t.Preview != nil:
+			return d, r.errorf(at, "tool, narrow and preview name an MCP server's tool; name its server too")
 		}
 		if err != nil {
 			return d, err

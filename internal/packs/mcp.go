@@ -243,7 +243,50 @@ func (r *reader) mcpTool(at, packName string, t fileTool, servers []mcpupstream.
 	}
 	spec.Args = args
 	spec.MCP = &policy.MCPTarget{Server: t.Server, Tool: t.Tool, Pin: accepted.Pin}
+	if t.Preview != nil {
+		if spec.MCP.Preview, err = r.mcpPreview(at+".preview", t, def, pins); err != nil {
+			return spec, nil, err
+		}
+		spec.DryRun = true
+	}
 	return spec, append(formats, argFormats...), nil
+}
+
+// mcpPreview checks a row's dry run: an accepted tool of the same server
+// that says it is read-only (a dry run runs before anyone decided, so it
+// must change nothing), each of whose args it fills names an arg of each
+// tool, its required args all filled.
+func (r *reader) mcpPreview(at string, t fileTool, call mcpupstream.Definition, pins Pins) (*policy.MCPPreview, error) {
+	p := t.Preview
+	accepted, ok := pins[t.Server][p.Tool]
+	if !ok {
+		return nil, r.errorf(at+".tool", "%q on %s has not been accepted: run starter accept-mcp --pack %s, read what it shows, and keep the pins file it writes", p.Tool, t.Server, r.file)
+	}
+	def := accepted.Definition
+	if def.Annotations == nil || !def.Annotations.ReadOnlyHint {
+		return nil, r.errorf(at+".tool", "%s on %s does not say it is read-only (readOnlyHint), and a dry run runs before anyone has decided; name a read-only tool", p.Tool, t.Server)
+	}
+	var previewSchema, callSchema jsonschema.Schema
+	if json.Unmarshal(def.InputSchema, &previewSchema) != nil || json.Unmarshal(call.InputSchema, &callSchema) != nil {
+		return nil, r.errorf(at, "the input schemas of %s and %s do not read as JSON Schema", p.Tool, t.Tool)
+	}
+	if len(p.Args) == 0 {
+		return nil, r.errorf(at+".args", "name which of %s's args fill %s's (e.g. args: {path: path})", t.Tool, p.Tool)
+	}
+	for name, from := range p.Args {
+		if previewSchema.Properties[name] == nil {
+			return nil, r.errorf(at+".args."+name, "%q is not one of %s's args", name, p.Tool)
+		}
+		if callSchema.Properties[from] == nil {
+			return nil, r.errorf(at+".args."+name, "%q is not one of %s's args", from, t.Tool)
+		}
+	}
+	for _, name := range previewSchema.Required {
+		if _, ok := p.Args[name]; !ok {
+			return nil, r.errorf(at+".args", "%s needs %s; name the arg of %s that fills it", p.Tool, name, t.Tool)
+		}
+	}
+	return &policy.MCPPreview{Tool: p.Tool, Pin: accepted.Pin, Args: p.Args}, nil
 }
 
 // The keywords of a server's schema that toolgate checks or shows, and

@@ -280,3 +280,54 @@ func TestARowNarrowsNeverWidens(t *testing.T) {
 		t.Errorf("a pins file edited by hand: %v", err)
 	}
 }
+
+// TestADryRunIsARowsReadOnlyToolOfTheSameServer: a row's preview is an
+// accepted tool of its server that says it is read-only (a dry run runs
+// before anyone has decided), filled from the call's own args, every arg
+// it needs filled; the tool is then previewed before its card.
+func TestADryRunIsARowsReadOnlyToolOfTheSameServer(t *testing.T) {
+	write := mcpupstream.Definition{Name: "put", Description: "Write a note.", Annotations: &mcp.ToolAnnotations{DestructiveHint: yes()},
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]}`)}
+	read := mcpupstream.Definition{Name: "get", Description: "Read a note.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"lines":{"type":"integer"}},"required":["path"]}`)}
+	sneaky := read
+	sneaky.Name, sneaky.Annotations = "peek", &mcp.ToolAnnotations{}
+	pins := packs.Pins{"srv": {}}
+	for _, d := range []mcpupstream.Definition{write, read, sneaky} {
+		pins["srv"][d.Name] = packs.Pinned{Pin: d.Pin(), Definition: d}
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	b, _ := json.Marshal(pins)
+	if err := os.WriteFile(packs.PinsFile(file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for preview, want := range map[string]string{
+		`{tool: get, args: {path: path}}`:             "",
+		`{tool: peek, args: {path: path}}`:            "peek on srv does not say it is read-only (readOnlyHint)",
+		`{tool: put, args: {path: path, text: text}}`: "put on srv does not say it is read-only (readOnlyHint)",
+		`{tool: list, args: {path: path}}`:            `"list" on srv has not been accepted`,
+		`{tool: get, args: {lines: path}}`:            "get needs path; name the arg of put that fills it",
+		`{tool: get, args: {path: path, mode: text}}`: `"mode" is not one of get's args`,
+		`{tool: get, args: {path: folder}}`:           `"folder" is not one of put's args`,
+		`{tool: get}`:                                 "name which of put's args fill get's",
+		`{tool: get, args: {path: path}, argz: {}}`:   "argz",
+	} {
+		row := "  - server: srv\n    tool: put\n    tier: write\n    preview: " + preview + "\n    policy: {roles: [user], decision: approve, approvers: [{role: boss}]}\n"
+		if err := os.WriteFile(file, []byte("pack: p\nsystem: s\nroles: "+roles("boss")+"\nservers: [{name: srv, command: [/bin/true]}]\ntools:\n"+row), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		set, err := packs.Load(file)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("preview %s: got %v, want %q", preview, err, want)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		spec, _ := set.Policy.Spec("srv__put")
+		if !spec.DryRun || spec.MCP.Preview == nil || spec.MCP.Preview.Tool != "get" || spec.MCP.Preview.Pin != read.Pin() || spec.MCP.Preview.Args["path"] != "path" {
+			t.Errorf("preview %s: %+v %+v", preview, spec, spec.MCP.Preview)
+		}
+	}
+}

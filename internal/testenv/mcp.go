@@ -23,3 +23,18 @@ func ReferenceServer(t testing.TB, bin string, args ...string) []string {
 	}
 	return append([]string{path}, args...)
 }
+
+// Build builds the named main packages of the module (e.g. "./worker")
+// into a folder of the test's and returns it, for tests that run and kill
+// toolgate's own processes.
+func Build(t testing.TB, pkgs ...string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := t.TempDir()
+	build := exec.Command("go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
+	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %v: %v\n%s", pkgs, err, out)
+	}
+	return dir
+}
