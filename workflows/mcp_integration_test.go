@@ -270,13 +270,22 @@ func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
 	}
 	s, scratch, writer := referenceStack(t, file)
 	s.StopWorker() // the worker is a process of its own, killed below
+	logs, err := os.Create(filepath.Join(dir, "worker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(logs.Name()); t.Failed() {
+			t.Logf("the workers' logs:\n%s", b)
+		}
+	})
 	worker := func() *exec.Cmd {
 		cmd := exec.Command(filepath.Join(bin, "worker"))
 		cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t), "TEMPORAL_NAMESPACE="+testenv.Namespace(),
 			"DATABASE_URL="+s.DatabaseURL, "UPSTREAM_URL="+s.Upstream.URL, "TOOLGATE_PACKS="+file, "TOOLGATE_TASK_QUEUES=reference="+s.TaskQueue,
 			"TOOLGATE_APPROVAL_KEYS="+testenv.ApprovalKeysEnv(), "TOOLGATE_APPROVER_ISSUERS="+testenv.Issuer, "TOOLGATE_CODEC_KEYS="+testenv.CodecKeys,
 			"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0", "CODEC_AUTH_TOKEN=a-codec-token-of-at-least-32-characters", "LOG_LEVEL=warn")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.Stdout, cmd.Stderr = logs, logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
