@@ -801,7 +801,7 @@ func acceptMCPCmd(args []string, out io.Writer) error {
 	packs.Report(out, reviews)
 	pending := 0
 	for _, r := range reviews {
-		if r.Status != packs.ReviewSame {
+		if r.Status != packs.ReviewSame && r.Status != packs.ReviewLeftOut {
 			pending++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,8 @@ type Review struct {
 	Status string
 	Was    *mcpupstream.Definition
 	Now    *mcpupstream.Definition
+	// Why says why a tool of a server with unlisted is left out.
+	Why string
 }
 
 // The statuses of a Review.
@@ -29,10 +32,15 @@ const (
 	ReviewSame    = "same"
 	ReviewChanged = "changed"
 	ReviewMissing = "missing"
+	// ReviewLeftOut is a tool no row names, of a server with unlisted,
+	// that toolgate cannot offer (a schema it cannot check or make an
+	// example of): it is not pinned, offered or run.
+	ReviewLeftOut = "left-out"
 )
 
 // Accept starts or dials a pack file's MCP servers, lists the tools its
-// rows name, and holds each against the file's pins. With write it
+// rows name (every tool of a server with unlisted), and holds each against
+// the file's pins. With write it
 // writes the pins file with the definitions it read, which the pack's
 // processes then take as accepted: a person runs it after reading what
 // Report shows. A tool a server does not offer is never written.
@@ -68,8 +76,9 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 	}
 	var reviews []Review
 	next := Pins{}
-	for _, s := range servers {
-		if len(named[s.Name]) == 0 {
+	for i, s := range servers {
+		unlisted := f.Servers[i]
+		if len(named[s.Name]) == 0 && unlisted.Unlisted == nil {
 			continue
 		}
 		c, err := mcpupstream.Dial(ctx, s, nil)
@@ -78,6 +87,19 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 		}
 		defs := c.Definitions()
 		_ = c.Close()
+		if unlisted.Unlisted != nil {
+			for _, tool := range slices.Sorted(maps.Keys(defs)) {
+				if slices.Contains(named[s.Name], tool) {
+					continue
+				}
+				if _, err := r.unlistedRow(unlisted, defs[tool]); err != nil {
+					now := defs[tool]
+					reviews = append(reviews, Review{Server: s.Name, Tool: tool, Status: ReviewLeftOut, Now: &now, Why: err.Error()})
+					continue
+				}
+				named[s.Name] = append(named[s.Name], tool)
+			}
+		}
 		slices.Sort(named[s.Name])
 		for _, tool := range named[s.Name] {
 			rev := Review{Server: s.Name, Tool: tool, Status: ReviewNew}
@@ -123,6 +145,8 @@ func Report(w io.Writer, reviews []Review) {
 	for _, r := range reviews {
 		fmt.Fprintf(w, "%s %s.%s\n", r.Status, r.Server, r.Tool)
 		switch r.Status {
+		case ReviewLeftOut:
+			fmt.Fprintf(w, "  not offered or run: %s\n", r.Why)
 		case ReviewNew:
 			writeDefinition(w, "  ", *r.Now)
 		case ReviewChanged:

@@ -318,7 +318,11 @@ func (r *reader) domain(f file, servers []mcpupstream.Server, pins Pins) (policy
 	if len(f.Tools) == 0 {
 		return d, r.errorf("tools", "a pack file declares at least one tool")
 	}
-	for i, t := range f.Tools {
+	tools, err := r.withUnlisted(f, pins)
+	if err != nil {
+		return d, err
+	}
+	for i, t := range tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		spec, formats, err := r.tool(at, f.Pack, t)
 		switch {

@@ -3,6 +3,7 @@ package packs
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -28,6 +29,11 @@ type fileServer struct {
 	Env     map[string]string `yaml:"env"`
 	URL     string            `yaml:"url"`
 	KeyMeta string            `yaml:"keyMeta"`
+	// Unlisted is what the server's tools that no row names get: by
+	// default nothing (neither offered nor run); where the file gives a
+	// policy, each accepted one is offered and runs only once a person
+	// approves it (the policy's roles, approvers and evidence).
+	Unlisted *filePolicy `yaml:"unlisted"`
 }
 
 // fileNarrow is what a row adds to one arg of an MCP tool's input schema:
@@ -160,9 +166,107 @@ func (r *reader) servers(dir string, fs []fileServer) ([]mcpupstream.Server, err
 		if err != nil {
 			return nil, err
 		}
+		if f.Unlisted != nil && f.Unlisted.Decision != "" && f.Unlisted.Decision != string(policy.DecisionApprove) {
+			return nil, r.errorf(at+".unlisted.decision", "a tool no row names runs only once a person approves it; leave decision out, or name the tool in a row")
+		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// unlistedRow is the row an accepted tool of a server with unlisted gets
+// when no row names it: its server's schema as is, a person's approval
+// for every call, at least the write tier (hints may raise it), and an
+// example made from its schema for the pack kit. An error says why the
+// tool cannot be offered so (accept-mcp leaves it out).
+func (r *reader) unlistedRow(s fileServer, def mcpupstream.Definition) (fileTool, error) {
+	if _, _, err := r.mcpArgs("servers."+s.Name, "f_unlisted", def, nil); err != nil {
+		return fileTool{}, err
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(def.InputSchema, &schema); err != nil {
+		return fileTool{}, fmt.Errorf("%s's input schema is not a JSON Schema: %w", def.Name, err)
+	}
+	example := map[string]any{}
+	for _, name := range schema.Required {
+		v, err := exampleOf(schema.Properties[name])
+		if err != nil {
+			return fileTool{}, fmt.Errorf("%s's arg %s: %w", def.Name, name, err)
+		}
+		example[name] = v
+	}
+	p := *s.Unlisted
+	p.Decision = string(policy.DecisionApprove)
+	return fileTool{Server: s.Name, Tool: def.Name, Tier: string(policy.TierWrite), Example: example, Policy: p}, nil
+}
+
+// withUnlisted is the file's rows and, for each server with unlisted, a
+// row for each accepted tool of it that no row names.
+func (r *reader) withUnlisted(f file, pins Pins) ([]fileTool, error) {
+	tools := slices.Clone(f.Tools)
+	for i, s := range f.Servers {
+		if s.Unlisted == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(pins[s.Name])) {
+			if slices.ContainsFunc(f.Tools, func(t fileTool) bool { return t.Server == s.Name && t.Tool == name }) {
+				continue
+			}
+			t, err := r.unlistedRow(s, pins[s.Name][name].Definition)
+			if err != nil {
+				return nil, r.errorf(fmt.Sprintf("servers[%d].unlisted", i), "%s on %s was accepted but cannot be offered unlisted (%v); run starter accept-mcp again, or name it in a row", name, s.Name, err)
+			}
+			tools = append(tools, t)
+		}
+	}
+	return tools, nil
+}
+
+// exampleOf is a value the schema takes, for a tool's example: its first
+// enum value, else the least its bounds allow.
+func exampleOf(s *jsonschema.Schema) (any, error) {
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("it has no schema")
+	case len(s.Enum) > 0:
+		return s.Enum[0], nil
+	case s.Pattern != "":
+		return nil, fmt.Errorf("toolgate cannot make an example of its pattern; name the tool in a row with an example")
+	}
+	switch s.Type {
+	case "string":
+		n := 1
+		if s.MinLength != nil {
+			n = max(n, *s.MinLength)
+		}
+		return strings.Repeat("a", n), nil
+	case "integer", "number":
+		v := 0.0
+		switch {
+		case s.Minimum != nil:
+			v = math.Ceil(*s.Minimum)
+		case s.Maximum != nil && *s.Maximum < 0:
+			v = math.Floor(*s.Maximum)
+		}
+		return v, nil
+	case "boolean":
+		return false, nil
+	case "array":
+		n := 0
+		if s.MinItems != nil {
+			n = *s.MinItems
+		}
+		items := make([]any, 0, n)
+		for range n {
+			v, err := exampleOf(s.Items)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, v)
+		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("toolgate cannot make an example of type %q", s.Type)
 }
 
 // expand replaces each ${NAME} in v with NAME from toolgate's environment,

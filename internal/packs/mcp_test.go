@@ -1,15 +1,19 @@
 package packs_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpupstream"
+	"github.com/toolgate/toolgate/pack/packtest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -329,5 +333,94 @@ func TestADryRunIsARowsReadOnlyToolOfTheSameServer(t *testing.T) {
 		if !spec.DryRun || spec.MCP.Preview == nil || spec.MCP.Preview.Tool != "get" || spec.MCP.Preview.Pin != read.Pin() || spec.MCP.Preview.Args["path"] != "path" {
 			t.Errorf("preview %s: %+v %+v", preview, spec, spec.MCP.Preview)
 		}
+	}
+}
+
+// TestAServerMayOfferItsUnlistedToolsForApproval: a server with unlisted
+// has every tool accept-mcp can offer pinned and offered, each run only
+// once a person approves it; a tool whose schema toolgate cannot check is
+// left out (shown, never pinned, offered or run); a tool no one accepted
+// is not offered; and unlisted cannot let a tool run unapproved. Against
+// the official filesystem server.
+func TestAServerMayOfferItsUnlistedToolsForApproval(t *testing.T) {
+	server := testenv.ReferenceServer(t, "mcp-server-filesystem")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	pack := func(unlisted string) {
+		t.Helper()
+		body := "pack: p\nsystem: the files server\nroles: [{name: writer, label: Writer}, {name: keeper, label: Keeper}]\n" +
+			"servers:\n  - name: files\n    command: [" + server[0] + ", " + dir + "]\n    unlisted: " + unlisted + "\n" +
+			"tools:\n  - server: files\n    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: " + dir + "/a.txt}\n" +
+			"    policy: {roles: [writer, keeper], decision: allow}\n"
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pack("{roles: [writer], approvers: [{role: keeper}]}")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reviews, err := packs.Accept(ctx, file, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]packs.Review{}
+	for _, r := range reviews {
+		status[r.Tool] = r
+	}
+	if r := status["edit_file"]; r.Status != packs.ReviewLeftOut || !strings.Contains(r.Why, "toolgate cannot check") {
+		t.Errorf("edit_file (a list of objects): %+v", r)
+	}
+	if status["create_directory"].Status != packs.ReviewNew || status["read_text_file"].Status != packs.ReviewNew {
+		t.Fatalf("the reviews: %+v", reviews)
+	}
+	var report strings.Builder
+	packs.Report(&report, reviews)
+	if !strings.Contains(report.String(), "left-out files.edit_file\n  not offered or run: ") {
+		t.Errorf("the report does not say edit_file is left out:\n%s", report.String())
+	}
+	pins, err := packs.ReadPins(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pins["files"]["edit_file"]; ok {
+		t.Error("a left-out tool was pinned")
+	}
+	set, err := packs.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := policy.Session{UserID: "ama", Role: "writer", SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	offered := 0
+	for name := range pins["files"] {
+		spec, ok := set.Policy.Spec("files__" + name)
+		if !ok {
+			t.Errorf("%s was accepted but is not offered", name)
+			continue
+		}
+		offered++
+		v := set.Policy.Check(policy.Request{Tool: spec.Name, Args: json.RawMessage(spec.Example), Session: writer}, nil)
+		if name != "read_text_file" && (v.Code != policy.CodeOK || v.Decision != policy.DecisionApprove || v.ApproverRole != "keeper") {
+			t.Errorf("%s, unlisted: %s %s %s %q", name, v.Code, v.Decision, v.ApproverRole, v.Message)
+		}
+	}
+	if _, ok := set.Policy.Spec("files__edit_file"); ok || offered < 5 {
+		t.Errorf("%d tools offered; edit_file among them: %v", offered, ok)
+	}
+	packtest.Chain(t, set.Policy.Domains()[0])
+
+	// A tool pinned by no one is not offered, unlisted or not.
+	delete(pins["files"], "create_directory")
+	b, _ := json.Marshal(pins)
+	if err := os.WriteFile(packs.PinsFile(file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := packs.Load(file); err != nil {
+		t.Error(err)
+	} else if _, ok := set.Policy.Spec("files__create_directory"); ok {
+		t.Errorf("a tool nobody accepted: %v", err)
+	}
+	pack("{roles: [writer], decision: allow}")
+	if _, err := packs.Load(file); err == nil || !strings.Contains(err.Error(), "servers[0].unlisted.decision") {
+		t.Errorf("unlisted that allows: %v", err)
 	}
 }
