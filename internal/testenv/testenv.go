@@ -42,7 +42,6 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -257,7 +256,7 @@ func TemporalCLI() (string, error) {
 
 var (
 	devOnce   sync.Once
-	devServer *testsuite.DevServer
+	devServer *devServerProcess
 	devErr    error
 	// existing is the server the tests target instead of a dev server of
 	// their own (Configured), and its client.
@@ -334,10 +333,7 @@ func Temporal(t testing.TB) client.Client {
 			args = append(args, "--search-attribute", sa.Name+"="+sa.Type)
 		}
 		args = append(args, "--namespace", SecondNamespace)
-		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-			ExistingPath: path, LogLevel: "error", ExtraArgs: args,
-			ClientOptions: &client.Options{Namespace: namespace},
-		})
+		devServer, devErr = startDevServer(ctx, path, args)
 	})
 	if devErr != nil {
 		unavailable(t, "the Temporal server could not be reached or started: %v", devErr)
