@@ -149,7 +149,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 // one tools/call on its MCP server.
 func (a *Activities) send(ctx context.Context, in CallInput, spec policy.ToolSpec, token string) (json.RawMessage, error) {
 	if spec.MCP != nil {
-		return a.callMCP(ctx, in, spec)
+		return a.callMCP(ctx, in, spec, token)
 	}
 	path, body, err := request(spec.Route, in.Args, in.Resources)
 	if err != nil {
@@ -336,14 +336,19 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 				ErrStepUp, nil, StepUp{RequiredTier: in.RequiredTier, HeldTier: *acr, MaxAgeSeconds: in.RequiredMaxAgeSeconds})
 		}
 	}
-	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil {
-		// A stdio MCP server runs as the worker: the person's sign-in is
-		// held to the call above, and no token of theirs is sent.
-		return "", nil
-	}
 	pack := ""
 	if d, ok := a.Policy.DomainOf(in.Tool); ok {
 		pack = d.Name
+	}
+	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil {
+		// An MCP server that takes the person's token gets one the
+		// provider issues for its audience alone; any other (stdio, a
+		// service credential) is sent none of theirs: the sign-in is held
+		// to the call above.
+		if audience := a.MCP.audience(spec.MCP.Server); audience != "" {
+			return a.exchangeGrant(ctx, grant, subject, pack, audience)
+		}
+		return "", nil
 	}
 	if audience, ok := a.Audiences[pack]; ok {
 		return a.exchangeGrant(ctx, grant, subject, pack, audience)

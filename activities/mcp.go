@@ -61,6 +61,33 @@ func (m *MCPServers) conn(ctx context.Context, name string) (*mcpupstream.Conn, 
 	return c, nil
 }
 
+// audience is the audience of the named server's per-person tokens, ""
+// when its calls carry none.
+func (m *MCPServers) audience(name string) string {
+	if m == nil {
+		return ""
+	}
+	return m.servers[name].Audience
+}
+
+// connFor is the connection a call runs on: the server's shared one, or,
+// with the person's token, one of its own for this call (done closes it).
+func (m *MCPServers) connFor(ctx context.Context, name, token string) (c *mcpupstream.Conn, done func(), err error) {
+	if token == "" {
+		c, err = m.conn(ctx, name)
+		return c, func() {}, err
+	}
+	s, ok := m.servers[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("no MCP server is named %q", name)
+	}
+	c, err = mcpupstream.Dial(ctx, s.As(token), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Close() }, nil
+}
+
 // Close ends every connection, and with it each stdio server's process.
 func (m *MCPServers) Close() {
 	m.mu.Lock()
@@ -75,12 +102,15 @@ func (m *MCPServers) Close() {
 // the server still defines the tool as accepted. The server's answer
 // becomes the JSON the sanitizer reads: its structured content when it
 // gives one, else its text.
-func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.ToolSpec) (json.RawMessage, error) {
+func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.ToolSpec, token string) (json.RawMessage, error) {
 	target := spec.MCP
 	if a.MCP == nil {
 		return nil, temporal.NewNonRetryableApplicationError("the worker holds no MCP servers", ErrUpstream, nil)
 	}
-	c, err := a.MCP.conn(ctx, target.Server)
+	c, done, err := a.MCP.connFor(ctx, target.Server, token)
+	if err == nil {
+		defer done()
+	}
 	if err != nil {
 		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 	}
@@ -146,7 +176,7 @@ func clipText(s string, n int) string {
 // previewCardRunes); a preview the server refuses (a file not there yet)
 // is shown as its answer, not a failure. A person reads its text content,
 // else its structured content. The action is the args as asked.
-func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec policy.ToolSpec) (PreviewResult, error) {
+func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec policy.ToolSpec, token string) (PreviewResult, error) {
 	target, p := spec.MCP, spec.MCP.Preview
 	if a.MCP == nil {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError("the worker holds no MCP servers", ErrUpstream, nil)
@@ -161,7 +191,10 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 			args[name] = v
 		}
 	}
-	c, err := a.MCP.conn(ctx, target.Server)
+	c, done, err := a.MCP.connFor(ctx, target.Server, token)
+	if err == nil {
+		defer done()
+	}
 	if err != nil {
 		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 	}

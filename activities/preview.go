@@ -62,7 +62,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 		return PreviewResult{}, err
 	}
 	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil && spec.MCP.Preview != nil {
-		return a.previewMCP(ctx, in, spec)
+		return a.previewMCP(ctx, in, spec, token)
 	}
 	p, err := preview(ctx, pack.PreviewRequest{Tool: in.Tool, Args: in.Args, Resource: in.EarlierResource.Or(in.Resource)}, system{a: a, base: a.upstream(in.Tool), token: token})
 	var app *temporal.ApplicationError

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -44,6 +45,14 @@ type Server struct {
 	URL string
 	// HTTPClient makes the HTTP server's requests (nil: http.DefaultClient).
 	HTTPClient *http.Client
+	// Bearer, when set, is sent with each of the HTTP server's requests
+	// (Authorization: Bearer): a service credential, or the person's token
+	// of a connection made for one call (As).
+	Bearer string
+	// Audience, when set, makes every call to the HTTP server run as the
+	// signed-in person: with a token of theirs the provider issues for this
+	// audience (RFC 8693), on a connection of its own (As).
+	Audience string
 	// KeyMeta is the _meta field in which the server accepts an idempotency
 	// key; empty when it accepts none, and then no key is sent.
 	KeyMeta string
@@ -155,6 +164,30 @@ func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*
 	return c, nil
 }
 
+// As is the server reached with token for a bearer: one person's
+// connection, for one call.
+func (s Server) As(token string) Server {
+	s.Bearer = token
+	return s
+}
+
+// bearer adds a token to each request of an HTTP server's client made
+// to the server's own origin, never to one a redirect names.
+type bearer struct {
+	token  string
+	origin string
+	next   http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme+"://"+r.URL.Host != b.origin {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
 func (s Server) transport() (mcp.Transport, error) {
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
@@ -168,7 +201,25 @@ func (s Server) transport() (mcp.Transport, error) {
 		}
 		return &mcp.CommandTransport{Command: cmd}, nil
 	case s.URL != "":
-		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: s.HTTPClient}, nil
+		client := s.HTTPClient
+		if s.Bearer != "" {
+			base := http.DefaultClient
+			if client != nil {
+				base = client
+			}
+			next := base.Transport
+			if next == nil {
+				next = http.DefaultTransport
+			}
+			u, err := url.Parse(s.URL)
+			if err != nil {
+				return nil, fmt.Errorf("MCP server %s: %w", s.Name, err)
+			}
+			c := *base
+			c.Transport = bearer{token: s.Bearer, origin: u.Scheme + "://" + u.Host, next: next}
+			client = &c
+		}
+		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client}, nil
 	}
 	return nil, fmt.Errorf("MCP server %s: give a command or a URL", s.Name)
 }

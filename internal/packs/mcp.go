@@ -34,6 +34,19 @@ type fileServer struct {
 	// policy, each accepted one is offered and runs only once a person
 	// approves it (the policy's roles, approvers and evidence).
 	Unlisted *filePolicy `yaml:"unlisted"`
+	// Auth is how toolgate authenticates to an HTTP server.
+	Auth *fileAuth `yaml:"auth"`
+}
+
+// fileAuth is how toolgate authenticates to an HTTP server: as the
+// signed-in person, with a token the provider issues for the server's
+// audience for each call (exchange: the audience, RFC 8693; the caller's
+// own token never leaves toolgate), or with a service credential from
+// toolgate's environment (bearer: "${NAME}"). With exchange, bearer is what
+// accept-mcp lists the tools with.
+type fileAuth struct {
+	Exchange string `yaml:"exchange"`
+	Bearer   string `yaml:"bearer"`
 }
 
 // fileNarrow is what a row adds to one arg of an MCP tool's input schema:
@@ -165,6 +178,23 @@ func (r *reader) servers(dir string, fs []fileServer) ([]mcpupstream.Server, err
 		}
 		if err != nil {
 			return nil, err
+		}
+		if a := f.Auth; a != nil {
+			switch {
+			case s.URL == "":
+				return nil, r.errorf(at+".auth", "auth is an HTTP server's; a stdio server runs as the worker and is sent no token")
+			case a.Exchange == "" && a.Bearer == "":
+				return nil, r.errorf(at+".auth", "give exchange (the server's audience: each call runs as the signed-in person) or bearer (a service credential, \"${NAME}\")")
+			case a.Bearer != "" && !envRef.MatchString(a.Bearer):
+				return nil, r.errorf(at+".auth.bearer", "a credential written into a pack file is a secret in a file; give it as \"${NAME}\", set in toolgate's environment")
+			}
+			s.Audience = a.Exchange
+			if a.Bearer != "" {
+				s.Bearer, err = r.expand(at+".auth.bearer", a.Bearer)
+				if err != nil {
+					return nil, err
+				}
+			}
 		}
 		if f.Unlisted != nil && f.Unlisted.Decision != "" && f.Unlisted.Decision != string(policy.DecisionApprove) {
 			return nil, r.errorf(at+".unlisted.decision", "a tool no row names runs only once a person approves it; leave decision out, or name the tool in a row")

@@ -424,3 +424,33 @@ func TestAServerMayOfferItsUnlistedToolsForApproval(t *testing.T) {
 		t.Errorf("unlisted that allows: %v", err)
 	}
 }
+
+// TestAServersCredentialIsNeverWrittenInItsFile: auth is an HTTP
+// server's; a service credential comes from toolgate's environment, never
+// from the file; exchange names the audience of the person's tokens.
+func TestAServersCredentialIsNeverWrittenInItsFile(t *testing.T) {
+	t.Setenv("TEAM_TOKEN", "from-the-environment")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	def := mcpupstream.Definition{Name: "find", Description: "Find.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}
+	b, _ := json.Marshal(packs.Pins{"srv": {"find": {Pin: def.Pin(), Definition: def}}})
+	_ = os.WriteFile(packs.PinsFile(file), b, 0o644)
+	for server, want := range map[string]string{
+		`{name: srv, url: "https://mcp.example.com/mcp", auth: {bearer: "${TEAM_TOKEN}"}}`:             "",
+		`{name: srv, url: "https://mcp.example.com/mcp", auth: {exchange: "https://mcp.example.com"}}`: "",
+		`{name: srv, url: "https://mcp.example.com/mcp", auth: {bearer: "sk-live-1234"}}`:              "a credential written into a pack file is a secret in a file",
+		`{name: srv, url: "https://mcp.example.com/mcp", auth: {}}`:                                    "give exchange",
+		`{name: srv, command: [/bin/true], auth: {bearer: "${TEAM_TOKEN}"}}`:                           "auth is an HTTP server's",
+		`{name: srv, url: "https://mcp.example.com/mcp", auth: {bearer: "${NOT_SET_ANYWHERE}"}}`:       "${NOT_SET_ANYWHERE} is not set",
+	} {
+		_ = os.WriteFile(file, []byte("pack: p\nsystem: s\nroles: [{name: user, label: User}]\nservers: ["+server+"]\ntools:\n  - server: srv\n    tool: find\n    tier: read\n    example: {}\n    policy: {roles: [user], decision: allow}\n"), 0o644)
+		set, err := packs.Load(file)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", server, err, want)
+			continue
+		}
+		if err == nil && set.Servers["srv"].Bearer != "" && set.Servers["srv"].Bearer != "from-the-environment" {
+			t.Errorf("%s: the bearer is %q", server, set.Servers["srv"].Bearer)
+		}
+	}
+}

@@ -46,6 +46,9 @@ const (
 	DeskAudience      = "https://carddesk.toolgate.test"
 	PlanCoverAudience = "https://plancover.toolgate.test"
 	NorthgateAudience = "https://northgate.toolgate.test"
+	// NotesAudience is the tests' MCP server over HTTP that takes the
+	// provider's tokens (Notes).
+	NotesAudience = "https://notes.toolgate.test"
 )
 
 // exchangeSecret is the exchange client's secret, fresh per test process.
@@ -93,7 +96,7 @@ func newIdP(t testing.TB, clientURL, mcpLogoutURI string, now func() time.Time) 
 		ID: f.ClientID, Secret: f.ClientSecret, RedirectURIs: []string{clientURL + "/auth/callback"},
 		BackChannelLogoutURI: clientURL + "/auth/backchannel-logout"},
 		{ID: MCPClientID, Public: true, RedirectURIs: idp.MCPRedirectURIs, Audience: MCPAudience, BackChannelLogoutURI: mcpLogoutURI},
-		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience, PlanCoverAudience, NorthgateAudience}, GrantFrom: []string{MCPAudience}}}})
+		{ID: ExchangeClientID, Secret: exchangeSecret, Exchange: []string{DeskAudience, PlanCoverAudience, NorthgateAudience, NotesAudience}, GrantFrom: []string{MCPAudience}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
