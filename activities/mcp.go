@@ -208,6 +208,16 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s, the dry run of %s, is no longer defined as a person accepted it, so nothing was run; a person must read and accept the new definition first", p.Tool, target.Server, target.Tool), ErrDefinitionChanged, nil)
 	}
 	body, _ := json.Marshal(args)
+	// What the dry run reads is shown to the caller too: it must be theirs
+	// to read with the preview tool's own row, with its narrowing.
+	caller := policy.Session{UserID: in.UserID, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), SessionID: "dryrun",
+		ConversationID: in.ConversationID, CredentialRef: in.CredentialRef}
+	card := a.Policy.CardText(in.Tool, in.Args)
+	v := a.Policy.Check(policy.Request{Tool: p.Row, Args: body, Session: caller}, nil)
+	if v.Code != policy.CodeOK || v.Decision != policy.DecisionAllow {
+		return PreviewResult{Action: in.Args, Card: card + " · Now: not shown (" + p.Row + " is not the caller's to read with: " + string(v.Code) + ")"}, nil
+	}
+	body = v.Args
 	res, err := c.Call(ctx, p.Tool, body, "")
 	if err != nil {
 		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not answer the dry run", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
@@ -218,12 +228,14 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 			now = string(b)
 		}
 	}
+	if len(now) > maxAnswer {
+		now = now[:maxAnswer]
+	}
 	label := "Now"
 	if res.IsError {
 		label = "Now, " + p.Tool + " answered"
 	}
-	card := a.Policy.CardText(in.Tool, in.Args) + " · " + label + ": " + clipText(sanitize.Text(now), previewCardRunes)
-	return PreviewResult{Action: in.Args, Card: card}, nil
+	return PreviewResult{Action: in.Args, Card: card + " · " + label + ": " + clipText(sanitize.Text(now), previewCardRunes)}, nil
 }
 
 // previewCardRunes bounds what a preview adds to a card: enough to see

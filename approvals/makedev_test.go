@@ -320,10 +320,13 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 // is offered exactly the tools the pack file names, namespaced by server;
 // a listing of the scratch folder runs at once on the pack's own task
 // queue; a write outside it is refused before any card; a write inside it
-// waits for a keeper, and the file is not there until one approves.
+// waits for a keeper, and the file is not there until one approves. The
+// official TypeScript client's keyed write waits while tomas approves it in
+// Chromium, on a card that shows the file it replaces; it runs once, and the
+// same key from a new session answers that call.
 func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	d := startMakeDev(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "noor")
 	offered := offeredTools(t, ctx, cs)
@@ -362,6 +365,84 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	}
 	if _, err := os.Stat(plan); !os.IsNotExist(err) {
 		t.Fatalf("the file was written before a keeper approved: %v", err)
+	}
+
+	// The official TypeScript client, as noor: a read, then a keyed write
+	// that tomas approves in Chromium, on a card that shows what it would
+	// replace, while the client waits; then the same key from a new
+	// session: one call, one write.
+	dir, _ := filepath.Abs("../mcpgate/testdata/client")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("Node.js (make node): %v", err)
+	}
+	order := filepath.Join(scratch, "order.txt")
+	if err := os.WriteFile(order, []byte("Order 20 cases."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := exec.CommandContext(ctx, node, "client.mjs")
+	ts.Dir = dir
+	ts.Env = append(os.Environ(), "MCP_SCRIPT=reference", "MCP_URL="+d.mcp, "MCP_CLIENT_ID=toolgate-mcp", "MCP_USER=noor",
+		"MCP_PASSWORD="+d.user(t, "noor").Password, "NOTES_PATH="+filepath.Join(scratch, "notes.txt"), "PLAN_PATH="+order)
+	var tsOut, tsErr strings.Builder
+	ts.Stdout, ts.Stderr = &tsOut, &tsErr
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(ctx, d.database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var id, shown string
+	for deadline := time.Now().Add(time.Minute); db.QueryRow(ctx, `SELECT workflow_id, card FROM pending_action WHERE status = 'pending_approval' AND args->>'path' = $1`, order).Scan(&id, &shown) != nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the TypeScript client's write put up no card:\n%s", tsErr.String())
+		}
+	}
+	if !strings.HasSuffix(shown, " · Now: Order 20 cases.") {
+		t.Fatalf("the write's card does not show what it replaces: %q", shown)
+	}
+	tomas := browser(t)
+	signInAt(t, tomas, d.cards, "tomas", d.user(t, "tomas").Password)
+	do(t, tomas, chromedp.Navigate(d.cards+"/cards/"+id))
+	if outcome := approveOpenCard(t, tomas, "the order stands"); !strings.Contains(outcome, "Executed, approved by tomas") {
+		t.Fatalf("after approving: %q", outcome)
+	}
+	if err := ts.Wait(); err != nil {
+		t.Fatalf("the TypeScript client: %v\n%s\n%s", err, tsErr.String(), tsOut.String())
+	}
+	var got struct {
+		SignedIn bool     `json:"signedIn"`
+		Tools    []string `json:"tools"`
+		Read     struct {
+			IsError bool   `json:"isError"`
+			Text    string `json:"text"`
+		} `json:"read"`
+		Write struct {
+			IsError     bool   `json:"isError"`
+			Status      string `json:"status"`
+			CallID      string `json:"callId"`
+			Progress    int    `json:"progress"`
+			Again       string `json:"again"`
+			AgainStatus string `json:"againStatus"`
+		} `json:"write"`
+	}
+	if err := json.Unmarshal([]byte(tsOut.String()), &got); err != nil {
+		t.Fatalf("%v: %s", err, tsOut.String())
+	}
+	if !got.SignedIn || strings.Join(got.Tools, " ") != offered || got.Read.IsError || !strings.Contains(got.Read.Text, "cold chain") {
+		t.Fatalf("the TypeScript client saw %s", tsOut.String())
+	}
+	if got.Write.IsError || got.Write.Status != "executed" || got.Write.CallID != id || got.Write.Progress < 1 || got.Write.Again != id || got.Write.AgainStatus != "executed" {
+		t.Fatalf("the TypeScript client's write: %+v (the card was %s)", got.Write, id)
+	}
+	var runs int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'executed'`, id).Scan(&runs); err != nil || runs != 1 {
+		t.Fatalf("the write ran %d times (%v)", runs, err)
+	}
+	if b, err := os.ReadFile(order); err != nil || string(b) != "Order 40 cases." {
+		t.Fatalf("the file after the approved write: %q %v", b, err)
 	}
 }
 

@@ -592,3 +592,44 @@ func TestMCPBackChannelLogout(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryProtocolRevisionTheSDKSpeaks: a client asking for any revision
+// the official Go SDK supports gets it, is offered the person's tools and
+// runs a read. 2026-07-28 is served by the SDK only on a stateless
+// transport, and toolgate's MCP sessions are held to the person who opened
+// them, so a client asking for it is answered with 2025-11-25, and works.
+func TestEveryProtocolRevisionTheSDKSpeaks(t *testing.T) {
+	g := newGate(t, 0)
+	tok := g.token(t, "ama", idp.ACRPassword)
+	versions := mcp.SupportedProtocolVersions()
+	if !slices.Contains(versions, "2026-07-28") {
+		t.Fatalf("the SDK speaks %v, not 2026-07-28", versions)
+	}
+	for i, v := range versions {
+		c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, nil)
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.url + mcpgate.Path, HTTPClient: testenv.Bearer(tok)},
+			&mcp.ClientSessionOptions{ProtocolVersion: v})
+		if err != nil {
+			t.Fatalf("%s: connect: %v", v, err)
+		}
+		want := v
+		if v >= "2026-07-28" {
+			want = "2025-11-25"
+		}
+		if r := cs.InitializeResult(); r == nil || r.ProtocolVersion != want {
+			t.Errorf("asked for %s, got %+v, want %s", v, r, want)
+		}
+		tools, err := cs.ListTools(context.Background(), nil)
+		if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "get_stock" }) {
+			t.Errorf("%s: tools/list: %v", v, err)
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_stock", Arguments: map[string]any{"articleId": 40211},
+			Meta: mcp.Meta{"toolgate/idempotencyKey": fmt.Sprintf("rev.%d", i)}})
+		if err != nil {
+			t.Errorf("%s: get_stock: %v", v, err)
+		} else if structured(t, res)["status"] != "executed" {
+			t.Errorf("%s: get_stock: %s", v, text(res))
+		}
+		_ = cs.Close()
+	}
+}

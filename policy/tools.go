@@ -93,13 +93,17 @@ type MCPTarget struct {
 	Preview *MCPPreview
 }
 
-// MCPPreview is a read-only tool of the server, called with args taken
-// from the call's (Args: the preview's arg name to the call's), as an
-// operator accepted it (Pin).
+// MCPPreview is a read-only, closed-world tool of the server, called with
+// args taken from the call's (Args: the preview's arg name to the call's),
+// as an operator accepted it (Pin).
 type MCPPreview struct {
 	Tool string
 	Pin  string
 	Args map[string]string
+	// Row is the preview tool's own row (its wire name): the caller must
+	// be allowed to read with it, the args as its row narrows them, since
+	// what it reads goes on the card the caller is answered with.
+	Row string
 }
 
 // Runnable reports whether a call of the tool has somewhere to go: an

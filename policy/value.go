@@ -78,8 +78,9 @@ func (p *Policy) FormatValue(tool string, v int64) string {
 }
 
 // Valued reports whether a tool's calls have a value: its dry run gives
-// one, or an arg holds it. A card of a tool without one says so.
+// one (an MCP tool's preview gives none), or an arg holds it. A card of a
+// tool without one says so.
 func (p *Policy) Valued(tool string) bool {
 	s, ok := p.specs[tool]
-	return ok && (s.DryRun || s.ValueArg != "")
+	return ok && (s.DryRun && (s.MCP == nil || s.MCP.Preview == nil) || s.ValueArg != "")
 }

@@ -6,9 +6,10 @@ byte-for-byte what it was. Exits non-zero if any guard goes unnoticed.
 Guards are proved in PROVE_JOBS copies of the working tree at once (default
 2): a test mostly waits on its dev server, PostgreSQL or Chromium, so two
 share the machine's two cores well. A guard is removed only in a copy, so the
-working tree is never changed, even by a run that is killed. Each test runs
-with -failfast (its first failure is the proof) and -vet=off (vet is lint's,
-once, not every mutant's)."""
+working tree is never changed, even by a run that is killed. Each test
+command first runs as the tree is and must pass, so a suite that fails for
+another reason proves no guard. Each runs with -failfast (a mutant's first
+failure is the proof) and -vet=off (vet is lint's, once, not every run's)."""
 import hashlib, json, subprocess, sys, os, time, shutil, tempfile, threading, queue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,6 +91,27 @@ def prove(tree, env, name, path, guard, removed, cmd):
     return True, f"ok    {name}: removed, suite failed, {path} restored ({time.monotonic() - began:.0f}s)"
 
 
+def pool(trees, items, work):
+    """Runs work(tree, item) for every item, one tree per thread."""
+    todo = queue.Queue()
+    for item in items:
+        todo.put(item)
+
+    def run(tree):
+        while True:
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            work(tree, item)
+
+    threads = [threading.Thread(target=run, args=(tree,)) for tree in trees]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main():
     if sys.argv[1:] == ["--check"]:
         check()
@@ -99,31 +121,36 @@ def main():
     env = dict(os.environ, TOOLGATE_REQUIRE_SERVICES="1")
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="prove-")
-    todo = queue.Queue()
-    for g in tried:
-        todo.put(g)
     proved, failures = [], []
     lock = threading.Lock()
+    try:
+        trees = [os.path.join(work, str(i)) for i in range(jobs)]
+        pool(trees, trees, lambda _, tree: copy_tree(tree))
+        # First each test command as the tree is: a suite that fails with
+        # every guard in place proves nothing by failing without one.
+        commands = sorted({tuple(g[4]) for g in tried})
+        broken = set()
 
-    def worker(i):
-        tree = os.path.join(work, str(i))
-        copy_tree(tree)
-        while True:
-            try:
-                g = todo.get_nowait()
-            except queue.Empty:
-                return
-            ok, line = prove(tree, env, *g)
+        def baseline(tree, cmd):
+            r = subprocess.run(with_flags(list(cmd)), cwd=tree, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                with lock:
+                    broken.add(cmd)
+                    print(f"FAIL  {' '.join(cmd)}: fails with every guard in place, so it proves none:\n{r.stdout[-2000:]}", flush=True)
+
+        pool(trees, commands, baseline)
+        print(f"the {len(commands)} test commands pass as the tree is ({(time.monotonic() - started) / 60:.0f} minutes)", flush=True)
+
+        def mutant(tree, g):
+            if tuple(g[4]) in broken:
+                ok, line = False, f"FAIL  {g[0]}: its tests fail with the guard in place"
+            else:
+                ok, line = prove(tree, env, *g)
             with lock:
                 print(line, flush=True)
                 (proved if ok else failures).append(g[0])
 
-    try:
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(jobs)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        pool(trees, tried, mutant)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     untried = len(tried) - len(proved) - len(failures)

@@ -216,7 +216,8 @@ func quoteJSON(s string) string {
 // writes each tools/call request it passes on to a log (what reached the
 // server, and how often, across every server it starts), and once a
 // write_file has reached this server, holds its answers until the release
-// file appears, so the worker can be killed while the server has done the
+// file appears (a minute at most, so a test its timeout kills leaves no
+// shim waiting), so the worker can be killed while the server has done the
 // work and its answer is not yet read.
 const holdAfterCall = `#!/bin/sh
 log="$1"; release="$2"; shift 2
@@ -225,7 +226,7 @@ while IFS= read -r line; do
   case "$line" in *'"tools/call"'*'"write_file"'*) : > "$log.$$";; esac
   printf '%s\n' "$line"
 done | "$@" | while IFS= read -r line; do
-  while [ -e "$log.$$" ] && [ ! -e "$release" ]; do sleep 0.1; done
+  n=0; while [ -e "$log.$$" ] && [ ! -e "$release" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
   printf '%s\n' "$line"
 done
 `
@@ -343,5 +344,46 @@ func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
 	}
 	if b, err := os.ReadFile(target); err != nil || string(b) != "Order 40 cases." {
 		t.Fatalf("the file: %q %v", b, err)
+	}
+}
+
+// TestADryRunShowsTheCallerOnlyWhatTheyMayRead: what a write's dry run
+// reads goes on the card its caller is answered with, so it is read only
+// when the preview tool's own row lets the caller read it: a writer whose
+// role may not read files gets a card that shows the exact args and not
+// the file.
+func TestADryRunShowsTheCallerOnlyWhatTheyMayRead(t *testing.T) {
+	dir := t.TempDir()
+	body, err := os.ReadFile("../examples/packs/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npm, _ := filepath.Abs("../examples/mcp")
+	text := strings.ReplaceAll(string(body), "../mcp/", npm+"/")
+	keeperOnly := strings.Replace(text, "    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [writer, keeper], decision: allow}",
+		"    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [keeper], decision: allow}", 1)
+	if keeperOnly == text {
+		t.Fatal("the reference pack no longer reads as this test expects")
+	}
+	file := filepath.Join(dir, "reference.yaml")
+	if err := os.WriteFile(file, []byte(keeperOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pins, err := os.ReadFile("../examples/packs/reference.pins.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packs.PinsFile(file), pins, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, scratch, writer := referenceStack(t, file)
+	secret := filepath.Join(scratch, "salaries.txt")
+	if err := os.WriteFile(secret, []byte("kofi 41000"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w1", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(secret) + `,"content":"x"}`)})
+	if first.Status != workflows.StatusPendingApproval || strings.Contains(first.Card, "41000") || !strings.HasSuffix(first.Card, "· Now: not shown (files__read_text_file is not the caller's to read with: role)") {
+		t.Fatalf("a writer who may not read the file: %s %q", first.Status, first.Card)
 	}
 }

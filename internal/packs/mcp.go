@@ -230,6 +230,25 @@ func (r *reader) unlistedRow(s fileServer, def mcpupstream.Definition) (fileTool
 	return fileTool{Server: s.Name, Tool: def.Name, Tier: string(policy.TierWrite), Example: example, Policy: p}, nil
 }
 
+// previewRows gives each MCP dry run its preview tool's own row: a dry
+// run's reading goes on the card its caller is answered with, so the tool
+// must be one the caller may be offered, and is held to that row.
+func (r *reader) previewRows(tools []policy.ToolSpec) error {
+	for i, t := range tools {
+		if t.MCP == nil || t.MCP.Preview == nil {
+			continue
+		}
+		j := slices.IndexFunc(tools, func(o policy.ToolSpec) bool {
+			return o.MCP != nil && o.MCP.Server == t.MCP.Server && o.MCP.Tool == t.MCP.Preview.Tool
+		})
+		if j < 0 {
+			return r.errorf(fmt.Sprintf("tools[%d].preview.tool", i), "%s on %s is no row of this file: name it in a row of its own, with the roles that may read with it (what a dry run reads is shown to the caller)", t.MCP.Preview.Tool, t.MCP.Server)
+		}
+		t.MCP.Preview.Row = tools[j].Name
+	}
+	return nil
+}
+
 // withUnlisted is the file's rows and, for each server with unlisted, a
 // row for each accepted tool of it that no row names.
 func (r *reader) withUnlisted(f file, pins Pins) ([]fileTool, error) {
@@ -274,9 +293,12 @@ func exampleOf(s *jsonschema.Schema) (any, error) {
 		v := 0.0
 		switch {
 		case s.Minimum != nil:
-			v = math.Ceil(*s.Minimum)
+			v = *s.Minimum
 		case s.Maximum != nil && *s.Maximum < 0:
-			v = math.Floor(*s.Maximum)
+			v = *s.Maximum
+		}
+		if s.Type == "integer" {
+			v = math.Ceil(v)
 		}
 		return v, nil
 	case "boolean":
@@ -399,6 +421,9 @@ func (r *reader) mcpPreview(at string, t fileTool, call mcpupstream.Definition, 
 	def := accepted.Definition
 	if def.Annotations == nil || !def.Annotations.ReadOnlyHint {
 		return nil, r.errorf(at+".tool", "%s on %s does not say it is read-only (readOnlyHint), and a dry run runs before anyone has decided; name a read-only tool", p.Tool, t.Server)
+	}
+	if def.Annotations.OpenWorldHint == nil || *def.Annotations.OpenWorldHint {
+		return nil, r.errorf(at+".tool", "%s on %s does not say it reaches nothing outside its server (openWorldHint: false), and a dry run runs with the model's args before anyone has decided; name a closed-world tool", p.Tool, t.Server)
 	}
 	var previewSchema, callSchema jsonschema.Schema
 	if json.Unmarshal(def.InputSchema, &previewSchema) != nil || json.Unmarshal(call.InputSchema, &callSchema) != nil {

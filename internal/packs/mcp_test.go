@@ -292,12 +292,14 @@ func TestARowNarrowsNeverWidens(t *testing.T) {
 func TestADryRunIsARowsReadOnlyToolOfTheSameServer(t *testing.T) {
 	write := mcpupstream.Definition{Name: "put", Description: "Write a note.", Annotations: &mcp.ToolAnnotations{DestructiveHint: yes()},
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]}`)}
-	read := mcpupstream.Definition{Name: "get", Description: "Read a note.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	read := mcpupstream.Definition{Name: "get", Description: "Read a note.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: no()},
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"lines":{"type":"integer"}},"required":["path"]}`)}
 	sneaky := read
-	sneaky.Name, sneaky.Annotations = "peek", &mcp.ToolAnnotations{}
+	sneaky.Name, sneaky.Annotations = "peek", &mcp.ToolAnnotations{OpenWorldHint: no()}
+	open := read
+	open.Name, open.Annotations = "fetch", &mcp.ToolAnnotations{ReadOnlyHint: true}
 	pins := packs.Pins{"srv": {}}
-	for _, d := range []mcpupstream.Definition{write, read, sneaky} {
+	for _, d := range []mcpupstream.Definition{write, read, sneaky, open} {
 		pins["srv"][d.Name] = packs.Pinned{Pin: d.Pin(), Definition: d}
 	}
 	dir := t.TempDir()
@@ -316,8 +318,10 @@ func TestADryRunIsARowsReadOnlyToolOfTheSameServer(t *testing.T) {
 		`{tool: get, args: {path: folder}}`:           `"folder" is not one of put's args`,
 		`{tool: get}`:                                 "name which of put's args fill get's",
 		`{tool: get, args: {path: path}, argz: {}}`:   "argz",
+		`{tool: fetch, args: {path: path}}`:           "fetch on srv does not say it reaches nothing outside its server (openWorldHint: false)",
 	} {
-		row := "  - server: srv\n    tool: put\n    tier: write\n    preview: " + preview + "\n    policy: {roles: [user], decision: approve, approvers: [{role: boss}]}\n"
+		row := "  - server: srv\n    tool: put\n    tier: write\n    preview: " + preview + "\n    policy: {roles: [user], decision: approve, approvers: [{role: boss}]}\n" +
+			"  - server: srv\n    tool: get\n    tier: read\n    example: {path: a}\n    policy: {roles: [user], decision: allow}\n"
 		if err := os.WriteFile(file, []byte("pack: p\nsystem: s\nroles: "+roles("boss")+"\nservers: [{name: srv, command: [/bin/true]}]\ntools:\n"+row), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -330,9 +334,21 @@ func TestADryRunIsARowsReadOnlyToolOfTheSameServer(t *testing.T) {
 			continue
 		}
 		spec, _ := set.Policy.Spec("srv__put")
-		if !spec.DryRun || spec.MCP.Preview == nil || spec.MCP.Preview.Tool != "get" || spec.MCP.Preview.Pin != read.Pin() || spec.MCP.Preview.Args["path"] != "path" {
+		if !spec.DryRun || spec.MCP.Preview == nil || spec.MCP.Preview.Tool != "get" || spec.MCP.Preview.Pin != read.Pin() || spec.MCP.Preview.Args["path"] != "path" || spec.MCP.Preview.Row != "srv__get" {
 			t.Errorf("preview %s: %+v %+v", preview, spec, spec.MCP.Preview)
 		}
+		if set.Policy.Valued("srv__put") {
+			t.Errorf("a preview gave srv__put a value")
+		}
+	}
+	// What a dry run reads is shown to its caller: its tool must be a row
+	// of the file, the caller's to read with.
+	row := "  - server: srv\n    tool: put\n    tier: write\n    preview: {tool: get, args: {path: path}}\n    policy: {roles: [user], decision: approve, approvers: [{role: boss}]}\n"
+	if err := os.WriteFile(file, []byte("pack: p\nsystem: s\nroles: "+roles("boss")+"\nservers: [{name: srv, command: [/bin/true]}]\ntools:\n"+row), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packs.Load(file); err == nil || !strings.Contains(err.Error(), "get on srv is no row of this file") {
+		t.Errorf("a preview tool with no row: %v", err)
 	}
 }
 

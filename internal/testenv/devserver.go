@@ -22,6 +22,7 @@ type devServerProcess struct {
 	cmd    *exec.Cmd
 	addr   string
 	client client.Client
+	exited chan error
 }
 
 // startDevServer starts the CLI at path with args after start-dev's own,
@@ -50,7 +51,8 @@ func startDevServer(ctx context.Context, path string, args []string) (*devServer
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	d := &devServerProcess{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	d := &devServerProcess{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), exited: make(chan error, 1)}
+	go func() { d.exited <- cmd.Wait() }()
 	for {
 		c, err := client.Dial(client.Options{HostPort: d.addr, Namespace: namespace, Logger: sdkLogger})
 		if err == nil {
@@ -64,6 +66,8 @@ func startDevServer(ctx context.Context, path string, args []string) (*devServer
 		case <-ctx.Done():
 			_ = d.Stop()
 			return nil, fmt.Errorf("the dev server at %s did not come up: %w (last: %v)", d.addr, ctx.Err(), err)
+		case exit := <-d.exited:
+			return nil, fmt.Errorf("the dev server at %s exited before it came up: %v", d.addr, exit)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -81,13 +85,11 @@ func (d *devServerProcess) Stop() error {
 		d.client.Close()
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- d.cmd.Wait() }()
 	select {
-	case err := <-done:
+	case err := <-d.exited:
 		return err
 	case <-time.After(10 * time.Second):
 		_ = d.cmd.Process.Kill()
-		return <-done
+		return <-d.exited
 	}
 }

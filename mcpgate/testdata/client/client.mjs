@@ -79,6 +79,26 @@ step("connect");
 const client = await connect();
 step("connected");
 out.signedIn = Boolean(state.tokens?.access_token) && Boolean(state.authorizationUrl);
+if (process.env.MCP_SCRIPT === "reference") {
+  // toolgate in front of the official filesystem server (make dev's
+  // reference pack): a read, then a keyed write a keeper approves while the
+  // call waits, and the same key again from a new session.
+  out.tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  const read = await client.callTool({ name: "files__read_text_file", arguments: { path: process.env.NOTES_PATH } });
+  out.read = { isError: Boolean(read.isError), status: read.structuredContent?.status, text: read.content[0]?.text };
+  let progress = 0;
+  const write = { name: "files__write_file", arguments: { path: process.env.PLAN_PATH, content: "Order 40 cases." },
+    _meta: { "toolgate/idempotencyKey": "ts.write.1" } };
+  const first = await client.callTool(write, CallToolResultSchema, { onprogress: () => { progress++; }, timeout: 150000, resetTimeoutOnProgress: true });
+  const second = await connect();
+  const again = await second.callTool(write);
+  out.write = { isError: Boolean(first.isError), status: first.structuredContent?.status, callId: first.structuredContent?.callId, progress,
+    again: again.structuredContent?.callId, againStatus: again.structuredContent?.status };
+  console.log(JSON.stringify(out));
+  await client.close();
+  await second.close();
+  process.exit(0);
+}
 out.resourceParam = new URL(state.authorizationUrl).searchParams.get("resource");
 out.server = client.getServerVersion()?.name;
 out.tools = (await client.listTools()).tools.map((t) => t.name).sort();
