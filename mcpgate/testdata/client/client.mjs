@@ -82,7 +82,7 @@ out.signedIn = Boolean(state.tokens?.access_token) && Boolean(state.authorizatio
 if (process.env.MCP_SCRIPT === "reference") {
   // toolgate in front of the official filesystem server (make dev's
   // reference pack): a read, then a keyed write a keeper approves while the
-  // call waits, and the same key again from a new session.
+  // client waits for it, and the same key again from a new session.
   out.tools = (await client.listTools()).tools.map((t) => t.name).sort();
   const read = await client.callTool({ name: "files__read_text_file", arguments: { path: process.env.NOTES_PATH } });
   out.read = { isError: Boolean(read.isError), status: read.structuredContent?.status, text: read.content[0]?.text };
@@ -90,9 +90,19 @@ if (process.env.MCP_SCRIPT === "reference") {
   const write = { name: "files__write_file", arguments: { path: process.env.PLAN_PATH, content: "Order 40 cases." },
     _meta: { "toolgate/idempotencyKey": "ts.write.1" } };
   const first = await client.callTool(write, CallToolResultSchema, { onprogress: () => { progress++; }, timeout: 150000, resetTimeoutOnProgress: true });
+  // A server that answers a card at once (MCP_MAX_WAIT=0) is asked for the
+  // call's outcome with its status tool until a person has decided.
+  let status = first.structuredContent?.status;
+  const callId = first.structuredContent?.callId;
+  out.pendingFirst = status === "pending_approval";
+  for (let i = 0; i < 240 && status === "pending_approval"; i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    const s = await client.callTool({ name: "toolgate_call_status", arguments: { callId } });
+    status = s.structuredContent?.status;
+  }
   const second = await connect();
   const again = await second.callTool(write);
-  out.write = { isError: Boolean(first.isError), status: first.structuredContent?.status, callId: first.structuredContent?.callId, progress,
+  out.write = { isError: Boolean(first.isError), status, callId, progress,
     again: again.structuredContent?.callId, againStatus: again.structuredContent?.status };
   console.log(JSON.stringify(out));
   await client.close();
