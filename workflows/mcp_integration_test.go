@@ -26,6 +26,13 @@ var keeperID = policy.Identity{UserID: "kofi", Role: "keeper"}
 // servers from npm, on a scratch folder of its own.
 func referenceStack(t *testing.T, packFile string) (*testenv.Stack, string, policy.Session) {
 	t.Helper()
+	return referenceStackTTL(t, packFile, 0)
+}
+
+// referenceStackTTL is referenceStack with its cards' TTL (the default
+// when zero).
+func referenceStackTTL(t *testing.T, packFile string, ttl time.Duration) (*testenv.Stack, string, policy.Session) {
+	t.Helper()
 	testenv.ReferenceServer(t, "mcp-server-filesystem")
 	scratch, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -36,7 +43,7 @@ func referenceStack(t *testing.T, packFile string) (*testenv.Stack, string, poli
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, MCPServers: set.Servers})
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: set.Policy, MCPServers: set.Servers, ApprovalTTL: ttl})
 	writer := policy.Session{UserID: "ama", Role: "writer", SessionID: "s-ref", ConversationID: "reference",
 		CredentialRef: issueCredential(t, s, "ama", "writer", nil, policy.ACRPassword)}
 	return s, scratch, writer
@@ -385,5 +392,20 @@ func TestADryRunShowsTheCallerOnlyWhatTheyMayRead(t *testing.T) {
 		Args: json.RawMessage(`{"path":` + quoteJSON(secret) + `,"content":"x"}`)})
 	if first.Status != workflows.StatusPendingApproval || strings.Contains(first.Card, "41000") || !strings.HasSuffix(first.Card, "· Now: not shown (files__read_text_file is not the caller's to read with: role)") {
 		t.Fatalf("a writer who may not read the file: %s %q", first.Status, first.Card)
+	}
+}
+
+// TestAWriteNobodyDecidedLeavesTheFolderUntouched: a write_file card that
+// expires runs nothing, and the server is never sent it.
+func TestAWriteNobodyDecidedLeavesTheFolderUntouched(t *testing.T) {
+	s, scratch, writer := referenceStackTTL(t, "../examples/packs/reference.yaml", 2*time.Second)
+	target := filepath.Join(scratch, "late.txt")
+	res := s.Run(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "late1", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(target) + `,"content":"too late"}`)})
+	if res.Status != workflows.StatusExpired || res.Code != policy.CodeExpired {
+		t.Fatalf("a write nobody decided: %s/%s %q", res.Status, res.Code, res.Message)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("an expired write left a file: %v", err)
 	}
 }
