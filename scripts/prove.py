@@ -132,7 +132,12 @@ def main():
         broken = set()
 
         def baseline(tree, cmd):
-            r = subprocess.run(with_flags(list(cmd)), cwd=tree, env=env, capture_output=True, text=True)
+            # Twice before it counts as failing: make test has just passed
+            # these suites, and one may meet a passing fault of the machine's.
+            for _ in range(2):
+                r = subprocess.run(with_flags(list(cmd)), cwd=tree, env=env, capture_output=True, text=True)
+                if r.returncode == 0:
+                    return
             if r.returncode != 0:
                 with lock:
                     broken.add(cmd)

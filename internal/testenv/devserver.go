@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,8 +27,23 @@ type devServerProcess struct {
 }
 
 // startDevServer starts the CLI at path with args after start-dev's own,
-// and returns once its frontend answers a health check.
+// and returns once its frontend answers a health check. A server that
+// exits before it comes up is started again, twice at most: start-dev
+// picks its inner services' ports itself, and another test binary's server
+// starting at the same moment can take one first.
 func startDevServer(ctx context.Context, path string, args []string) (*devServerProcess, error) {
+	for attempt := 1; ; attempt++ {
+		d, err := startDevServerOnce(ctx, path, args)
+		if !errors.Is(err, errExitedEarly) || attempt == 3 {
+			return d, err
+		}
+	}
+}
+
+// errExitedEarly is a dev server that exited before its frontend answered.
+var errExitedEarly = errors.New("exited before it came up")
+
+func startDevServerOnce(ctx context.Context, path string, args []string) (*devServerProcess, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -67,7 +83,7 @@ func startDevServer(ctx context.Context, path string, args []string) (*devServer
 			_ = d.Stop()
 			return nil, fmt.Errorf("the dev server at %s did not come up: %w (last: %v)", d.addr, ctx.Err(), err)
 		case exit := <-d.exited:
-			return nil, fmt.Errorf("the dev server at %s exited before it came up: %v", d.addr, exit)
+			return nil, fmt.Errorf("the dev server at %s %w: %v", d.addr, errExitedEarly, exit)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
