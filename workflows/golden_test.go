@@ -15,9 +15,7 @@ import (
 	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/domains/plancover"
-	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
-	"github.com/toolgate/toolgate/mcpgate"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
@@ -327,23 +325,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 // exchanged for a grant, a credential issued) for Northgate's paths.
 func goldenCaller(t *testing.T, s *testenv.Stack, id *testenv.IdP) (policy.Session, policy.Person) {
 	t.Helper()
-	ctx := context.Background()
-	tok, err := idp.SignIn(ctx, id.URL, testenv.MCPClientID, id.Users["dana"], idp.ACRPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify, err := mcpgate.NewVerifier(ctx, id.URL, testenv.MCPAudience, mcpgate.DefaultClaims(goldenPacks.Policy), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who, err := verify(ctx, tok.AccessToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp"), id.Exchange(), nil)(ctx, who)
-	if err != nil {
-		t.Fatal(err)
-	}
+	who, ref, _ := testenv.MCPSignIn(t, id, goldenPacks.Policy, s.DatabaseURL, "dana")
 	return policy.Session{UserID: who.UserID, Role: who.Role, Resources: who.Resources, SessionID: "s-dana", ConversationID: "golden", CredentialRef: ref},
 		policy.Person{Issuer: who.Issuer, Subject: who.Subject}
 }

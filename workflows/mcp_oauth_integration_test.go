@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -53,22 +51,7 @@ func TestAnHTTPServerIsCalledAsThePersonNeverWithTheirToken(t *testing.T) {
 
 	// meera signs in through the MCP server's path: her client's token,
 	// exchanged for a grant the vault keeps.
-	tok, err := idp.SignIn(ctx, id.URL, testenv.MCPClientID, id.Users["meera"], idp.ACRPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify, err := mcpgate.NewVerifier(ctx, id.URL, testenv.MCPAudience, mcpgate.DefaultClaims(s.Policy), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who, err := verify(ctx, tok.AccessToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, s.DatabaseURL, "mcp"), id.Exchange(), nil)(ctx, who)
-	if err != nil {
-		t.Fatal(err)
-	}
+	who, ref, access := testenv.MCPSignIn(t, id, s.Policy, s.DatabaseURL, "meera")
 	meera := policy.Session{UserID: who.UserID, Role: who.Role, SessionID: "s-meera", ConversationID: "notes", CredentialRef: ref}
 
 	seen := len(notes.Tokens())
@@ -81,8 +64,8 @@ func TestAnHTTPServerIsCalledAsThePersonNeverWithTheirToken(t *testing.T) {
 		t.Fatal("the call sent no token")
 	}
 	for _, sent := range asMeera {
-		if sent == tok.AccessToken || sent == testenv.NotesServiceToken {
-			t.Fatalf("a call as meera sent %s", map[bool]string{true: "her own access token", false: "the service credential"}[sent == tok.AccessToken])
+		if sent == access || sent == testenv.NotesServiceToken {
+			t.Fatalf("a call as meera sent %s", map[bool]string{true: "her own access token", false: "the service credential"}[sent == access])
 		}
 	}
 
@@ -106,7 +89,7 @@ func TestAnHTTPServerIsCalledAsThePersonNeverWithTheirToken(t *testing.T) {
 		b, _ := json.Marshal(e.ContextMap())
 		logs.WriteString(e.Message + string(b))
 	}
-	for _, secret := range append(notes.Tokens(), tok.AccessToken) {
+	for _, secret := range append(notes.Tokens(), access) {
 		if strings.Contains(audit, secret) || strings.Contains(logs.String(), secret) {
 			t.Fatal("a token is in the audit log or the worker's logs")
 		}

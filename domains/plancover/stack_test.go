@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/domains/plancover/upstream"
-	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -43,23 +40,7 @@ func newPortal(t *testing.T) *portal {
 // credential issued by the vault.
 func (p *portal) signIn(t *testing.T, user, conversation string) policy.Session {
 	t.Helper()
-	ctx := context.Background()
-	tok, err := idp.SignIn(ctx, p.idp.URL, testenv.MCPClientID, p.idp.Users[user], idp.ACRPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify, err := mcpgate.NewVerifier(ctx, p.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims(p.Policy), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who, err := verify(ctx, tok.AccessToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := mcpgate.VaultCredentials(testenv.ServicePool(t, p.DatabaseURL, "mcp"), p.idp.Exchange(), nil)(ctx, who)
-	if err != nil {
-		t.Fatal(err)
-	}
+	who, ref, _ := testenv.MCPSignIn(t, p.idp, p.Policy, p.DatabaseURL, user)
 	return policy.Session{UserID: who.UserID, Role: who.Role, Resources: who.Resources, SessionID: "s-" + user, ConversationID: conversation, CredentialRef: ref}
 }
 

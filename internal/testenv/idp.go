@@ -15,6 +15,8 @@ import (
 	plancover "github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/idp"
+	"github.com/toolgate/toolgate/mcpgate"
+	"github.com/toolgate/toolgate/policy"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -200,4 +202,31 @@ func Northgate(t testing.TB, issuer string) (*northgate.Server, string) {
 	srv := httptest.NewServer(ng.Handler())
 	t.Cleanup(srv.Close)
 	return ng, srv.URL
+}
+
+// MCPSignIn is user's sign-in as toolgate's MCP server takes it: the MCP
+// client's access token from the provider, verified with p's claims,
+// exchanged for a grant, and a credential issued by the vault (as the
+// mcp service, on the database at databaseURL). It returns whom the token
+// names, the credential's ref and the access token.
+func MCPSignIn(t testing.TB, f *IdP, p *policy.Policy, databaseURL, user string) (mcpgate.Identity, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := idp.SignIn(ctx, f.URL, MCPClientID, f.Users[user], idp.ACRPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify, err := mcpgate.NewVerifier(ctx, f.URL, MCPAudience, mcpgate.DefaultClaims(p), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := verify(ctx, tok.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := mcpgate.VaultCredentials(ServicePool(t, databaseURL, "mcp"), f.Exchange(), nil)(ctx, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return who, ref, tok.AccessToken
 }
