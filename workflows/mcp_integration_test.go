@@ -49,6 +49,37 @@ func referenceStackTTL(t *testing.T, packFile string, ttl time.Duration) (*teste
 	return s, scratch, writer
 }
 
+// referencePack writes the reference pack, as edit changes its text, with
+// its accepted pins, into dir and returns its path; the servers are the
+// ones from npm in examples/mcp. An edit that changes nothing fails the
+// test: the pack no longer reads as the test expects.
+func referencePack(t *testing.T, dir string, edit func(string) string) string {
+	t.Helper()
+	body, err := os.ReadFile("../examples/packs/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(body)
+	if edit != nil {
+		if text = edit(text); text == string(body) {
+			t.Fatal("the reference pack no longer reads as this test expects")
+		}
+	}
+	npm, _ := filepath.Abs("../examples/mcp")
+	file := filepath.Join(dir, "reference.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(text, "../mcp/", npm+"/")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pins, err := os.ReadFile("../examples/packs/reference.pins.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packs.PinsFile(file), pins, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // decideCard sends one signed decision on a pending card and returns the
 // call's final result.
 func decideCard(t *testing.T, s *testenv.Stack, first workflows.Outcome, a policy.Approval) workflows.ToolCallResult {
@@ -153,16 +184,8 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 // changed is refused before any card.
 func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	dir := t.TempDir()
-	body, err := os.ReadFile("../examples/packs/reference.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	npm, _ := filepath.Abs("../examples/mcp")
-	file := filepath.Join(dir, "reference.yaml")
-	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(body), "../mcp/", npm+"/")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pins, err := packs.ReadPins("../examples/packs/reference.yaml")
+	file := referencePack(t, dir, nil)
+	pins, err := packs.ReadPins(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,26 +278,16 @@ func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
-	body, err := os.ReadFile("../examples/packs/reference.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	held := fmt.Sprintf(`command: [%s, %s, %s, %s, "${TOOLGATE_SCRATCH}"]`, quoteJSON(wrapper), quoteJSON(sends), quoteJSON(release), quoteJSON(server[0]))
-	text := strings.Replace(string(body), `command: [../mcp/node_modules/.bin/mcp-server-filesystem, "${TOOLGATE_SCRATCH}"]`, held, 1)
-	text = strings.Replace(text, "    tool: write_file\n", "    tool: write_file\n    timeout: 3s\n", 1)
-	if !strings.Contains(text, held) || !strings.Contains(text, "timeout: 3s") {
+	file := referencePack(t, dir, func(text string) string {
+		text = strings.Replace(text, `command: [../mcp/node_modules/.bin/mcp-server-filesystem, "${TOOLGATE_SCRATCH}"]`, held, 1)
+		if !strings.Contains(text, held) {
+			return ""
+		}
+		return strings.Replace(text, "    tool: write_file\n", "    tool: write_file\n    timeout: 3s\n", 1)
+	})
+	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "timeout: 3s") {
 		t.Fatal("the reference pack no longer reads as this test expects")
-	}
-	file := filepath.Join(dir, "reference.yaml")
-	if err := os.WriteFile(file, []byte(strings.ReplaceAll(text, "../mcp/", filepath.Dir(filepath.Dir(filepath.Dir(server[0])))+"/")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pins, err := os.ReadFile("../examples/packs/reference.pins.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(packs.PinsFile(file), pins, 0o644); err != nil {
-		t.Fatal(err)
 	}
 	s, scratch, writer := referenceStack(t, file)
 	s.StopWorker() // the worker is a process of its own, killed below
@@ -361,28 +374,10 @@ func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
 // the file.
 func TestADryRunShowsTheCallerOnlyWhatTheyMayRead(t *testing.T) {
 	dir := t.TempDir()
-	body, err := os.ReadFile("../examples/packs/reference.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	npm, _ := filepath.Abs("../examples/mcp")
-	text := strings.ReplaceAll(string(body), "../mcp/", npm+"/")
-	keeperOnly := strings.Replace(text, "    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [writer, keeper], decision: allow}",
-		"    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [keeper], decision: allow}", 1)
-	if keeperOnly == text {
-		t.Fatal("the reference pack no longer reads as this test expects")
-	}
-	file := filepath.Join(dir, "reference.yaml")
-	if err := os.WriteFile(file, []byte(keeperOnly), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pins, err := os.ReadFile("../examples/packs/reference.pins.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(packs.PinsFile(file), pins, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := referencePack(t, dir, func(text string) string {
+		return strings.Replace(text, "    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [writer, keeper], decision: allow}",
+			"    tool: read_text_file\n    tier: read\n    idempotent: true\n    example: {path: /srv/scratch/notes.txt}\n    narrow:\n      path: {pathPrefix: \"${TOOLGATE_SCRATCH}\"}\n    policy: {roles: [keeper], decision: allow}", 1)
+	})
 	s, scratch, writer := referenceStack(t, file)
 	secret := filepath.Join(scratch, "salaries.txt")
 	if err := os.WriteFile(secret, []byte("kofi 41000"), 0o644); err != nil {
