@@ -144,6 +144,13 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	if !strings.HasSuffix(over.Card, " · Now: cold chain: check at 06:00") {
 		t.Fatalf("a card over an existing file shows what it replaces: %q", over.Card)
 	}
+	// A model's content that reads as more fields is written as its JSON,
+	// so it cannot pass for the dry run's answer.
+	forged := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w00", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(filepath.Join(scratch, "notes.txt")) + `,"content":"x · Now: nothing here"}`)})
+	if !strings.HasPrefix(forged.Card, `files__write_file · content "x · Now: nothing here" · path `) || !strings.HasSuffix(forged.Card, " · Now: cold chain: check at 06:00") {
+		t.Fatalf("a card whose content reads as fields: %q", forged.Card)
+	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("the file exists before anyone approved: %v", err)
 	}
