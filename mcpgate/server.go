@@ -37,6 +37,14 @@ const (
 	// IdempotencyKeyMeta is the _meta key a client sets on tools/call so a
 	// retry attaches to the same call.
 	IdempotencyKeyMeta = "toolgate/idempotencyKey"
+	// ConversationMeta is the _meta key a client sets on tools/call to name
+	// the conversation the call belongs to: what a verification tool earns
+	// is held for that conversation (and the sign-in) alone. It is the only
+	// conversation a sessionless revision has.
+	ConversationMeta = "toolgate/conversation"
+	// FirstSessionlessRevision is the first protocol revision without MCP
+	// sessions (SEP-2575): its requests are served statelessly.
+	FirstSessionlessRevision = "2026-07-28"
 	// StatusTool reads a call's outcome by its workflow ID.
 	StatusTool = "toolgate_call_status"
 	// BackChannelLogoutPath takes the provider's logout tokens for the MCP
@@ -67,6 +75,18 @@ type Identity struct {
 // person has one under any display name.
 func Conversation(issuer, subject string) string {
 	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
+	return "mcp." + hex.EncodeToString(sum[:16])
+}
+
+// maxRequestBytes bounds one MCP request body.
+const maxRequestBytes = 256 << 10
+
+// NamedConversation is a conversation a client names (ConversationMeta):
+// "mcp." and 32 hex digits of SHA-256 over the sign-in's issuer and
+// subject and the name, so two people naming the same conversation never
+// share one.
+func NamedConversation(issuer, subject, name string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + subject + "\x00" + name))
 	return "mcp." + hex.EncodeToString(sum[:16])
 }
 
@@ -125,9 +145,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+MetadataPath, meta)
 	mux.Handle("GET "+MetadataPath+Path, meta)
-	streamable := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: 256 << 10})
+	sessions := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: maxRequestBytes})
+	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxRequestBytes})
 	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: origin + MetadataPath + Path})
-	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(streamable))))
+	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(byRevision(sessions, stateless)))))
 	if s.Logout != nil && s.Revoke != nil {
 		mux.HandleFunc("POST "+BackChannelLogoutPath, s.backChannelLogout)
 	}
@@ -157,6 +178,22 @@ func (s *Server) backChannelLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Logger.Info("sign-in revoked by the provider", zap.String("subject", l.Subject), zap.String("reason", l.Reason))
 	w.WriteHeader(http.StatusOK)
+}
+
+// byRevision serves a request that names a sessionless protocol revision
+// in its MCP-Protocol-Version header (2026-07-28 and later, SEP-2575, which
+// the SDK serves only statelessly) without a session, and every other one
+// (an initialize, or a request of an earlier revision's session) with
+// sessions. The SDK requires a sessionless request's header to match the
+// revision its body names, so the header alone decides.
+func byRevision(sessions, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= FirstSessionlessRevision {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
 }
 
 // noBatches refuses a JSON-RPC batch: the protocol versions served
@@ -276,17 +313,9 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	sessionID := strings.NewReplacer("-", "", "_", "").Replace(req.Session.ID())
-	conv, callID := "mcp."+sessionID, "c"+strings.ToLower(rand.Text())
-	if key, ok := req.Params.Meta[IdempotencyKeyMeta].(string); ok {
-		if !policy.ValidToolCallID(key) {
-			return workflows.ToolCallInput{}, fmt.Errorf("_meta %q must be 1 to 64 letters, digits, '_', '.' or ':'", IdempotencyKeyMeta)
-		}
-		// One key is one call for this person, whichever session retries it.
-		conv, callID = Conversation(id.Issuer, id.Subject), key
-	}
-	if len(conv) > policy.MaxIDLength {
-		conv = conv[:policy.MaxIDLength]
+	conv, callID, err := s.conversation(id, req, tool)
+	if err != nil {
+		return workflows.ToolCallInput{}, err
 	}
 	ref, err := s.credential(ctx, id)
 	if err != nil {
@@ -297,6 +326,44 @@ func (s *Server) input(ctx context.Context, id Identity, req *mcp.CallToolReques
 	}
 	return workflows.ToolCallInput{Tool: tool, ToolCallID: callID, Args: args, Session: policy.Session{UserID: id.UserID, Role: id.Role,
 		Resources: id.Resources, SessionID: conv, ConversationID: conv, CredentialRef: ref}}, nil
+}
+
+// conversation is the conversation and the call ID of a tools/call. A
+// conversation the client names is the person's under that name; else a
+// keyed call's is the person's, so one key is one call whichever session
+// retries it; else the MCP session's. A sessionless request that names
+// none is a conversation of one call, and a verification tool, whose tier
+// would end with it, is refused with what to send.
+func (s *Server) conversation(id Identity, req *mcp.CallToolRequest, tool string) (conv, callID string, err error) {
+	callID = "c" + strings.ToLower(rand.Text())
+	key, keyed := req.Params.Meta[IdempotencyKeyMeta].(string)
+	if keyed && !policy.ValidToolCallID(key) {
+		return "", "", fmt.Errorf("_meta %q must be 1 to 64 letters, digits, '_', '.' or ':'", IdempotencyKeyMeta)
+	}
+	if keyed {
+		callID = key
+	}
+	name, named := req.Params.Meta[ConversationMeta].(string)
+	session := strings.NewReplacer("-", "", "_", "").Replace(req.Session.ID())
+	switch {
+	case req.Params.Meta[ConversationMeta] != nil && (!named || !policy.ValidToolCallID(name)):
+		return "", "", fmt.Errorf("_meta %q must be 1 to 64 letters, digits, '_', '.' or ':'", ConversationMeta)
+	case named:
+		conv = NamedConversation(id.Issuer, id.Subject, name)
+	case keyed:
+		conv = Conversation(id.Issuer, id.Subject)
+	case session != "":
+		conv = "mcp." + session
+	default:
+		if spec, ok := s.Policy.Spec(tool); ok && spec.Verifies != nil {
+			return "", "", fmt.Errorf("%s earns a tier for one conversation, and this request has no MCP session to hold it: name the conversation in _meta %q (1 to 64 letters, digits, '_', '.' or ':') on this call and on the calls that need the tier", tool, ConversationMeta)
+		}
+		conv = "mcp." + callID
+	}
+	if len(conv) > policy.MaxIDLength {
+		conv = conv[:policy.MaxIDLength]
+	}
+	return conv, callID, nil
 }
 
 // sealed is a verification tool's args with the factor sealed: the value

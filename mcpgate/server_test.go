@@ -595,9 +595,7 @@ func TestMCPBackChannelLogout(t *testing.T) {
 
 // TestEveryProtocolRevisionTheSDKSpeaks: a client asking for any revision
 // the official Go SDK supports gets it, is offered the person's tools and
-// runs a read. 2026-07-28 is served by the SDK only on a stateless
-// transport, and toolgate's MCP sessions are held to the person who opened
-// them, so a client asking for it is answered with 2025-11-25, and works.
+// runs a read: 2026-07-28, which has no sessions, included.
 func TestEveryProtocolRevisionTheSDKSpeaks(t *testing.T) {
 	g := newGate(t, 0)
 	tok := g.token(t, "ama", idp.ACRPassword)
@@ -612,12 +610,8 @@ func TestEveryProtocolRevisionTheSDKSpeaks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: connect: %v", v, err)
 		}
-		want := v
-		if v >= "2026-07-28" {
-			want = "2025-11-25"
-		}
-		if r := cs.InitializeResult(); r == nil || r.ProtocolVersion != want {
-			t.Errorf("asked for %s, got %+v, want %s", v, r, want)
+		if r := cs.InitializeResult(); r == nil || r.ProtocolVersion != v {
+			t.Errorf("asked for %s, got %+v", v, r)
 		}
 		tools, err := cs.ListTools(context.Background(), nil)
 		if err != nil || !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "get_stock" }) {

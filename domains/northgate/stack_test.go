@@ -2,7 +2,9 @@ package northgate_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -62,29 +64,41 @@ func newDesk(t *testing.T) *desk {
 	return &desk{Stack: s, idp: id, bank: bank, url: srv.URL, mcpLogs: logs}
 }
 
-// line is one conversation: a caller's MCP session. A redial is a new one.
+// line is one conversation: a phone call, which the voice agent names on
+// every request (2026-07-28 has no MCP sessions), or, on an earlier
+// revision, its MCP session. A redial is a new one.
 type line struct {
 	t     *testing.T
 	cs    *mcp.ClientSession
 	d     *desk
 	token string
+	// meta is sent with every call: on a sessionless line, the
+	// conversation it names.
+	meta mcp.Meta
 }
 
-// dial signs user in at the provider as the MCP client and opens a session.
+// dial signs user in at the provider as the MCP client and opens a line.
 func (d *desk) dial(t *testing.T, user string) *line {
 	t.Helper()
-	tok, err := idp.SignIn(context.Background(), d.idp.URL, testenv.MCPClientID, d.idp.Users[user], idp.ACRPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.connect(t, tok.AccessToken)
+	return d.connect(t, d.signIn(t, user))
 }
 
-// connect opens an MCP session with an access token.
+// connect opens a line with an access token on the SDK's newest
+// revision, naming a conversation of its own.
 func (d *desk) connect(t *testing.T, token string) *line {
 	t.Helper()
+	l := d.open(t, token, "")
+	l.meta = mcp.Meta{mcpgate.ConversationMeta: "line." + strings.ToLower(rand.Text())}
+	return l
+}
+
+// open connects with an access token on revision (the SDK's newest when
+// empty).
+func (d *desk) open(t *testing.T, token, revision string) *line {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "northgate-test", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + mcpgate.Path, HTTPClient: testenv.Bearer(token)}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.url + mcpgate.Path, HTTPClient: testenv.Bearer(token)},
+		&mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -92,10 +106,57 @@ func (d *desk) connect(t *testing.T, token string) *line {
 	return &line{t: t, cs: cs, d: d, token: token}
 }
 
+// session signs user in and opens an MCP session (2025-11-25), which is
+// the line's conversation.
+func (d *desk) session(t *testing.T, user string) *line {
+	t.Helper()
+	l := d.open(t, d.signIn(t, user), sessionRevision)
+	if l.cs.ID() == "" {
+		t.Fatal("2025-11-25 opened no MCP session")
+	}
+	return l
+}
+
+// sessionRevision is the newest protocol revision with MCP sessions.
+const sessionRevision = "2025-11-25"
+
+// signIn is an access token for user, signed in at the provider as the
+// MCP client.
+func (d *desk) signIn(t *testing.T, user string) string {
+	t.Helper()
+	tok, err := idp.SignIn(context.Background(), d.idp.URL, testenv.MCPClientID, d.idp.Users[user], idp.ACRPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.AccessToken
+}
+
+// sessionless signs user in and opens a line on 2026-07-28, which has no
+// MCP sessions: every call names conversation (none when empty).
+func (d *desk) sessionless(t *testing.T, user, conversation string) *line {
+	t.Helper()
+	l := d.open(t, d.signIn(t, user), mcpgate.FirstSessionlessRevision)
+	if v := l.cs.InitializeResult().ProtocolVersion; v != mcpgate.FirstSessionlessRevision || l.cs.ID() != "" {
+		t.Fatalf("a sessionless line got revision %s, session %q", v, l.cs.ID())
+	}
+	if conversation != "" {
+		l.meta = mcp.Meta{mcpgate.ConversationMeta: conversation}
+	}
+	return l
+}
+
+// named is the line's sign-in naming another conversation.
+func (l *line) named(conversation string) *line {
+	return &line{t: l.t, cs: l.cs, d: l.d, token: l.token, meta: mcp.Meta{mcpgate.ConversationMeta: conversation}}
+}
+
 // again is a second conversation on the same sign-in: a new MCP session
 // with the same token, so the same credential.
 func (l *line) again() *line {
 	l.t.Helper()
+	if l.meta == nil {
+		return l.d.open(l.t, l.token, sessionRevision)
+	}
 	return l.d.connect(l.t, l.token)
 }
 
@@ -121,7 +182,7 @@ func (l *line) call(tool, args string) answer {
 
 // try is call for a goroutine: it reports the error instead of failing.
 func (l *line) try(tool, args string) (answer, error) {
-	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
+	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: l.meta})
 	if err != nil {
 		return answer{}, err
 	}
@@ -557,7 +618,9 @@ func (d *desk) decide(t *testing.T, a answer, decision string) workflows.ToolCal
 // person's, whichever session makes it.
 func (l *line) keyed(tool, args, key string) answer {
 	l.t.Helper()
-	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: mcp.Meta{mcpgate.IdempotencyKeyMeta: key}})
+	meta := mcp.Meta{mcpgate.IdempotencyKeyMeta: key}
+	maps.Copy(meta, l.meta)
+	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: meta})
 	if err != nil {
 		l.t.Fatalf("%s: %v", tool, err)
 	}
@@ -565,6 +628,35 @@ func (l *line) keyed(tool, args, key string) answer {
 	b, _ := json.Marshal(r.StructuredContent)
 	_ = json.Unmarshal(b, &a)
 	return a
+}
+
+// TestASessionlessLineNamesItsConversation: on 2026-07-28 there are no
+// MCP sessions, so a tier is held by the conversation the client names in
+// _meta, on the sign-in that earned it. A verification that names none is
+// refused before the factor is sealed; another
+// conversation of the same sign-in holds low; two people naming the same
+// conversation and key make two calls.
+func TestASessionlessLineNamesItsConversation(t *testing.T) {
+	d := newDesk(t)
+	unnamed := d.sessionless(t, upstream.Dana, "")
+	if a := unnamed.passphrase(upstream.DanaPassphrase); a.Status != "" || !strings.Contains(a.text, mcpgate.ConversationMeta) {
+		t.Fatalf("a sessionless passphrase naming no conversation: %+v", a)
+	}
+	line := unnamed.named("call.7781")
+	if a := line.passphrase(upstream.DanaPassphrase); a.outcome().Outcome != "passed" {
+		t.Fatalf("the passphrase on a named conversation: %+v %s", a, a.Result)
+	}
+	if a := line.call(northgate.ToolGetBalance, `{}`); a.Status != "executed" {
+		t.Fatalf("the balance in the conversation that earned medium: %+v", a)
+	}
+	refusedFor(t, "the balance in another conversation", unnamed.named("call.7782").call(northgate.ToolGetBalance, `{}`), northgate.TierMedium, northgate.TierLow)
+	refusedFor(t, "the balance naming none", unnamed.call(northgate.ToolGetBalance, `{}`), northgate.TierMedium, northgate.TierLow)
+	lewis := d.sessionless(t, upstream.Lewis, "call.7781")
+	danas, lewiss := line.keyed(northgate.ToolGetBranchHours, `{"branch":"Leeds"}`, "hours.1"), lewis.keyed(northgate.ToolGetBranchHours, `{"branch":"York"}`, "hours.1")
+	if danas.Status != "executed" || lewiss.Status != "executed" || danas.CallID == lewiss.CallID || !strings.Contains(string(lewiss.Result), "York") {
+		t.Fatalf("two people naming one conversation and key: %+v and %+v", danas, lewiss)
+	}
+	refusedFor(t, "lewis's balance in a conversation of the same name", lewis.call(northgate.ToolGetBalance, `{}`), northgate.TierMedium, northgate.TierLow)
 }
 
 // TestATierIsOneSignInsOnKeyedCalls: calls with idempotency keys share the
@@ -600,7 +692,7 @@ func TestAReissueGoesToCardOperations(t *testing.T) {
 			}
 		}
 	}
-	l := d.dial(t, upstream.Dana)
+	l := d.session(t, upstream.Dana)
 	// An address from the model is no arg of the tool: refused, nothing up.
 	if a := l.call(northgate.ToolReissueCard, `{"reason":"captured","deliveryAddress":"40 Somewhere Lane"}`); a.Code != string(policy.CodeInvalidArguments) {
 		t.Fatalf("an address from the model: %+v", a)
