@@ -81,6 +81,9 @@ func Accept(ctx context.Context, path string, write bool) ([]Review, error) {
 		if len(named[s.Name]) == 0 && unlisted.Unlisted == nil {
 			continue
 		}
+		if s.Audience != "" && s.Bearer == "" {
+			return nil, fmt.Errorf("%s: MCP server %s is called only with the signed-in person's tokens (auth.exchange), so accept-mcp has no credential to list its tools with; give auth.bearer too, \"${NAME}\" naming a variable set in this shell and the worker's, holding a token the server takes for tools/list (a service account's)", path, s.Name)
+		}
 		c, err := mcpupstream.Dial(ctx, s, nil)
 		if err != nil {
 			return nil, err

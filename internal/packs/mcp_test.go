@@ -469,4 +469,10 @@ func TestAServersCredentialIsNeverWrittenInItsFile(t *testing.T) {
 			t.Errorf("%s: the bearer is %q", server, set.Servers["srv"].Bearer)
 		}
 	}
+	// A server called only with people's tokens has none for accept-mcp:
+	// it says what to add before it dials anything.
+	_ = os.WriteFile(file, []byte("pack: p\nsystem: s\nroles: [{name: user, label: User}]\nservers: [{name: srv, url: \"https://mcp.example.com/mcp\", auth: {exchange: \"https://mcp.example.com\"}}]\ntools:\n  - server: srv\n    tool: find\n    tier: read\n    example: {}\n    policy: {roles: [user], decision: allow}\n"), 0o644)
+	if _, err := packs.Accept(context.Background(), file, false); err == nil || !strings.Contains(err.Error(), "give auth.bearer too") {
+		t.Errorf("accept-mcp for a server of people's tokens alone: %v", err)
+	}
 }
