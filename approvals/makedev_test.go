@@ -3,6 +3,7 @@ package approvals_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,6 +123,9 @@ func startMakeDev(t *testing.T) *devStack {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
+		if _, err := os.Stat(filepath.Join(root, ".dev", "env")); !os.IsNotExist(err) {
+			t.Errorf("make dev left .dev/env behind when it stopped (%v)", err)
+		}
 		if t.Failed() {
 			for _, log := range []string{"worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
 				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
@@ -206,9 +210,20 @@ func (d *devStack) user(t *testing.T, id string) idp.User {
 	return idp.User{}
 }
 
+// secondShell is a command of make dev's bin/ as a person types it in a
+// second shell: only PATH and HOME set, from another folder, so what it
+// needs of the running stack it finds on its own (.dev/env).
+func (d *devStack) secondShell(t *testing.T, program string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(d.root, "bin", program), args...)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	return cmd
+}
+
 // mcpAs signs user in at make dev's provider as the MCP client does and
 // returns a call through make dev's MCP server, with the result's text,
-// and the client's session.
+// and the client's session. The client speaks the SDK's newest revision,
+// which has no MCP sessions, so each mcpAs names a conversation of its own.
 func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(tool string, args map[string]any) (*mcp.CallToolResult, string), *mcp.ClientSession) {
 	t.Helper()
 	tok, err := idp.SignIn(ctx, d.issuer, "toolgate-mcp", d.user(t, user), idp.ACRPassword)
@@ -227,9 +242,10 @@ func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(t
 		t.Fatalf("MCP: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	conversation := mcp.Meta{mcpgate.ConversationMeta: user + "." + strings.ToLower(rand.Text())}
 	call := func(tool string, args map[string]any) (*mcp.CallToolResult, string) {
 		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: conversation})
 		if err != nil {
 			t.Fatalf("%s: %v", tool, err)
 		}
@@ -529,8 +545,24 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	if res, text := redial("verify_passphrase", map[string]any{"passphrase": "copper kettle"}); !res.IsError || !strings.Contains(text, "locked out") {
 		t.Fatalf("lewis's right passphrase on a redial: %s", text)
 	}
-	hand := exec.Command(filepath.Join(d.root, "bin", "starter"), "hand-back", "--pack", "northgate", "--user", "lewis", "--by", "imogen", "--note", "verified in branch")
-	hand.Env = append(os.Environ(), "DATABASE_URL="+d.database)
+	// Typed in a second shell: nothing set by hand, make dev's settings found.
+	if out, err := d.secondShell(t, "idp", "users").CombinedOutput(); err != nil || !strings.Contains(string(out), "imogen") {
+		t.Fatalf("idp users in a second shell: %v %s", err, out)
+	}
+	token, err := d.secondShell(t, "starter", "token", "--user", "ama").Output()
+	if err != nil {
+		t.Fatalf("starter token in a second shell: %v", err)
+	}
+	amas, err := mcp.NewClient(&mcp.Implementation{Name: "make-dev-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: d.mcp, HTTPClient: testenv.Bearer(strings.TrimSpace(string(token)))}, nil)
+	if err != nil {
+		t.Fatalf("the second shell's token at the MCP server: %v", err)
+	}
+	if offered := offeredTools(t, ctx, amas); !strings.Contains(offered, "get_stock") {
+		t.Fatalf("the second shell's token is offered %s", offered)
+	}
+	_ = amas.Close()
+	hand := d.secondShell(t, "starter", "hand-back", "--pack", "northgate", "--user", "lewis", "--by", "imogen", "--note", "verified in branch")
 	if out, err := hand.CombinedOutput(); err != nil || !strings.Contains(string(out), "lewis is handed back") {
 		t.Fatalf("starter hand-back: %v %s", err, out)
 	}

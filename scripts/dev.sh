@@ -48,6 +48,7 @@ pids=()
 private_pg=""
 cleanup() {
   trap - EXIT INT TERM
+  if grep -qx "TOOLGATE_DEV_PID=$$" .dev/env 2>/dev/null; then rm -f .dev/env; fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
   if [ -n "$cluster" ]; then ./scripts/temporal-cluster.sh stop "$logs/temporal"; fi
   if [ -n "$private_pg" ]; then ./scripts/pg.sh stop "$private_pg"; fi
@@ -151,6 +152,13 @@ fi
 export MCP_ADDR="${MCP_ADDR:-127.0.0.1:8090}" MCP_OIDC_ISSUER="${MCP_OIDC_ISSUER:-$APPROVALS_OIDC_ISSUER}"
 export IDP_MCP_AUDIENCE="${IDP_MCP_AUDIENCE:-http://$MCP_ADDR/mcp}" MCP_AUDIENCE="${MCP_AUDIENCE:-http://$MCP_ADDR/mcp}"
 export IDP_MCP_BACKCHANNEL_LOGOUT_URI="${IDP_MCP_BACKCHANNEL_LOGOUT_URI:-http://$MCP_ADDR/backchannel-logout}"
+export IDP_USERS_FILE="${IDP_USERS_FILE:-$PWD/.dev/idp-users.json}"
+# Its settings, for commands typed in a second shell: bin/starter and bin/idp users read .dev/env while
+# this runs (internal/devenv), so nothing there needs a variable set by hand. Removed when it stops.
+{ echo "TOOLGATE_DEV_PID=$$"
+  env | grep -E '^(TOOLGATE_|DATABASE_URL=|AUDITOR_DATABASE_URL=|TEMPORAL_|IDP_|MCP_|APPROVALS_|UPSTREAM_|CARDDESK_|PLANCOVER_|NORTHGATE_|CODEC_|METRICS_)' | grep -v '^TOOLGATE_DEV_PID='
+} >.dev/env.new
+chmod 600 .dev/env.new && mv .dev/env.new .dev/env
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
 bin/idp >"$logs/idp.log" 2>&1 &
 pids+=($!)

@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/devcerts"
+	"github.com/toolgate/toolgate/internal/devenv"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
@@ -67,6 +68,19 @@ as toolgate_auditor, which can read nothing else; see README)`
 
 var errUsage = errors.New(strings.TrimSpace(usage))
 
+// devFile and devErr are what devenv.Load found: make dev's settings file,
+// and why it was not read.
+var (
+	devFile string
+	devErr  error
+)
+
+// notDev is a dev-only command's error outside dev mode: what it needs, and
+// how to get it.
+func notDev(cmd, why string) error {
+	return fmt.Errorf("%s: %s, so it runs only in dev mode (TOOLGATE_DEV=1, which make dev sets): %s", cmd, why, devenv.Missing(devFile, devErr))
+}
+
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "starter:", err)
@@ -78,6 +92,8 @@ func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
+	// Beside make dev, its settings: the same packs, database and provider.
+	devFile, devErr = devenv.Load()
 	if args[0] == "accept-mcp" {
 		// Before the packs load: a pack whose MCP tools are not accepted
 		// yet does not load.
@@ -173,7 +189,7 @@ func tokenCmd(cfg config.Config, args []string, out io.Writer) error {
 		return err
 	}
 	if !cfg.DevMode {
-		return errors.New("token: signs in with a demo user's password from the users file, so it runs only in dev mode (TOOLGATE_DEV=1); a real MCP client signs in through the browser")
+		return notDev("token", "it signs in with a demo user's password from the users file (a real MCP client signs in through the browser)")
 	}
 	if !slices.Contains(policy.ACRLevels, *acr) {
 		return fmt.Errorf("token: --acr must be one of %v", policy.ACRLevels)
@@ -258,7 +274,7 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 		return err
 	}
 	if !cfg.DevMode {
-		return errors.New("credential: issues demo credentials, so it runs only in dev mode (TOOLGATE_DEV=1); a deployment's sign-in issues its own")
+		return notDev("credential", "it issues demo credentials (a deployment's sign-in issues its own)")
 	}
 	held, err := parseResources(*stores, *resources)
 	if err != nil {

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,15 +13,28 @@ import (
 
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/devenv"
 	"github.com/toolgate/toolgate/internal/httpserver"
 	"go.uber.org/zap"
 )
 
-func main() { config.Main("idp", run) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "users" {
+		// In a second shell beside make dev: its users file and dev mode.
+		devFile, devErr = devenv.Load()
+	}
+	config.Main("idp", run)
+}
+
+// devFile and devErr are what devenv.Load found for `idp users`.
+var (
+	devFile string
+	devErr  error
+)
 
 func run(log *zap.Logger, cfg config.Config) error {
 	if !cfg.DevMode {
-		return errors.New("the demo identity provider runs only in dev mode (TOOLGATE_DEV=1, which make dev sets): a deployment signs people in with its own provider (README: real identity)")
+		return fmt.Errorf("the demo identity provider runs only in dev mode (TOOLGATE_DEV=1, which make dev sets): a deployment signs people in with its own provider (docs: identity); %s", devenv.Missing(devFile, devErr))
 	}
 	set := idp.SettingsFromEnv()
 	users, created, err := idp.LoadOrCreateUsers(set.UsersFile)

@@ -1,0 +1,119 @@
+// Package devenv lets a command typed in a second shell beside make dev use
+// the dev stack's settings, so nothing in the README needs a variable set
+// by hand. While it runs, make dev (scripts/dev.sh) writes the settings its
+// processes were started with to .dev/env, with its own process ID; a
+// command that finds that file, written by a make dev still running, takes
+// each setting its own environment leaves unset. make dev removes the file
+// when it stops, and a file whose make dev is gone is not read, so dev mode
+// (TOOLGATE_DEV=1, which the demo sign-in and demo secrets need) is only
+// ever the running make dev's.
+package devenv
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// File is where make dev writes its settings, from the repository root.
+const File = ".dev/env"
+
+// PIDKey names the line of File that holds make dev's process ID.
+const PIDKey = "TOOLGATE_DEV_PID"
+
+// ErrStopped is Load's error for a File whose make dev is no longer running.
+var ErrStopped = errors.New("the make dev that wrote it is no longer running")
+
+// Load finds File beside the running executable's folder (bin/..) or in
+// the working directory and sets each of its settings the environment does
+// not. It returns the file it read, "" when there is none, and ErrStopped
+// (wrapped, naming the file) when the make dev that wrote it has stopped.
+func Load() (string, error) {
+	for _, path := range candidates() {
+		settings, err := read(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return path, fmt.Errorf("%s: %w", path, err)
+		}
+		pid, err := strconv.Atoi(settings[PIDKey])
+		if err != nil || pid <= 0 {
+			return path, fmt.Errorf("%s: no %s line, so not make dev's; remove it", path, PIDKey)
+		}
+		if !running(pid) {
+			return path, fmt.Errorf("%s: %w (process %d)", path, ErrStopped, pid)
+		}
+		for k, v := range settings {
+			if _, set := os.LookupEnv(k); !set {
+				if err := os.Setenv(k, v); err != nil {
+					return path, fmt.Errorf("%s: %s: %w", path, k, err)
+				}
+			}
+		}
+		return path, nil
+	}
+	return "", nil
+}
+
+// Missing says what to do when a dev-only command finds no dev mode: start
+// make dev, or start it again when the file found is from one that stopped.
+func Missing(found string, err error) string {
+	if errors.Is(err, ErrStopped) {
+		return fmt.Sprintf("%s is from a make dev that has stopped: start make dev again in another shell", found)
+	}
+	return "start make dev in another shell (this command then reads its settings from " + File + ")"
+}
+
+// candidates are File under the folder above the executable's (bin/) and
+// under the working directory, each once.
+func candidates() []string {
+	var out []string
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			out = append(out, filepath.Join(filepath.Dir(filepath.Dir(exe)), File))
+		}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if p := filepath.Join(wd, File); len(out) == 0 || p != out[0] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// read parses File: NAME=value lines, the value as written to the end of
+// the line.
+func read(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	settings := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("line %d is not NAME=value", n)
+		}
+		settings[k] = v
+	}
+	return settings, sc.Err()
+}
+
+// running reports whether a process with this ID exists.
+func running(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
