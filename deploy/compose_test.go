@@ -169,7 +169,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	}
 	// Every search attribute the workflow upserts is registered, with its type.
 	setup := strings.Join(svcs["temporal-setup"].Command, " ")
-	for _, sa := range workflows.SearchAttributes {
+	for _, sa := range workflows.SearchAttributes() {
 		if !strings.Contains(setup, sa.Name+"="+sa.Type) {
 			t.Errorf("temporal-setup does not register %s=%s", sa.Name, sa.Type)
 		}

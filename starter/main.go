@@ -141,7 +141,7 @@ func run(args []string, out io.Writer) error {
 		return exportEvalsCmd(cfg, args[1:], out)
 	case "search-attributes":
 		// One per line as NAME=TYPE, for --search-attribute and operator search-attribute create.
-		for _, sa := range workflows.SearchAttributes {
+		for _, sa := range workflows.SearchAttributes() {
 			fmt.Fprintf(out, "%s=%s\n", sa.Name, sa.Type)
 		}
 		return nil

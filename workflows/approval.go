@@ -12,22 +12,15 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// FirstOutcomeUpdate is the Update an agent backend sends with the start
-// (Update-with-Start) to learn the first outcome in one round trip: the
-// final result, or the pending card.
-const FirstOutcomeUpdate = "firstOutcome"
+// firstCardVersion is a card's version until an approver edits it.
+const firstCardVersion = 1
 
-// Outcome is the first outcome: a final result, or status pending_approval
-// with the card, its value, the approver role, the expiry and the args hash.
-type Outcome struct {
-	ToolCallResult
-	ValueCents   int64       `json:"valueCents"`
-	ApproverRole policy.Role `json:"approverRole"`
-	ExpiresAt    string      `json:"expiresAt"`
-	ArgsHash     string      `json:"argsHash"`
-	// RunID is the run that shows the card; a signed decision names it.
-	RunID string `json:"runId,omitempty"`
-}
+// signedApprovalsChange is a version marker every call records, at
+// signedApprovalsVersion, its only supported value.
+const (
+	signedApprovalsChange                   = "signed-approvals"
+	signedApprovalsVersion workflow.Version = 1
+)
 
 // Card versions in pending_action: a later state never yields to an earlier one.
 const (
@@ -71,7 +64,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ApprovalsNeeded = need
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
-		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: 1, Editable: v.Editable}
+		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: firstCardVersion, Editable: v.Editable}
 	if c.decision.requester.Known() {
 		card.Requester = &c.decision.requester
 	}
@@ -98,7 +91,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		Card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}, UpAt: upAt, Expires: expires,
 		Keys: trust.Keys, Issuers: trust.Issuers, Evidence: v.Evidence, Need: need, Requester: c.in.Session.UserID,
 		RequesterPerson: c.decision.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
-		escalateAfter: escalateAfter, pendingCard: card, version: 1}
+		escalateAfter: escalateAfter, pendingCard: card, version: firstCardVersion}
 	wctx, cancel := workflow.WithCancel(ctx)
 	g.startTimers(wctx, ttl, c.version >= shapeLean)
 	var decision policy.Approval
@@ -224,10 +217,9 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 	}).Get(&held.TTL); err != nil {
 		return held, fmt.Errorf("approval TTL: %w", err)
 	}
-	// The version markers of earlier shapes stay, at their only supported
-	// value, so the histories recorded with them replay (see the README's
-	// versioning policy).
-	workflow.GetVersion(c.ctx, "signed-approvals", 1, 1)
+	// A marker every history has at its only supported value, so they all
+	// replay (docs: versioning policy).
+	workflow.GetVersion(c.ctx, signedApprovalsChange, signedApprovalsVersion, signedApprovalsVersion)
 	var err error
 	held.Trust, err = c.trust()
 	return held, err

@@ -33,7 +33,7 @@ type guard struct {
 	// never).
 	escalateAfter time.Duration
 	pendingCard   activities.ProjectInput
-	// version counts the card's edits (1 until the first).
+	// version counts the card's edits (firstCardVersion until the first).
 	version int
 	// timer ends the wait at the expiry; escalation fires at escalateAfter.
 	// Both are set once and last across edits. When chained, the expiry
@@ -185,7 +185,7 @@ func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time
 		}
 		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.Need)
 		key := fmt.Sprintf("approval-%d", n)
-		if g.version > 1 {
+		if g.version > firstCardVersion {
 			key = fmt.Sprintf("v%d-approval-%d", g.version, n)
 		}
 		if err := c.record(activities.AuditInput{Key: key, Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,

@@ -5,13 +5,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Metric names of toolgate's own metrics (Prometheus adds _total to counters).
-const (
-	MetricDecisions      = "toolgate_decisions"
-	MetricApprovals      = "toolgate_approvals"
-	MetricTimeToDecision = "toolgate_time_to_decision"
-)
-
 // countDecision records the chain's verdict once per call.
 func (c *call) countDecision(v policy.Verdict) {
 	workflow.GetMetricsHandler(c.ctx).WithTags(map[string]string{

@@ -10,15 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// CredentialSignal resumes a call that waits for the person to sign in: the
-// agent backend sends it with the credential of the new sign-in.
-const CredentialSignal = "credential"
-
-// CredentialInput is the credential signal's payload.
-type CredentialInput struct {
-	CredentialRef string `json:"credentialRef"`
-}
-
 // DefaultSignInTTL is how long a call waits for the person to sign in when
 // Settings.SignInTTL is zero.
 const DefaultSignInTTL = 10 * time.Minute

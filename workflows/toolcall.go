@@ -16,62 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Wire names of docs/contract.md.
-const (
-	TaskQueue      = "toolgate"
-	WorkflowType   = "ToolCall"
-	StatusQuery    = "status"
-	ApprovalSignal = "approval"
-)
-
-// WorkflowID is the ID of the call's workflow and its idempotency key.
-func WorkflowID(conversationID, toolCallID string) string {
-	return "toolcall-" + conversationID + "-" + toolCallID
-}
-
-// ToolCallInput is what an agent backend sends: the proposed call and the session.
-type ToolCallInput struct {
-	Tool       string          `json:"tool"`
-	ToolCallID string          `json:"toolCallId"`
-	Args       json.RawMessage `json:"args"`
-	Session    policy.Session  `json:"session"`
-}
-
-// ToolCallResult is the outcome. Business outcomes complete the workflow
-// normally; a workflow failure means a bug.
-type ToolCallResult struct {
-	Status         CallStatus      `json:"status"`
-	Code           policy.Code     `json:"code"`
-	Message        string          `json:"message"`
-	Retryable      bool            `json:"retryable"`
-	AuthRequired   bool            `json:"authRequired"`
-	Result         json.RawMessage `json:"result"`
-	Card           string          `json:"card"`
-	IdempotencyKey string          `json:"idempotencyKey"`
-}
-
-// Status answers the status query.
-type Status struct {
-	Status       CallStatus  `json:"status"`
-	Tool         string      `json:"tool"`
-	Card         string      `json:"card"`
-	ValueCents   int64       `json:"valueCents"`
-	ApproverRole policy.Role `json:"approverRole"`
-	// EscalatedTo is the role an unanswered card was also offered to.
-	EscalatedTo policy.Role `json:"escalatedTo,omitempty"`
-	// ApprovalsNeeded is how many distinct approvers the card needs;
-	// ApprovedBy are those counted so far, before the last.
-	ApprovalsNeeded int      `json:"approvalsNeeded,omitempty"`
-	ApprovedBy      []string `json:"approvedBy,omitempty"`
-	ExpiresAt       string   `json:"expiresAt"`
-	ArgsHash        string   `json:"argsHash"`
-	// RunID is the run that shows the card; a signed decision names it.
-	RunID string `json:"runId"`
-	// Version counts the card's versions when an approver has edited it.
-	Version  int `json:"version,omitempty"`
-	resource policy.ResourceRef
-}
-
 // Settings are a deployment's choices. The workflow records the ones it
 // uses in its history, so a replay or a redeploy never changes them.
 type Settings struct {
@@ -290,7 +234,7 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	return c, nil
 }
 
-// The shapes of a call, oldest first (README: versioning policy; shape 3
+// The shapes of a call, oldest first (docs: versioning policy; shape 3
 // holds the shapes folded before any release). Code that differs between
 // shapes compares c.version with these, never with a bare number.
 const (
@@ -310,28 +254,25 @@ const (
 	shapeLean workflow.Version = 7
 )
 
-// currentShape is the shape of the calls today's code starts.
+// currentShape is the shape of the calls this code starts.
 const currentShape = shapeLean
 
-// shape is the shape of the call (README: versioning policy), one version
-// for all of it. 3: the shapes folded before any release. 4: an approval's
-// sign-in evidence is checked against trusted identity providers, recorded
-// with the keys. 5: an unanswered card escalates (a recorded fraction of
-// its TTL, a timer). 6: a call that needs a sign-in waits for the
-// credential signal instead of ending. 7: the call costs less (a dry run
-// and the card's first write run in the workflow task, the approval's
-// settings are one record, the outcome is written by the call's own
-// activity, no upsert while executing, one timer at a time), and records
-// no version marker: shapes 3-6 recorded theirs as the "search-attributes"
-// change, which a replay reads; a call without one is of shape 7. So a new
-// call asks nothing of GetVersion, which would record a marker and an
-// upsert. The next change records its shape in the call's first side
-// effect (the policy check), where a call of shape 7 has none.
+// searchAttributesChange is the version marker in which calls of shapes 3-6
+// recorded their shape.
+const searchAttributesChange = "search-attributes"
+
+// shape is the shape of the call, one version for all of it (docs:
+// versioning policy). A new call is currentShape and records no marker, so
+// it asks nothing of GetVersion (which would record a marker and an
+// upsert). A replayed call of shapes 3-6 has its shape recorded as the
+// searchAttributesChange marker; one without that marker is shapeLean.
+// The next shape is to be recorded in the call's first side effect (the
+// policy check), which a shapeLean call records without one.
 func shape(ctx workflow.Context) workflow.Version {
 	if !workflow.IsReplaying(ctx) {
 		return currentShape
 	}
-	if v := workflow.GetVersion(ctx, "search-attributes", workflow.DefaultVersion, shapeSignInWait); v != workflow.DefaultVersion {
+	if v := workflow.GetVersion(ctx, searchAttributesChange, workflow.DefaultVersion, shapeSignInWait); v != workflow.DefaultVersion {
 		return v
 	}
 	return currentShape

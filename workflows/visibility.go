@@ -10,25 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// Search attributes every call keeps current, so ops can find calls in
-// Temporal Web or with `temporal workflow list --query`.
-var (
-	ToolNameKey     = temporal.NewSearchAttributeKeyKeyword("ToolName")
-	ToolStatusKey   = temporal.NewSearchAttributeKeyKeyword("ToolStatus")
-	ToolCodeKey     = temporal.NewSearchAttributeKeyKeyword("ToolCode")
-	RequestedByKey  = temporal.NewSearchAttributeKeyKeyword("RequestedBy")
-	ApproverRoleKey = temporal.NewSearchAttributeKeyKeyword("ApproverRole")
-	ResourceKey     = temporal.NewSearchAttributeKeyKeyword("Resource")
-	ValueCentsKey   = temporal.NewSearchAttributeKeyInt64("ValueCents")
-)
-
-// SearchAttributes names each attribute with its type, as a dev server's
-// --search-attribute flag and `temporal operator search-attribute create` want them.
-var SearchAttributes = []struct{ Name, Type string }{
-	{"ToolName", "Keyword"}, {"ToolStatus", "Keyword"}, {"ToolCode", "Keyword"}, {"RequestedBy", "Keyword"},
-	{"ApproverRole", "Keyword"}, {"Resource", "Keyword"}, {"ValueCents", "Int"},
-}
-
 // StartAttributes are the search attributes a client sets when it starts a
 // call, so it is findable before its first workflow task runs.
 func StartAttributes(p *policy.Policy, in ToolCallInput) temporal.SearchAttributes {

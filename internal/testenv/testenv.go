@@ -329,7 +329,7 @@ func Temporal(t testing.TB) client.Client {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		args := append([]string{}, DevServerArgs...)
-		for _, sa := range workflows.SearchAttributes {
+		for _, sa := range workflows.SearchAttributes() {
 			args = append(args, "--search-attribute", sa.Name+"="+sa.Type)
 		}
 		args = append(args, "--namespace", SecondNamespace)
