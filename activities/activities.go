@@ -18,17 +18,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Error types carried by activity failures. The workflow maps them to codes.
-const (
-	ErrCredential  = "credential_unavailable"
-	ErrUnavailable = "upstream_unavailable"
-	ErrUpstream    = "upstream_error"
-	ErrBadInput    = "bad_input"
-	// ErrStepUp: the credential's sign-in is below the tool's requester
-	// tier; its details are a StepUp.
-	ErrStepUp = "step_up_required"
-)
-
 // StepUp says what a tool needs of the requester's sign-in and what the
 // credential holds.
 type StepUp struct {

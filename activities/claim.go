@@ -11,10 +11,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrSecondRun is the error type of a write refused because an earlier run
-// of the same workflow ID claimed the call; its details are a SecondRun.
-const ErrSecondRun = "second_run"
-
 // Claim names the call a run is about to act on, by the fingerprint of
 // what was asked. The first write of every run carries it.
 type Claim struct {

@@ -16,11 +16,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrDefinitionChanged refuses a call of an MCP tool whose server now
-// defines it otherwise than an operator accepted (its pin): nothing is
-// sent until a person accepts the new definition.
-const ErrDefinitionChanged = "definition_changed"
-
 // MCPServers are the worker's connections to the packs' own MCP servers,
 // each started or dialed at its first call and again after it ends.
 type MCPServers struct {

@@ -14,10 +14,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// ErrUnverified: the caller holds less than the row's verified tier in
-// this conversation, or is locked out; its details are an Unverified.
-const ErrUnverified = "unverified"
-
 // Unverified is a refusal for want of a verified tier, as the model reads
 // it: the tier needed and held, the factor to ask for and the tool that
 // takes it, and why the row needs the tier. It carries nothing of the

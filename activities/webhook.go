@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 )
@@ -32,42 +31,11 @@ type Webhook struct {
 	CardsURL string
 }
 
-// Card events.
-const (
-	CardEventPending   = "card.pending"
-	CardEventEscalated = "card.escalated"
-	CardEventDecided   = "card.decided"
-)
-
-// CardEvent is the webhook's payload (docs/contract.md): what a person
-// needs to find and decide the card, and nothing of the request's args.
-type CardEvent struct {
-	Type            string             `json:"type"`
-	WorkflowID      string             `json:"workflowId"`
-	RunID           string             `json:"runId"`
-	CardVersion     int                `json:"cardVersion"`
-	Status          CardStatus         `json:"status"`
-	Tool            string             `json:"tool"`
-	Resource        policy.ResourceRef `json:"resource,omitzero"`
-	ValueCents      int64              `json:"valueCents"`
-	Card            string             `json:"card"`
-	ApproverRole    policy.Role        `json:"approverRole"`
-	EscalatedTo     policy.Role        `json:"escalatedTo,omitempty"`
-	ApprovalsNeeded int                `json:"approvalsNeeded"`
-	ExpiresAt       string             `json:"expiresAt"`
-	DecidedBy       string             `json:"decidedBy,omitempty"`
-	URL             string             `json:"url,omitempty"`
-}
-
 // ID is the event's webhook-id: one per card version and event, so every
 // retry of a delivery carries the same one and a receiver keeps the first.
 func (e CardEvent) ID() string {
 	return fmt.Sprintf("%s/v%d/%s", e.WorkflowID, max(1, e.CardVersion), e.Type)
 }
-
-// ErrWebhookRefused is the type of a delivery the receiver refused (a 4xx
-// other than 408 and 429): retrying would not change its answer.
-const ErrWebhookRefused = "webhook_refused"
 
 // Notify delivers one card event to the webhook, signed and timestamped at
 // each attempt; without a webhook configured it does nothing. A 2xx answer
