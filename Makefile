@@ -78,11 +78,11 @@ lint:
 	python3 scripts/prove.py --check
 
 build:
-	go build -o bin/ ./worker ./starter ./domains/mangrove/upstream/cmd/upstream ./approvals/cmd/approvals ./idp/cmd/idp ./mcpgate/cmd/mcp ./examples/carddesk/cmd/carddesk ./domains/plancover/upstream/cmd/plancover ./domains/northgate/upstream/cmd/northgate
+	go build -o bin/ ./cmd/...
 
 migrate:
 	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL (make dev migrates its private cluster itself)"; exit 1; }
-	go run ./starter migrate
+	go run ./cmd/starter migrate
 
 ## browser: Debian's Chromium for the card UI's browser tests, unless one is installed.
 browser:

@@ -49,8 +49,8 @@ func startMakeDev(t *testing.T) *devStack {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./worker", "./starter", "./domains/mangrove/upstream/cmd/upstream",
-		"./approvals/cmd/approvals", "./idp/cmd/idp", "./mcpgate/cmd/mcp", "./examples/carddesk/cmd/carddesk", "./domains/plancover/upstream/cmd/plancover", "./domains/northgate/upstream/cmd/northgate")
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/worker", "./cmd/starter", "./cmd/upstream",
+		"./cmd/approvals", "./cmd/idp", "./cmd/mcp", "./cmd/carddesk", "./cmd/plancover", "./cmd/northgate")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -133,7 +133,7 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 	s := testenv.NewStack(t)
 	_, _, _ = friday(t, s)
 	asStarter(t, s)
-	raw, err := os.ReadFile("../docs/evals.schema.json")
+	raw, err := os.ReadFile("../../docs/evals.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
