@@ -1,21 +1,15 @@
 package approvals_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,212 +22,35 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// devStack is make dev (scripts/dev.sh, as the Makefile runs it) in a
-// folder of its own: this tree's binaries, its scripts, the card desk's and
-// the reference servers' pack files (and the servers from npm), every port
-// moved to a free one, its own PostgreSQL cluster and Temporal dev server.
-type devStack struct {
-	root                                   string
-	issuer, cards, mcp, database, temporal string
-}
-
-func startMakeDev(t *testing.T) *devStack {
-	t.Helper()
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	for _, dir := range []string{filepath.Dir(root), root} { // the private cluster's postgres user reads through them
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/worker", "./cmd/starter", "./cmd/upstream",
-		"./cmd/approvals", "./cmd/idp", "./cmd/mcp", "./cmd/carddesk", "./cmd/plancover", "./cmd/northgate")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	temporal, err := exec.LookPath("temporal")
-	if err != nil {
-		temporal, err = exec.LookPath(filepath.Join(repo, "bin", "temporal"))
-	}
-	if err != nil {
-		t.Fatalf("the Temporal CLI (make tools): %v", err)
-	}
-	for _, f := range []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml", "examples/packs/reference.yaml", "examples/packs/reference.pins.json"} {
-		b, err := os.ReadFile(filepath.Join(repo, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, f), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
-		t.Fatal(err)
-	}
-	// The MCP reference servers the reference pack starts (make node installs them).
-	testenv.ReferenceServer(t, "mcp-server-filesystem")
-	if err := os.Symlink(filepath.Join(repo, "examples", "mcp"), filepath.Join(root, "examples", "mcp")); err != nil {
-		t.Fatal(err)
-	}
-	port := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	d := &devStack{root: root}
-	idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr, bankAddr := port(), port(), port(), port(), port(), port()
-	_, uiPort, _ := net.SplitHostPort(port())
-	d.issuer, d.cards, d.mcp = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+mcpgate.Path
-	d.temporal = port()
-	env := []string{"PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"TEMPORAL_ADDRESS=" + d.temporal, "TOOLGATE_TEMPORAL_UI_PORT=" + uiPort, "UPSTREAM_ADDR=" + port(), "CARDDESK_ADDR=" + deskAddr, "PLANCOVER_ADDR=" + planAddr, "NORTHGATE_ADDR=" + bankAddr,
-		"IDP_ADDR=" + idpAddr, "APPROVALS_ADDR=" + cardsAddr, "MCP_ADDR=" + mcpAddr, "CODEC_ADDR=" + port(), "METRICS_ADDR=" + port(),
-		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml"),
-		// The MCP server answers a card at once instead of waiting for it.
-		"MCP_MAX_WAIT=0"}
-	cmd := exec.Command("bash", "scripts/dev.sh")
-	cmd.Dir, cmd.Env = root, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Ctrl-C: dev.sh stops what it started, its cluster too.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if _, err := os.Stat(filepath.Join(root, ".dev", "env")); !os.IsNotExist(err) {
-			t.Errorf("make dev left .dev/env behind when it stopped (%v)", err)
-		}
-		if t.Failed() {
-			for _, log := range []string{"worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
-				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
-				t.Logf("%s.log:\n%s", log, b)
-			}
-		}
-	})
-	ready := make(chan string, 1)
-	printed := &lockedText{}
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			printed.add(s.Text() + "\n")
-			if m := regexp.MustCompile(`^\s+PostgreSQL\s+(\S+)`).FindStringSubmatch(s.Text()); m != nil {
-				ready <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		close(ready)
-	}()
-	select {
-	case db, ok := <-ready:
-		if !ok {
-			t.Fatalf("make dev stopped before it was running:\n%s", printed.String())
-		}
-		d.database = db
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("make dev is not running after 3 minutes:\n%s", printed.String())
-	}
-	// The banner comes as the processes start; each answers once it listens.
-	for _, addr := range []string{idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr} {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("make dev's %s does not answer: %v\n%s", addr, err, printed.String())
-			}
-		}
-	}
-	for _, needs := range []string{"card desk      http://" + deskAddr, "PlanCover      http://" + planAddr} {
-		if !strings.Contains(printed.String(), needs) {
-			t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
-		}
-	}
-	return d
-}
-
-// lockedText is what make dev printed, read while it still prints.
-type lockedText struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedText) add(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-}
-
-func (l *lockedText) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// user is a demo user from the users file make dev created.
-func (d *devStack) user(t *testing.T, id string) idp.User {
-	t.Helper()
-	users, _, err := idp.LoadOrCreateUsers(filepath.Join(d.root, ".dev", "idp-users.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range users {
-		if u.ID == id {
-			return u
-		}
-	}
-	t.Fatalf("make dev has no user %s", id)
-	return idp.User{}
-}
-
-// secondShell is a command of make dev's bin/ as a person types it in a
-// second shell: only PATH and HOME set, from another folder, so what it
-// needs of the running stack it finds on its own (.dev/env).
-func (d *devStack) secondShell(t *testing.T, program string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(d.root, "bin", program), args...)
-	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	return cmd
-}
-
 // mcpAs signs user in at make dev's provider as the MCP client does and
 // returns a call through make dev's MCP server, with the result's text,
 // and the client's session. The client speaks the SDK's newest revision,
 // which has no MCP sessions, so each mcpAs names a conversation of its own.
-func (d *devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(tool string, args map[string]any) (*mcp.CallToolResult, string), *mcp.ClientSession) {
+// devStack is make dev with every port moved (testenv.MakeDev).
+type devStack struct{ *testenv.DevStack }
+
+func startMakeDev(t *testing.T) devStack {
+	return devStack{testenv.MakeDev(t, testenv.MakeDevOptions{})}
+}
+
+// user is a demo user from the users file make dev created.
+func (d devStack) user(t *testing.T, id string) idp.User { return d.User(t, id) }
+
+// secondShell is a command typed in a second shell beside make dev.
+func (d devStack) secondShell(t *testing.T, program string, args ...string) *exec.Cmd {
+	return d.SecondShell(t, program, args...)
+}
+
+func (d devStack) mcpAs(t *testing.T, ctx context.Context, user string) (func(tool string, args map[string]any) (*mcp.CallToolResult, string), *mcp.ClientSession) {
 	t.Helper()
-	tok, err := idp.SignIn(ctx, d.issuer, "toolgate-mcp", d.user(t, user), idp.ACRPassword)
+	tok, err := idp.SignIn(ctx, d.Issuer, "toolgate-mcp", d.user(t, user), idp.ACRPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cs *mcp.ClientSession
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
 		cs, err = mcp.NewClient(&mcp.Implementation{Name: "make-dev-test", Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: d.mcp, HTTPClient: testenv.Bearer(tok.AccessToken)}, nil)
+			&mcp.StreamableClientTransport{Endpoint: d.MCP, HTTPClient: testenv.Bearer(tok.AccessToken)}, nil)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -305,7 +122,7 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	if err := json.Unmarshal(b, &ran); err != nil || ran.CallID == "" {
 		t.Fatalf("list_my_policies names no call: %s", b)
 	}
-	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	tc, err := client.Dial(client.Options{HostPort: d.Temporal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +141,8 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	// The auditor's insights page covers PlanCover: the refusal of a
 	// portal meera does not hold is among its refusals.
 	abena := browser(t)
-	signInAt(t, abena, d.cards, "abena", d.user(t, "abena").Password)
-	do(t, abena, chromedp.Navigate(d.cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
+	signInAt(t, abena, d.Cards, "abena", d.user(t, "abena").Password)
+	do(t, abena, chromedp.Navigate(d.Cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
 	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "store_scope · get_plan_details") {
 		t.Fatalf("abena's insights, refusals:\n%s", page)
 	}
@@ -349,7 +166,7 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	if want := "files__list_directory files__move_file files__read_text_file files__write_file memory__delete_entities memory__open_nodes memory__read_graph memory__search_nodes " + mcpgate.StatusTool; offered != want {
 		t.Fatalf("noor is offered %v", offered)
 	}
-	scratch := filepath.Join(d.root, ".dev", "scratch")
+	scratch := filepath.Join(d.Root, ".dev", "scratch")
 	if err := os.WriteFile(filepath.Join(scratch, "notes.txt"), []byte("cold chain"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +181,7 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	if err := json.Unmarshal(b, &ran); err != nil || ran.CallID == "" {
 		t.Fatalf("files__list_directory names no call: %s", b)
 	}
-	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	tc, err := client.Dial(client.Options{HostPort: d.Temporal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,14 +216,14 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	}
 	ts := exec.CommandContext(ctx, node, "client.mjs")
 	ts.Dir = dir
-	ts.Env = append(os.Environ(), "MCP_SCRIPT=reference", "MCP_URL="+d.mcp, "MCP_CLIENT_ID=toolgate-mcp", "MCP_USER=noor",
+	ts.Env = append(os.Environ(), "MCP_SCRIPT=reference", "MCP_URL="+d.MCP, "MCP_CLIENT_ID=toolgate-mcp", "MCP_USER=noor",
 		"MCP_PASSWORD="+d.user(t, "noor").Password, "NOTES_PATH="+filepath.Join(scratch, "notes.txt"), "PLAN_PATH="+order)
 	var tsOut, tsErr strings.Builder
 	ts.Stdout, ts.Stderr = &tsOut, &tsErr
 	if err := ts.Start(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := pgx.Connect(ctx, d.database)
+	db, err := pgx.Connect(ctx, d.Database)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,8 +238,8 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 		t.Fatalf("the write's card does not show what it replaces: %q", shown)
 	}
 	tomas := browser(t)
-	signInAt(t, tomas, d.cards, "tomas", d.user(t, "tomas").Password)
-	do(t, tomas, chromedp.Navigate(d.cards+"/cards/"+id))
+	signInAt(t, tomas, d.Cards, "tomas", d.user(t, "tomas").Password)
+	do(t, tomas, chromedp.Navigate(d.Cards+"/cards/"+id))
 	if outcome := approveOpenCard(t, tomas, "the order stands"); !strings.Contains(outcome, "Executed, approved by tomas") {
 		t.Fatalf("after approving: %q", outcome)
 	}
@@ -490,7 +307,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	if res, text := call("get_balance", map[string]any{}); res.IsError || !strings.Contains(text, "balancePence") {
 		t.Fatalf("get_balance at medium: %s", text)
 	}
-	code, err := exec.Command(filepath.Join(d.root, "bin", "northgate"), "code", "dana").Output()
+	code, err := exec.Command(filepath.Join(d.Root, "bin", "northgate"), "code", "dana").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +323,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	if res.IsError || card.Status != "pending_approval" || !strings.Contains(text, "ending 4471") || !strings.Contains(text, "12 Harbour Row") || strings.Contains(text, "RC-") {
 		t.Fatalf("the reissue's card: %s", text)
 	}
-	tc, err := client.Dial(client.Options{HostPort: d.temporal})
+	tc, err := client.Dial(client.Options{HostPort: d.Temporal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +333,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	}
 
 	imogen := browser(t)
-	inbox := signInAt(t, imogen, d.cards, "imogen", d.user(t, "imogen").Password)
+	inbox := signInAt(t, imogen, d.Cards, "imogen", d.user(t, "imogen").Password)
 	if !strings.Contains(inbox, "ending 4471") || strings.Contains(inbox, "ACC-4471") || strings.Contains(inbox, "store") {
 		t.Fatalf("imogen's inbox:\n%s", inbox)
 	}
@@ -554,7 +371,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 		t.Fatalf("starter token in a second shell: %v", err)
 	}
 	amas, err := mcp.NewClient(&mcp.Implementation{Name: "make-dev-test", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: d.mcp, HTTPClient: testenv.Bearer(strings.TrimSpace(string(token)))}, nil)
+		&mcp.StreamableClientTransport{Endpoint: d.MCP, HTTPClient: testenv.Bearer(strings.TrimSpace(string(token)))}, nil)
 	if err != nil {
 		t.Fatalf("the second shell's token at the MCP server: %v", err)
 	}
@@ -573,8 +390,8 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	// The auditor's insights page covers Northgate: the balance refused
 	// for dana's tier is among its refusals.
 	abena := browser(t)
-	signInAt(t, abena, d.cards, "abena", d.user(t, "abena").Password)
-	do(t, abena, chromedp.Navigate(d.cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
+	signInAt(t, abena, d.Cards, "abena", d.user(t, "abena").Password)
+	do(t, abena, chromedp.Navigate(d.Cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
 	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "step_up_required · get_balance") {
 		t.Fatalf("abena's insights, refusals:\n%s", page)
 	}
@@ -610,7 +427,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	}
 
 	sam := browser(t)
-	if inbox := signInAt(t, sam, d.cards, "sam", d.user(t, "sam").Password); !strings.Contains(inbox, "£25.00") || !strings.Contains(inbox, "account ACC-4471") {
+	if inbox := signInAt(t, sam, d.Cards, "sam", d.user(t, "sam").Password); !strings.Contains(inbox, "£25.00") || !strings.Contains(inbox, "account ACC-4471") {
 		t.Fatalf("sam's inbox:\n%s", inbox)
 	}
 	do(t, sam, chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)))
@@ -632,7 +449,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 		t.Fatalf("the card after its reissue: %s", text)
 	}
 
-	db, err := pgx.Connect(ctx, d.database)
+	db, err := pgx.Connect(ctx, d.Database)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,8 +155,16 @@ export IDP_MCP_BACKCHANNEL_LOGOUT_URI="${IDP_MCP_BACKCHANNEL_LOGOUT_URI:-http://
 export IDP_USERS_FILE="${IDP_USERS_FILE:-$PWD/.dev/idp-users.json}"
 # Its settings, for commands typed in a second shell: bin/starter and bin/idp users read .dev/env while
 # this runs (internal/devenv), so nothing there needs a variable set by hand. Removed when it stops.
+# A pack file named by a relative path is written as an absolute one, so a command run elsewhere finds it.
+packs_abs=""
+IFS=, read -ra pack_list <<<"$TOOLGATE_PACKS"
+for p in "${pack_list[@]}"; do
+  case "$p" in /*) ;; *.yaml | *.yml | *.json) p="$PWD/$p" ;; esac
+  packs_abs="${packs_abs:+$packs_abs,}$p"
+done
 { echo "TOOLGATE_DEV_PID=$$"
-  env | grep -E '^(TOOLGATE_|DATABASE_URL=|AUDITOR_DATABASE_URL=|TEMPORAL_|IDP_|MCP_|APPROVALS_|UPSTREAM_|CARDDESK_|PLANCOVER_|NORTHGATE_|CODEC_|METRICS_)' | grep -v '^TOOLGATE_DEV_PID='
+  env | grep -E '^(TOOLGATE_|DATABASE_URL=|AUDITOR_DATABASE_URL=|TEMPORAL_|IDP_|MCP_|APPROVALS_|UPSTREAM_|CARDDESK_|PLANCOVER_|NORTHGATE_|CODEC_|METRICS_)' | grep -v '^TOOLGATE_DEV_PID=\|^TOOLGATE_PACKS='
+  echo "TOOLGATE_PACKS=$packs_abs"
 } >.dev/env.new
 chmod 600 .dev/env.new && mv .dev/env.new .dev/env
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run

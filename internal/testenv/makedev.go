@@ -1,0 +1,274 @@
+package testenv
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/idp"
+)
+
+// DevStack is make dev (scripts/dev.sh, as the Makefile runs it) in a
+// folder of its own, with this tree's binaries in its bin/, its own
+// PostgreSQL cluster and Temporal dev server.
+type DevStack struct {
+	// Root is the folder make dev runs in, as a checkout's root.
+	Root string
+	// Issuer is the demo provider's URL, Cards the card UI's, MCP the MCP
+	// endpoint's, Database the private cluster's, Temporal the frontend's
+	// address.
+	Issuer, Cards, MCP, Database, Temporal string
+	// Printed is what make dev has printed so far.
+	Printed func() string
+}
+
+// MakeDevOptions say how a DevStack differs from a newcomer's make dev.
+type MakeDevOptions struct {
+	// AsCheckout copies every file of the repository into Root and keeps
+	// make dev's own ports, so commands written for a checkout beside make
+	// dev (the docs') run there as written. Those ports must be free.
+	// Without it, Root holds only what make dev reads, every port is moved
+	// to a free one, and a card is answered at once over MCP.
+	AsCheckout bool
+}
+
+// makeDevPorts are the ports make dev listens on unless told otherwise.
+var makeDevPorts = []string{"7233", "8233", "8080", "8081", "8082", "8083", "8084", "8085", "8088", "8089", "8090", "9090"}
+
+// MakeDev starts make dev and returns once its servers answer; the test's
+// end stops it as Ctrl-C does, and checks it left no .dev/env behind.
+func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	repo, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, dir := range []string{filepath.Dir(root), root} { // the private cluster's postgres user reads through them
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml", "examples/packs/reference.yaml", "examples/packs/reference.pins.json"}
+	if o.AsCheckout {
+		out, err := exec.Command("git", "-C", repo, "ls-files").Output()
+		if err != nil {
+			t.Fatalf("git ls-files: %v", err)
+		}
+		files = strings.Fields(string(out))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := os.Stat(filepath.Join(repo, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), b, info.Mode().Perm()|0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	temporal, err := exec.LookPath("temporal")
+	if err != nil {
+		temporal, err = exec.LookPath(filepath.Join(repo, "bin", "temporal"))
+	}
+	if err != nil {
+		t.Fatalf("the Temporal CLI (make tools): %v", err)
+	}
+	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
+		t.Fatal(err)
+	}
+	// The npm packages (make node installs them): the reference servers the
+	// reference pack starts, and the clients the docs run.
+	ReferenceServer(t, "mcp-server-filesystem")
+	for _, dir := range []string{"examples/mcp", "examples/temporal-ts", "mcpgate/testdata/client"} {
+		if _, err := os.Stat(filepath.Join(repo, dir, "node_modules")); err != nil {
+			continue
+		}
+		link, target := filepath.Join(root, dir), filepath.Join(repo, dir)
+		if o.AsCheckout {
+			link, target = filepath.Join(link, "node_modules"), filepath.Join(target, "node_modules")
+		}
+		if _, err := os.Lstat(link); err == nil && !o.AsCheckout {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &DevStack{Root: root}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml")}
+	var waitFor []string
+	if o.AsCheckout {
+		for _, p := range makeDevPorts {
+			l, err := net.Listen("tcp", "127.0.0.1:"+p)
+			if err != nil {
+				t.Fatalf("make dev's port %s is taken (%v): stop what holds it, a make dev of your own perhaps", p, err)
+			}
+			_ = l.Close()
+		}
+		d.Issuer, d.Cards, d.MCP, d.Temporal = "http://127.0.0.1:8082", "http://127.0.0.1:8080", "http://127.0.0.1:8090/mcp", "127.0.0.1:7233"
+		waitFor = []string{"127.0.0.1:8082", "127.0.0.1:8080", "127.0.0.1:8090", "127.0.0.1:8083", "127.0.0.1:8084"}
+	} else {
+		port := func() string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			return l.Addr().String()
+		}
+		idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr, bankAddr := port(), port(), port(), port(), port(), port()
+		_, uiPort, _ := net.SplitHostPort(port())
+		d.Issuer, d.Cards, d.MCP, d.Temporal = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+"/mcp", port()
+		env[0] = "PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH")
+		env = append(env, "TEMPORAL_ADDRESS="+d.Temporal, "TOOLGATE_TEMPORAL_UI_PORT="+uiPort, "UPSTREAM_ADDR="+port(), "CARDDESK_ADDR="+deskAddr, "PLANCOVER_ADDR="+planAddr, "NORTHGATE_ADDR="+bankAddr,
+			"IDP_ADDR="+idpAddr, "APPROVALS_ADDR="+cardsAddr, "MCP_ADDR="+mcpAddr, "CODEC_ADDR="+port(), "METRICS_ADDR="+port(),
+			// The MCP server answers a card at once instead of waiting for it.
+			"MCP_MAX_WAIT=0")
+		waitFor = []string{idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr}
+	}
+	cmd := exec.Command("bash", "scripts/dev.sh")
+	cmd.Dir, cmd.Env = root, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	printed := &lockedText{}
+	d.Printed = printed.String
+	t.Cleanup(func() {
+		// Ctrl-C: dev.sh stops what it started, its cluster too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if _, err := os.Stat(filepath.Join(root, ".dev", "env")); !os.IsNotExist(err) {
+			t.Errorf("make dev left .dev/env behind when it stopped (%v)", err)
+		}
+		if t.Failed() {
+			for _, log := range []string{"worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
+				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
+				t.Logf("%s.log:\n%s", log, b)
+			}
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			printed.add(s.Text() + "\n")
+			if m := regexp.MustCompile(`^\s+PostgreSQL\s+(\S+)`).FindStringSubmatch(s.Text()); m != nil {
+				ready <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		close(ready)
+	}()
+	select {
+	case db, ok := <-ready:
+		if !ok {
+			t.Fatalf("make dev stopped before it was running:\n%s", printed.String())
+		}
+		d.Database = db
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("make dev is not running after 3 minutes:\n%s", printed.String())
+	}
+	// The banner comes as the processes start; each answers once it listens.
+	for _, addr := range waitFor {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("make dev's %s does not answer: %v\n%s", addr, err, printed.String())
+			}
+		}
+	}
+	for _, needs := range []string{"card desk      http://" + waitFor[3], "PlanCover      http://" + waitFor[4]} {
+		if !strings.Contains(printed.String(), needs) {
+			t.Fatalf("make dev does not say %q:\n%s", needs, printed.String())
+		}
+	}
+	return d
+}
+
+// lockedText is what make dev printed, read while it still prints.
+type lockedText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedText) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedText) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// User is a demo user from the users file make dev created.
+func (d *DevStack) User(t testing.TB, id string) idp.User {
+	t.Helper()
+	users, _, err := idp.LoadOrCreateUsers(filepath.Join(d.Root, ".dev", "idp-users.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if u.ID == id {
+			return u
+		}
+	}
+	t.Fatalf("make dev has no user %s", id)
+	return idp.User{}
+}
+
+// SecondShell is a command of make dev's bin/ as a person types it in a
+// second shell: only PATH and HOME set, from another folder, so what it
+// needs of the running stack it finds on its own (.dev/env).
+func (d *DevStack) SecondShell(t testing.TB, program string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(d.Root, "bin", program), args...)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	return cmd
+}
