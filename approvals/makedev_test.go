@@ -93,7 +93,7 @@ func offeredTools(t *testing.T, ctx context.Context, cs *mcp.ClientSession) stri
 	return strings.Join(names, " ")
 }
 
-// TestPlanCoverRunsThroughMakeDev is issue 27's PlanCover through make dev
+// TestPlanCoverRunsThroughMakeDev is PlanCover through make dev
 // itself: meera's MCP client signs in at the demo provider with no seeded
 // credential; she is offered PlanCover's reads alone, lists her policies
 // at PlanCover's stand-in with a token exchanged for it, is told another's
@@ -281,7 +281,7 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	}
 }
 
-// TestNorthgateRunsThroughMakeDev is issue 27's card desk of Northgate
+// TestNorthgateRunsThroughMakeDev is the card desk of Northgate
 // Bank through make dev itself: dana's MCP client signs in at the demo
 // provider; she is offered Northgate's tools alone; her balance is refused
 // until she gives her passphrase, which the MCP server seals; her one-time
@@ -397,7 +397,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	}
 }
 
-// TestTheCardDeskRunsThroughMakeDev is issue 26's "done when" through
+// TestTheCardDeskRunsThroughMakeDev is a file pack beside Mangrove through
 // make dev itself: the card desk's file pack runs beside Mangrove. cara's
 // MCP client signs in at the demo provider, with no seeded credential of
 // hers; her read executes at the card desk's stand-in with a token

@@ -60,7 +60,7 @@ func signInThroughMCP(t *testing.T, u *ui, user string) (policy.Session, string)
 	return policy.Session{UserID: id.UserID, Role: id.Role, Resources: id.Resources, SessionID: "s-" + user, ConversationID: "desk", CredentialRef: ref}, tok.AccessToken
 }
 
-// TestAFilePackRunsBesideMangroveInTheCardUI is issue 26's "done when": the
+// TestAFilePackRunsBesideMangroveInTheCardUI: the
 // card desk, a pack in a YAML file alone (two tools, accounts for
 // resources, two roles of its own, a fee in pounds, a stolen card's reissue
 // routed by a rule), runs beside Mangrove: a read executes on the caller's

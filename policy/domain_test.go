@@ -56,7 +56,7 @@ var domainTools = map[string]map[string]domainField{
 		"articleId": {typ: "integer", required: true, min: 1, max: 99999999},
 		"quantity":  {typ: "integer", required: true, min: 1, max: 500},
 		"reason":    {typ: "string", required: true, enum: []string{"stockout_risk", "festival_peak", "damaged_delivery"}},
-		// The assistant's own words for the approver (issue 14), never part of what runs.
+		// The assistant's own words for the approver, never part of what runs.
 		"justification": {typ: "string", max: 280},
 	},
 	"change_price": {

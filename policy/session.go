@@ -44,8 +44,8 @@ func (s Session) MarshalJSON() ([]byte, error) {
 		SessionID: s.SessionID, ConversationID: s.ConversationID, CredentialRef: s.CredentialRef})
 }
 
-// UnmarshalJSON reads a session as the struct it was before it had its own
-// decoder: an unknown field is ignored, so a client that sends one still
+// UnmarshalJSON reads a session leniently, unlike a tool's args: an
+// unknown field is ignored, so a client that sends one still
 // gets a verdict and a recorded history still replays.
 func (s *Session) UnmarshalJSON(b []byte) error {
 	var w sessionWire

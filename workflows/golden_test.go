@@ -448,8 +448,8 @@ func changeVersions(ev *historypb.HistoryEvent) string {
 	return string(p.GetData())
 }
 
-// goldenBudgets are what a path of today's generation may cost at most
-// (issue 16): history events and Temporal Cloud actions. A change that
+// goldenBudgets are what a path of the current shape may cost at most:
+// history events and Temporal Cloud actions. A change that
 // adds a command to a budgeted path fails here, with the figures.
 var goldenBudgets = map[string]cost.Cost{
 	"allowed_read":               {Events: 9, Actions: 3},
