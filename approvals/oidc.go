@@ -72,7 +72,7 @@ func OIDCFromEnv() (OIDC, error) {
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return o, fmt.Errorf("the card UI signs people in with OpenID Connect: set %s (make dev sets them for its demo provider; the README shows a real provider's settings)", strings.Join(missing, ", "))
+		return o, fmt.Errorf("the card UI signs people in with OpenID Connect: set %s (make dev sets them for its demo provider; docs/identity.md shows a real provider's settings)", strings.Join(missing, ", "))
 	}
 	if v := os.Getenv("APPROVALS_OIDC_ACR_VALUES"); v != "" {
 		o.ACRValues = map[string]string{}

@@ -21,7 +21,7 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// CardDeskPack is the pack file the README's "Bring your own tools" walks,
+// CardDeskPack is the pack file docs/packs.md walks,
 // loaded beside Mangrove as TOOLGATE_PACKS names them.
 const CardDeskPack = "mangrove,../examples/packs/carddesk.yaml"
 

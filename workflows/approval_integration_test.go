@@ -166,11 +166,12 @@ func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 	}
 }
 
-// StoryQuery is README's answer to "what happened in this conversation, and
+// StoryQuery is the operating page's answer to "what happened in this conversation, and
 // why?": every decision event in order with who, what and where.
 const StoryQuery = `SELECT tool, event, reason, resource_id FROM audit_log WHERE conversation_id = $1 ORDER BY id`
 
-// TestDemoStory plays the README's story and checks its audit rows exactly.
+// TestDemoStory plays the operating page's story and checks its audit rows
+// exactly.
 func TestDemoStory(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
@@ -233,9 +234,9 @@ func TestDemoStory(t *testing.T) {
 		t.Fatalf("%d transfers upstream", transfers)
 	}
 	t.Logf("audit rows of the story:\n%s", strings.Join(got, "\n"))
-	readme, _ := os.ReadFile("../README.md")
+	readme, _ := os.ReadFile("../docs/operating.md")
 	if !strings.Contains(string(readme), strings.Replace(StoryQuery, "$1", "'story'", 1)) {
-		t.Fatal("README must show the story's audit query")
+		t.Fatal("docs/operating.md must show the story's audit query")
 	}
 }
 

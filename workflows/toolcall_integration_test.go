@@ -16,7 +16,7 @@ func ama(conv string) policy.Session {
 	return policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: conv, CredentialRef: "cred-ama"}
 }
 
-// TestReadmeCalls runs the calls of the README and the "done when"
+// TestReadmeCalls runs the demo calls the docs walk
 // against the real dev server, upstream and PostgreSQL.
 func TestReadmeCalls(t *testing.T) {
 	s := testenv.NewStack(t)

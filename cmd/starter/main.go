@@ -55,7 +55,7 @@ call prints the first outcome (the result, or the pending card) in one round tri
 
 Environment: Temporal's client configuration (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE), TOOLGATE_TASK_QUEUE, DATABASE_URL, AUDITOR_DATABASE_URL (explain and export-evals read the audit log
-as toolgate_auditor, which can read nothing else; see README)`
+as toolgate_auditor, which can read nothing else; see docs/operating.md)`
 
 var errUsage = errors.New(strings.TrimSpace(usage))
 

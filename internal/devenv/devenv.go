@@ -3,7 +3,8 @@
 // by hand. While it runs, make dev (scripts/dev.sh) writes the settings its
 // processes were started with to .dev/env, with its own process ID; a
 // command that finds that file, written by a make dev still running, takes
-// each setting its own environment leaves unset. make dev removes the file
+// each setting its own environment leaves unset (of those that name make
+// dev's packs, none when it names its own packs). make dev removes the file
 // when it stops, and a file whose make dev is gone is not read, so dev mode
 // (TOOLGATE_DEV=1, which the demo sign-in and demo secrets need) is only
 // ever the running make dev's.
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +27,10 @@ const File = ".dev/env"
 
 // PIDKey names the line of File that holds make dev's process ID.
 const PIDKey = "TOOLGATE_DEV_PID"
+
+// packBound are the settings that name make dev's packs: a shell that
+// names its own packs (TOOLGATE_PACKS) takes none of them.
+var packBound = []string{"TOOLGATE_UPSTREAMS", "TOOLGATE_TASK_QUEUES", "TOOLGATE_EXCHANGE_PACKS", "TOOLGATE_RESOURCE_CLAIMS"}
 
 // ErrStopped is Load's error for a File whose make dev is no longer running.
 var ErrStopped = errors.New("the make dev that wrote it is no longer running")
@@ -49,7 +55,11 @@ func Load() (string, error) {
 		if !running(pid) {
 			return path, fmt.Errorf("%s: %w (process %d)", path, ErrStopped, pid)
 		}
+		_, ownPacks := os.LookupEnv("TOOLGATE_PACKS")
 		for k, v := range settings {
+			if ownPacks && slices.Contains(packBound, k) {
+				continue
+			}
 			if _, set := os.LookupEnv(k); !set {
 				if err := os.Setenv(k, v); err != nil {
 					return path, fmt.Errorf("%s: %s: %w", path, k, err)

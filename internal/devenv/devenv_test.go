@@ -79,3 +79,23 @@ func TestNoFileIsNoSettings(t *testing.T) {
 		t.Fatalf("Load with no file: %q %v", got, err)
 	}
 }
+
+// TestAShellsOwnPacksTakeNoneOfMakeDevsPackSettings: a shell that names
+// its own packs is not handed make dev's upstreams, queues or exchanges,
+// which name packs it does not load; the rest still come.
+func TestAShellsOwnPacksTakeNoneOfMakeDevsPackSettings(t *testing.T) {
+	write(t, devenv.PIDKey+"="+strconv.Itoa(os.Getpid())+"\nTOOLGATE_PACKS=mangrove,northgate\nTOOLGATE_UPSTREAMS=northgate=http://127.0.0.1:8085\nTOOLGATE_TASK_QUEUES=northgate=q\nDEVENV_TEST_DB=postgres://x\n")
+	t.Setenv("TOOLGATE_PACKS", "mangrove,my.yaml")
+	for _, k := range []string{"TOOLGATE_UPSTREAMS", "TOOLGATE_TASK_QUEUES", "DEVENV_TEST_DB"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	if _, err := devenv.Load(); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"TOOLGATE_PACKS": "mangrove,my.yaml", "TOOLGATE_UPSTREAMS": "", "TOOLGATE_TASK_QUEUES": "", "DEVENV_TEST_DB": "postgres://x"} {
+		if v := os.Getenv(k); v != want {
+			t.Errorf("%s = %q, want %q", k, v, want)
+		}
+	}
+}
