@@ -22,6 +22,7 @@ dev: tools build mcp-servers
 ## mcp-servers: the MCP reference servers make dev stands toolgate in front of (examples/mcp, pinned by its lock file).
 mcp-servers: examples/mcp/node_modules/.package-lock.json
 examples/mcp/node_modules/.package-lock.json: examples/mcp/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "installing Debian's nodejs and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix examples/mcp --no-audit --no-fund --loglevel=error
 
 ## cluster: the same stack on a production-shaped Temporal: the server built from go.temporal.io/server on
@@ -97,8 +98,10 @@ screenshot: tools browser
 ## tools: the Temporal CLI (unless one is on PATH), staticcheck and workflowcheck, into bin/.
 tools: temporal bin/staticcheck bin/workflowcheck
 
+# bin/temporal is always there, so the docs' commands can name it: the CLI on PATH, linked, or one built.
 temporal:
-	@if command -v temporal >/dev/null 2>&1; then echo "using $$(command -v temporal)"; \
+	@mkdir -p bin; if [ -x bin/temporal ]; then echo "using bin/temporal"; \
+	elif command -v temporal >/dev/null 2>&1; then ln -sf "$$(command -v temporal)" bin/temporal; echo "using $$(command -v temporal) (as bin/temporal)"; \
 	else echo "building the Temporal CLI $(TEMPORAL_VERSION) into bin/"; go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION); fi
 
 bin/staticcheck:

@@ -333,7 +333,7 @@ func newShell(t *testing.T, dir string) *shell {
 	}
 	cmd := exec.Command("bash", "--noprofile", "--norc")
 	cmd.Dir, cmd.Stdin = dir, r
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	cmd.Env = []string{"PATH=" + machinePath(t), "HOME=" + os.Getenv("HOME")}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -349,6 +349,24 @@ func newShell(t *testing.T, dir string) *shell {
 		}
 	})
 	return &shell{t: t, dir: t.TempDir(), in: w}
+}
+
+// machinePath is PATH as a new shell has it: without the repository's
+// bin/, which make puts first for its own commands, so a page that names
+// a tool of bin/ without saying so fails here as it would for a person.
+func machinePath(t *testing.T) string {
+	t.Helper()
+	own, err := filepath.Abs("../bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if abs, err := filepath.Abs(dir); err != nil || abs != own {
+			keep = append(keep, dir)
+		}
+	}
+	return strings.Join(keep, string(os.PathListSeparator))
 }
 
 // paste runs one block in the shell (its variables stay for the next) and
