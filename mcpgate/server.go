@@ -83,10 +83,11 @@ const maxRequestBytes = 256 << 10
 
 // NamedConversation is a conversation a client names (ConversationMeta):
 // "mcp." and 32 hex digits of SHA-256 over the sign-in's issuer and
-// subject and the name, so two people naming the same conversation never
-// share one.
+// subject and the name, each length-prefixed under a label of its own, so
+// two people naming the same conversation never share one, and no
+// subject can make it a person's keyed conversation (Conversation).
 func NamedConversation(issuer, subject, name string) string {
-	sum := sha256.Sum256([]byte(issuer + "\x00" + subject + "\x00" + name))
+	sum := sha256.Sum256(fmt.Appendf(nil, "named:%d:%s%d:%s%d:%s", len(issuer), issuer, len(subject), subject, len(name), name))
 	return "mcp." + hex.EncodeToString(sum[:16])
 }
 
@@ -146,7 +147,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET "+MetadataPath, meta)
 	mux.Handle("GET "+MetadataPath+Path, meta)
 	sessions := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: maxRequestBytes})
-	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, MaxRequestBodyBytes: maxRequestBytes})
+	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: maxRequestBytes})
 	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: origin + MetadataPath + Path})
 	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(byRevision(sessions, stateless)))))
 	if s.Logout != nil && s.Revoke != nil {

@@ -102,9 +102,10 @@ for sa in $(bin/starter search-attributes); do
 done
 
 if [ ! -s .dev/keys.env ]; then
-  # Approval signing pair and payload encryption key for this laptop.
-  bin/starter keygen --id dev >.dev/keys.env
+  # Approval signing pair and payload encryption key for this laptop, readable by its owner alone.
+  (umask 077; bin/starter keygen --id dev >.dev/keys.env)
 fi
+chmod 600 .dev/keys.env
 if ! grep -q APPROVALS_OIDC_CLIENT_SECRET .dev/keys.env; then
   # The card UI's client secret at the demo identity provider.
   echo "APPROVALS_OIDC_CLIENT_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')" >>.dev/keys.env
@@ -157,6 +158,7 @@ export IDP_USERS_FILE="${IDP_USERS_FILE:-$PWD/.dev/idp-users.json}"
 # this runs (internal/devenv), so nothing there needs a variable set by hand. Removed when it stops.
 # A pack file named by a relative path is written as an absolute one, so a command run elsewhere finds it.
 packs_abs=""
+rm -f .dev/env.new && (umask 077; : >.dev/env.new)
 IFS=, read -ra pack_list <<<"$TOOLGATE_PACKS"
 for p in "${pack_list[@]}"; do
   case "$p" in /*) ;; *.yaml | *.yml | *.json) p="$PWD/$p" ;; esac
@@ -165,8 +167,8 @@ done
 { echo "TOOLGATE_DEV_PID=$$"
   env | grep -E '^(TOOLGATE_|DATABASE_URL=|AUDITOR_DATABASE_URL=|TEMPORAL_|IDP_|MCP_|APPROVALS_|UPSTREAM_|CARDDESK_|PLANCOVER_|NORTHGATE_|CODEC_|METRICS_)' | grep -v '^TOOLGATE_DEV_PID=\|^TOOLGATE_PACKS='
   echo "TOOLGATE_PACKS=$packs_abs"
-} >.dev/env.new
-chmod 600 .dev/env.new && mv .dev/env.new .dev/env
+} >>.dev/env.new
+mv .dev/env.new .dev/env
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
 bin/idp >"$logs/idp.log" 2>&1 &
 pids+=($!)

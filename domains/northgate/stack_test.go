@@ -182,7 +182,7 @@ func (l *line) call(tool, args string) answer {
 
 // try is call for a goroutine: it reports the error instead of failing.
 func (l *line) try(tool, args string) (answer, error) {
-	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: l.meta})
+	r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: maps.Clone(l.meta)})
 	if err != nil {
 		return answer{}, err
 	}

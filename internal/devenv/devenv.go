@@ -35,40 +35,62 @@ var packBound = []string{"TOOLGATE_UPSTREAMS", "TOOLGATE_TASK_QUEUES", "TOOLGATE
 // ErrStopped is Load's error for a File whose make dev is no longer running.
 var ErrStopped = errors.New("the make dev that wrote it is no longer running")
 
-// Load finds File beside the running executable's folder (bin/..) or in
-// the working directory and sets each of its settings the environment does
-// not. It returns the file it read, "" when there is none, and ErrStopped
-// (wrapped, naming the file) when the make dev that wrote it has stopped.
+// Load reads File beside the running executable's folder (bin/.. of the
+// checkout the binary was built in), never the working directory's, and
+// sets each of its settings the environment does not. It returns the file
+// it read, "" when there is none, and ErrStopped (wrapped, naming the file)
+// when the make dev that wrote it has stopped.
 func Load() (string, error) {
-	for _, path := range candidates() {
-		settings, err := read(path)
-		if errors.Is(err, os.ErrNotExist) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", nil
+	}
+	path := filepath.Join(filepath.Dir(filepath.Dir(exe)), File)
+	if err := LoadFile(path); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return path, err
+	}
+	return path, nil
+}
+
+// LoadFile is Load of one file: it must be this user's alone (mode 0600
+// or stricter) and name a make dev (scripts/dev.sh) still running as this
+// user; else it sets nothing and says why.
+func LoadFile(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() || info.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s: not this user's alone (mode %v), so not read; remove it", path, info.Mode().Perm())
+	}
+	settings, err := read(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	pid, err := strconv.Atoi(settings[PIDKey])
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("%s: no %s line, so not make dev's; remove it", path, PIDKey)
+	}
+	if !running(pid) {
+		return fmt.Errorf("%s: %w (process %d)", path, ErrStopped, pid)
+	}
+	_, ownPacks := os.LookupEnv("TOOLGATE_PACKS")
+	for k, v := range settings {
+		if ownPacks && slices.Contains(packBound, k) {
 			continue
 		}
-		if err != nil {
-			return path, fmt.Errorf("%s: %w", path, err)
-		}
-		pid, err := strconv.Atoi(settings[PIDKey])
-		if err != nil || pid <= 0 {
-			return path, fmt.Errorf("%s: no %s line, so not make dev's; remove it", path, PIDKey)
-		}
-		if !running(pid) {
-			return path, fmt.Errorf("%s: %w (process %d)", path, ErrStopped, pid)
-		}
-		_, ownPacks := os.LookupEnv("TOOLGATE_PACKS")
-		for k, v := range settings {
-			if ownPacks && slices.Contains(packBound, k) {
-				continue
-			}
-			if _, set := os.LookupEnv(k); !set {
-				if err := os.Setenv(k, v); err != nil {
-					return path, fmt.Errorf("%s: %s: %w", path, k, err)
-				}
+		if _, set := os.LookupEnv(k); !set {
+			if err := os.Setenv(k, v); err != nil {
+				return fmt.Errorf("%s: %s: %w", path, k, err)
 			}
 		}
-		return path, nil
 	}
-	return "", nil
+	return nil
 }
 
 // Missing says what to do when a dev-only command finds no dev mode: start
@@ -78,23 +100,6 @@ func Missing(found string, err error) string {
 		return fmt.Sprintf("%s is from a make dev that has stopped: start make dev again in another shell", found)
 	}
 	return "start make dev in another shell (this command then reads its settings from " + File + ")"
-}
-
-// candidates are File under the folder above the executable's (bin/) and
-// under the working directory, each once.
-func candidates() []string {
-	var out []string
-	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			out = append(out, filepath.Join(filepath.Dir(filepath.Dir(exe)), File))
-		}
-	}
-	if wd, err := os.Getwd(); err == nil {
-		if p := filepath.Join(wd, File); len(out) == 0 || p != out[0] {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // read parses File: NAME=value lines, the value as written to the end of
@@ -122,8 +127,19 @@ func read(path string) (map[string]string, error) {
 	return settings, sc.Err()
 }
 
-// running reports whether a process with this ID exists.
+// running reports whether the process with this ID is make dev's script,
+// run by this user: a process of another user (EPERM), or one whose
+// command line names no dev.sh (an ID reused), is not.
 func running(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, statErr := os.Stat("/proc/self"); statErr != nil {
+			return true // no /proc on this system: the signal check is all there is
+		}
+		return false
+	}
+	return err == nil && strings.Contains(string(cmdline), "dev.sh")
 }

@@ -26,19 +26,30 @@ func write(t *testing.T, lines string) string {
 	return path
 }
 
+// makeDev is a live process whose command line names dev.sh, as make
+// dev's is; its ID goes in the file.
+func makeDev(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "sleep 60", "dev.sh")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return strconv.Itoa(cmd.Process.Pid)
+}
+
 // TestASecondShellTakesTheRunningStacksSettings: a running make dev's
 // settings fill what the shell leaves unset, and never override what it
 // sets.
 func TestASecondShellTakesTheRunningStacksSettings(t *testing.T) {
-	path := write(t, devenv.PIDKey+"="+strconv.Itoa(os.Getpid())+"\nTOOLGATE_DEV=1\nDEVENV_TEST_URL=postgres://x/y?a=b\nDEVENV_TEST_KEPT=from-make-dev\n")
+	path := write(t, devenv.PIDKey+"="+makeDev(t)+"\nTOOLGATE_DEV=1\nDEVENV_TEST_URL=postgres://x/y?a=b\nDEVENV_TEST_KEPT=from-make-dev\n")
 	t.Setenv("TOOLGATE_DEV", "")
 	os.Unsetenv("TOOLGATE_DEV")
 	t.Setenv("DEVENV_TEST_URL", "")
 	os.Unsetenv("DEVENV_TEST_URL")
 	t.Setenv("DEVENV_TEST_KEPT", "from-the-shell")
-	got, err := devenv.Load()
-	if err != nil || got != path {
-		t.Fatalf("Load: %q %v, want %s", got, err, path)
+	if err := devenv.LoadFile(path); err != nil {
+		t.Fatalf("LoadFile: %v", err)
 	}
 	for k, want := range map[string]string{"TOOLGATE_DEV": "1", "DEVENV_TEST_URL": "postgres://x/y?a=b", "DEVENV_TEST_KEPT": "from-the-shell"} {
 		if v := os.Getenv(k); v != want {
@@ -47,36 +58,57 @@ func TestASecondShellTakesTheRunningStacksSettings(t *testing.T) {
 	}
 }
 
-// TestAStoppedStacksSettingsAreNotRead: a file whose make dev has exited
-// (or that names none) sets nothing, dev mode least of all, and says why.
+// TestAStoppedStacksSettingsAreNotRead: a file whose make dev has exited,
+// whose process is not a make dev (this test, an ID reused), that names
+// none, or that others may read or write, sets nothing, dev mode least of
+// all, and says why.
 func TestAStoppedStacksSettingsAreNotRead(t *testing.T) {
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	for lines, want := range map[string]error{
-		devenv.PIDKey + "=" + strconv.Itoa(gone.Process.Pid) + "\nTOOLGATE_DEV=1\n": devenv.ErrStopped,
-		"TOOLGATE_DEV=1\n":                nil,
-		"TOOLGATE_DEV=1\nnot a setting\n": nil,
+	live := makeDev(t)
+	for _, c := range []struct {
+		lines string
+		mode  os.FileMode
+		want  error
+	}{
+		{devenv.PIDKey + "=" + strconv.Itoa(gone.Process.Pid) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
+		{devenv.PIDKey + "=" + strconv.Itoa(os.Getpid()) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
+		{devenv.PIDKey + "=1\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
+		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o644, nil},
+		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o620, nil},
+		{"TOOLGATE_DEV=1\n", 0o600, nil},
+		{"TOOLGATE_DEV=1\nnot a setting\n", 0o600, nil},
 	} {
-		write(t, lines)
+		path := write(t, c.lines)
+		if err := os.Chmod(path, c.mode); err != nil {
+			t.Fatal(err)
+		}
 		t.Setenv("TOOLGATE_DEV", "")
 		os.Unsetenv("TOOLGATE_DEV")
-		_, err := devenv.Load()
-		if err == nil || want != nil && !errors.Is(err, want) {
-			t.Errorf("%q: %v, want an error (%v)", lines, err, want)
+		err := devenv.LoadFile(path)
+		if err == nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%q (%v): %v, want an error (%v)", c.lines, c.mode, err, c.want)
 		}
 		if _, set := os.LookupEnv("TOOLGATE_DEV"); set {
-			t.Errorf("%q set TOOLGATE_DEV", lines)
+			t.Errorf("%q (%v) set TOOLGATE_DEV", c.lines, c.mode)
 		}
 	}
 }
 
-// TestNoFileIsNoSettings: without make dev there is nothing to read.
-func TestNoFileIsNoSettings(t *testing.T) {
-	t.Chdir(t.TempDir())
+// TestAWorkingDirectorysFileIsNotRead: Load reads the file beside the
+// binary's checkout alone, never one in the working directory, where
+// anyone who can write a folder could plant one.
+func TestAWorkingDirectorysFileIsNotRead(t *testing.T) {
+	write(t, devenv.PIDKey+"="+makeDev(t)+"\nTOOLGATE_DEV=1\n")
+	t.Setenv("TOOLGATE_DEV", "")
+	os.Unsetenv("TOOLGATE_DEV")
 	if got, err := devenv.Load(); got != "" || err != nil {
-		t.Fatalf("Load with no file: %q %v", got, err)
+		t.Fatalf("Load with a file in the working directory: %q %v", got, err)
+	}
+	if _, set := os.LookupEnv("TOOLGATE_DEV"); set {
+		t.Error("a working directory's file set TOOLGATE_DEV")
 	}
 }
 
@@ -84,13 +116,13 @@ func TestNoFileIsNoSettings(t *testing.T) {
 // its own packs is not handed make dev's upstreams, queues or exchanges,
 // which name packs it does not load; the rest still come.
 func TestAShellsOwnPacksTakeNoneOfMakeDevsPackSettings(t *testing.T) {
-	write(t, devenv.PIDKey+"="+strconv.Itoa(os.Getpid())+"\nTOOLGATE_PACKS=mangrove,northgate\nTOOLGATE_UPSTREAMS=northgate=http://127.0.0.1:8085\nTOOLGATE_TASK_QUEUES=northgate=q\nDEVENV_TEST_DB=postgres://x\n")
+	path := write(t, devenv.PIDKey+"="+makeDev(t)+"\nTOOLGATE_PACKS=mangrove,northgate\nTOOLGATE_UPSTREAMS=northgate=http://127.0.0.1:8085\nTOOLGATE_TASK_QUEUES=northgate=q\nDEVENV_TEST_DB=postgres://x\n")
 	t.Setenv("TOOLGATE_PACKS", "mangrove,my.yaml")
 	for _, k := range []string{"TOOLGATE_UPSTREAMS", "TOOLGATE_TASK_QUEUES", "DEVENV_TEST_DB"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
-	if _, err := devenv.Load(); err != nil {
+	if err := devenv.LoadFile(path); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{"TOOLGATE_PACKS": "mangrove,my.yaml", "TOOLGATE_UPSTREAMS": "", "TOOLGATE_TASK_QUEUES": "", "DEVENV_TEST_DB": "postgres://x"} {
