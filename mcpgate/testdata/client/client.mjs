@@ -95,7 +95,7 @@ if (process.env.MCP_SCRIPT === "reference") {
   let status = first.structuredContent?.status;
   const callId = first.structuredContent?.callId;
   out.pendingFirst = status === "pending_approval";
-  for (let i = 0; i < 240 && status === "pending_approval"; i++) {
+  for (let i = 0; i < 240 && ["pending_approval", "deciding", "executing"].includes(status); i++) {
     await new Promise((r) => setTimeout(r, 500));
     const s = await client.callTool({ name: "toolgate_call_status", arguments: { callId } });
     status = s.structuredContent?.status;
