@@ -559,18 +559,27 @@ func TestAFactorReachesNoRecord(t *testing.T) {
 	// records it: another spelling, another key beside it, not a string.
 	other := "marram grass"
 	for _, args := range []string{`{"Passphrase":"` + other + `"}`, `{"passphrase":"` + other + `","note":"` + other + `"}`, `{"one_time_code":"` + other + `"}`, `["` + other + `"]`} {
-		r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(args)})
-		if err != nil || !r.IsError || r.StructuredContent != nil {
+		r, err := l.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: northgate.ToolVerifyPassphrase, Arguments: json.RawMessage(args), Meta: maps.Clone(l.meta)})
+		if err != nil || !r.IsError || r.StructuredContent != nil || len(r.Content) != 1 {
 			t.Fatalf("verify_passphrase %s: %v %+v", args, err, r)
 		}
+		if text, _ := r.Content[0].(*mcp.TextContent); text == nil || !strings.Contains(text.Text, `takes one field, "passphrase"`) {
+			t.Fatalf("verify_passphrase %s is refused for another reason: %+v", args, r.Content[0])
+		}
+	}
+	var ids []string
+	for _, a := range answers {
+		ids = append(ids, a.CallID)
+	}
+	var started int
+	if err := d.Owner.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE NOT workflow_id = ANY($1)`, ids).Scan(&started); err != nil || started != 0 {
+		t.Fatalf("the refused shapes wrote %d audit rows (%v): the MCP server let them start a call", started, err)
 	}
 	said = append(said, other)
 	if got := d.bank.Factors(); len(got) != 4 || got[0] != said[0] || got[1] != said[1] || got[2] != said[2] || got[3] != said[3] {
 		t.Fatalf("the bank was asked %q, want %q", got, said)
 	}
-	var ids []string
 	for _, a := range answers {
-		ids = append(ids, a.CallID)
 		for _, s := range append(said, code) {
 			if strings.Contains(string(a.Result)+a.Message+a.text, s) {
 				t.Fatalf("a result holds the factor %q: %+v", s, a)
@@ -665,16 +674,21 @@ func TestASessionlessLineNamesItsConversation(t *testing.T) {
 // stolen token's new session) holds low.
 func TestATierIsOneSignInsOnKeyedCalls(t *testing.T) {
 	d := newDesk(t)
-	first := d.dial(t, upstream.Dana)
-	if a := first.keyed(northgate.ToolVerifyPassphrase, `{"passphrase":"`+upstream.DanaPassphrase+`"}`, "v.1"); a.outcome().Outcome != "passed" {
-		t.Fatalf("a keyed passphrase: %+v", a)
+	// Keyed calls naming no conversation share the person's one; calls
+	// naming the same conversation share it too: either way only the
+	// sign-in tells the two lines apart.
+	for _, conversation := range []string{"", "call.4410"} {
+		first := d.sessionless(t, upstream.Dana, conversation)
+		if a := first.keyed(northgate.ToolVerifyPassphrase, `{"passphrase":"`+upstream.DanaPassphrase+`"}`, "v.1"+conversation); a.outcome().Outcome != "passed" {
+			t.Fatalf("a keyed passphrase in %q: %+v", conversation, a)
+		}
+		if a := first.keyed(northgate.ToolGetBalance, `{}`, "b.1"+conversation); a.Status != "executed" {
+			t.Fatalf("a keyed balance on the same sign-in in %q: %+v", conversation, a)
+		}
+		time.Sleep(1100 * time.Millisecond) // a sign-in of its own: another auth_time
+		second := d.sessionless(t, upstream.Dana, conversation)
+		refusedFor(t, "a keyed balance on another sign-in in "+conversation, second.keyed(northgate.ToolGetBalance, `{}`, "b.2"+conversation), northgate.TierMedium, northgate.TierLow)
 	}
-	if a := first.keyed(northgate.ToolGetBalance, `{}`, "b.1"); a.Status != "executed" {
-		t.Fatalf("a keyed balance on the same sign-in: %+v", a)
-	}
-	time.Sleep(1100 * time.Millisecond) // a sign-in of its own: another auth_time
-	second := d.dial(t, upstream.Dana)
-	refusedFor(t, "a keyed balance on another sign-in", second.keyed(northgate.ToolGetBalance, `{}`, "b.2"), northgate.TierMedium, northgate.TierLow)
 }
 
 // TestAReissueGoesToCardOperations: at high, reissue_card puts a card up
