@@ -2,56 +2,8 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
-
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/httpserver"
-	"github.com/toolgate/toolgate/internal/logging"
-	"github.com/toolgate/toolgate/mcpgate"
-	"go.temporal.io/sdk/client"
-	"go.uber.org/zap"
 )
 
-func main() { config.Main("mcp", run) }
-
-func run(log *zap.Logger, cfg config.Config) error {
-	set, err := mcpgate.SettingsFromEnv()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	claims := mcpgate.Claims{User: "preferred_username", Role: "toolgate_role", Policy: cfg.Policy, Resources: cfg.Claims}
-	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, claims, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	logout, err := mcpgate.NewLogoutVerifier(ctx, set.Issuer, set.ClientID, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	pool, err := cfg.OpenPool(ctx, "mcp")
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	o := cfg.ClientOptions()
-	o.Logger = logging.Temporal(log)
-	c, err := client.DialContext(ctx, o)
-	if err != nil {
-		return cfg.DialError(err)
-	}
-	defer c.Close()
-	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, QueueFor: cfg.QueueFor, Policy: cfg.Policy, Verify: verify, Credential: mcpgate.VaultCredentials(pool, cfg.Exchange, log), Revoked: mcpgate.VaultRevocations(pool), Seal: mcpgate.VaultSeal(pool),
-		Logout: logout, Revoke: mcpgate.VaultRevoke(pool),
-		Resource: set.Resource, AuthorizationServer: set.Issuer, MaxWait: set.MaxWait, Logger: log}).Handler())
-	// A tools/call holds its response open while a card waits (MaxWait):
-	// the write deadline leaves room for the answer after the longest wait.
-	srv.WriteTimeout = max(srv.WriteTimeout, set.MaxWait+httpserver.WriteTimeout)
-	log.Info("MCP server listening", zap.String("addr", set.Addr), zap.String("resource", set.Resource), zap.String("issuer", set.Issuer))
-	return httpserver.Run(ctx, srv)
-}
+func main() { config.Main("mcp", app.MCP) }

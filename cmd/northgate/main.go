@@ -8,9 +8,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/domains/northgate/upstream"
@@ -26,26 +25,11 @@ func main() {
 		fmt.Println(code)
 		return
 	}
-	addr := env("NORTHGATE_ADDR", "127.0.0.1:8085")
-	issuer, audience := os.Getenv("NORTHGATE_ISSUER"), env("NORTHGATE_AUDIENCE", "http://"+addr)
-	if issuer == "" {
-		log.Fatal("northgate: NORTHGATE_ISSUER must name the identity provider whose tokens the bank takes")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	s, err := upstream.New(ctx, issuer, audience, 30*time.Second)
-	if err != nil {
-		log.Fatal(err)
-	}
-	log.Printf("Northgate Bank stand-in listening on %s for tokens from %s to %s", addr, issuer, audience)
-	if err := httpserver.Run(ctx, httpserver.New(addr, s.Handler())); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
+	httpserver.StandIn("Northgate Bank", "NORTHGATE", "127.0.0.1:8085", func(ctx context.Context, issuer, audience string) (http.Handler, error) {
+		s, err := upstream.New(ctx, issuer, audience, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return s.Handler(), nil
+	})
 }

@@ -1,0 +1,127 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/httpserver"
+	"github.com/toolgate/toolgate/internal/metrics"
+	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+)
+
+// Worker runs the ToolCall workflow and its activities on every task queue
+// the packs' calls run on, with the metrics and codec endpoints beside it.
+func Worker(log *zap.Logger, cfg config.Config) error {
+	if why := cfg.CodecEndpointProblem(); why != "" {
+		return errors.New(why)
+	}
+	ctx, stop := stopping()
+	defer stop()
+	pool, err := cfg.OpenPool(ctx, "worker")
+	if err != nil {
+		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
+	}
+	defer pool.Close()
+	m, err := metrics.New(pool, log)
+	if err != nil {
+		return err
+	}
+	go serve(log, "metrics", cfg.MetricsAddr, metricsMux(m))
+	opts := withLogger(cfg.ClientOptions(), log)
+	opts.MetricsHandler = m.SDK
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return cfg.DialError(err)
+	}
+	defer c.Close()
+	if cfg.Codec == nil {
+		log.Warn("TOOLGATE_CODEC_KEYS is empty: payloads are stored in plaintext (starter keygen makes a key)")
+	} else {
+		if cfg.CodecAuthToken == "" {
+			log.Warn("CODEC_AUTH_TOKEN is not set: the codec endpoint decrypts for anyone who reaches it (dev mode only)")
+		}
+		go serve(log, "codec endpoint", cfg.CodecAddr, cfg.Codec.Handler(cfg.CodecOrigins, cfg.CodecAuthToken))
+	}
+	if len(cfg.ApprovalKeys) == 0 {
+		log.Warn("TOOLGATE_APPROVAL_KEYS is empty: every approval decision will be refused (starter keygen makes a key pair)")
+	}
+	if len(cfg.ApproverIssuers) == 0 {
+		log.Warn("TOOLGATE_APPROVER_ISSUERS is empty: no identity provider is trusted, so every approval decision will be refused (set it to the card UI's APPROVALS_OIDC_ISSUER)")
+	}
+	// Process-wide in the SDK: it bounds memory when many cards wait at once.
+	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	acts := activities.New(cfg.Policy, pool, cfg.UpstreamURL, sanitize.Sanitizer{MaxChars: cfg.MaxResultChars}, log, c)
+	acts.Previewers, acts.Shapers, acts.Upstreams = cfg.Previewers, cfg.Shapers, cfg.Upstreams
+	acts.Exchange, acts.Audiences = cfg.Exchange, cfg.Audiences
+	acts.DevMode = cfg.DevMode // demo credentials (cred-ama) only in dev mode
+	if len(cfg.MCPServers) > 0 {
+		acts.MCP = activities.NewMCPServers(cfg.MCPServers, log)
+		defer acts.MCP.Close()
+	}
+	if h := cfg.Webhook; h != nil {
+		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}
+		log.Info("card events go to a webhook") // its URL may hold a token: not logged
+	}
+	settings := workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
+		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}
+	queues := cfg.Queues()
+	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
+		zap.Strings("taskQueues", queues), zap.String("upstream", cfg.UpstreamURL))
+	return runAll(c, queues, settings, acts)
+}
+
+// runAll runs one worker per task queue the packs' calls run on
+// (TOOLGATE_TASK_QUEUES) until the process is interrupted or one of them
+// fails; then every one stops at once, each letting its running
+// activities finish, so stopping takes one worker's stop timeout, not one
+// per queue.
+func runAll(c client.Client, queues []string, s workflows.Settings, acts *activities.Activities) error {
+	stop := make(chan any)
+	errs := make(chan error, len(queues))
+	for _, q := range queues {
+		w := workflows.NewWorker(c, q, s, acts)
+		go func() {
+			if err := w.Run(stop); err != nil {
+				errs <- fmt.Errorf("worker on task queue %s: %w", q, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	left := len(queues)
+	select {
+	case <-worker.InterruptCh():
+	case first = <-errs:
+		left--
+	}
+	close(stop)
+	for ; left > 0; left-- {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// serve runs a side HTTP endpoint of the worker; failing to bind is logged, not fatal.
+func serve(log *zap.Logger, what, addr string, h http.Handler) {
+	srv := httpserver.New(addr, h)
+	log.Info(what+" listening", zap.String("addr", addr))
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error(what+" stopped", zap.String("addr", addr), zap.Error(err))
+	}
+}
+
+func metricsMux(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return mux
+}
