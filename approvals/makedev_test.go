@@ -431,7 +431,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 		t.Fatalf("sam's inbox:\n%s", inbox)
 	}
 	do(t, sam, chromedp.Click(chromedp.CSS(`main a[href^="/cards/"]`)))
-	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed, approved by sam") {
+	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed: reissue RI-") || !strings.Contains(outcome, "approved by sam") {
 		t.Fatalf("after approving: %q", outcome)
 	}
 	// The card row says executed from inside the run's activity, before the

@@ -135,7 +135,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 			t.Errorf("the card does not show %q:\n%s", want, card)
 		}
 	}
-	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed, approved by sam") {
+	if outcome := approveOpenCard(t, sam, "reported stolen on the call"); !strings.Contains(outcome, "Executed: reissue RI-") || !strings.Contains(outcome, "approved by sam") {
 		t.Fatalf("after approving: %q", outcome)
 	}
 	var res workflows.ToolCallResult

@@ -218,10 +218,13 @@ type Card struct {
 	DecidedBy    string
 	DecidedAt    *time.Time
 	Note         string
-	Transfer     string
-	Outcome      string
-	Pending      bool
-	Refusal      string
+	// Receipt is what the executed call made, as its tool's result names
+	// it ("transfer TR-00012"); result is that result.
+	Receipt string
+	result  json.RawMessage
+	Outcome string
+	Pending bool
+	Refusal string
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID string
 	// Evidence is the sign-in the card needs; nil on cards from before.
@@ -266,7 +269,7 @@ type CardVersion struct {
 }
 
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), resource_kind, resource_id, approver_role, args_hash,
-	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result->>'transferNumber', ''), run_id,
+	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result, 'null'::jsonb), run_id,
 	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
 	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, '')`
 
@@ -278,7 +281,7 @@ func scanCard(row pgx.Row) (Card, error) {
 	var args map[string]json.RawMessage
 	var kind, id *string
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &kind, &id, &c.ApproverRole, &c.ArgsHash,
-		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.Transfer, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
+		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.result, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
 		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args, &c.Requester.Issuer, &c.Requester.Subject)
 	for _, f := range editable {
 		var v any
@@ -345,6 +348,9 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 		return c, err
 	}
 	c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
+	if spec, ok := s.Policy.Spec(c.Tool); ok {
+		c.Receipt = spec.Receipt.Of(c.result)
+	}
 	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || (c.Resource.Kind != "" && !u.Resources.Holds(c.Resource.Kind, c.Resource.ID)) {
 		return Card{}, pgx.ErrNoRows
 	}
@@ -371,8 +377,8 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 	case c.Pending:
 	case c.Status == activities.CardPending || c.Status == activities.CardExpired:
 		c.Outcome = "Expired: nobody decided in time, so nothing ran."
-	case c.Status == activities.CardExecuted && c.Transfer != "":
-		c.Outcome = fmt.Sprintf("Executed: transfer %s, approved by %s.", c.Transfer, approvers)
+	case c.Status == activities.CardExecuted && c.Receipt != "":
+		c.Outcome = fmt.Sprintf("Executed: %s, approved by %s.", c.Receipt, approvers)
 	case c.Status == activities.CardExecuted:
 		c.Outcome = fmt.Sprintf("Executed, approved by %s.", approvers)
 	case c.Status == activities.CardApproved:

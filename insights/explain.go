@@ -43,6 +43,9 @@ type Event struct {
 	Claimed      string          `json:"claimedApprover,omitempty"`
 	Message      string          `json:"message,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
+	// Receipt is what the call made, as its tool's result names it
+	// ("transfer TR-00012").
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // Step is one event of the call's Temporal history.
@@ -85,8 +88,13 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 		if kind != nil && id != nil {
 			e.Resource = &policy.ResourceRef{Kind: *kind, ID: *id}
 		}
-		if e.ValueCents != nil && r.Policy != nil {
-			e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
+		if r.Policy != nil {
+			if e.ValueCents != nil {
+				e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
+			}
+			if spec, ok := r.Policy.Spec(e.Tool); ok {
+				e.Receipt = spec.Receipt.Of(e.Result)
+			}
 		}
 		return e, err
 	})
@@ -232,7 +240,10 @@ func (s Story) Answer() string {
 	}
 	switch {
 	case len(ran) == 1:
-		return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s%s.", s.WorkflowID, resultNote(ran[0].Result))
+		if ran[0].Receipt != "" {
+			return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s: %s.", s.WorkflowID, ran[0].Receipt)
+		}
+		return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s.", s.WorkflowID)
 	case len(ran) > 1:
 		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the upstream must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
 	case last.Event == "failed":
@@ -247,21 +258,6 @@ func (s Story) Answer() string {
 		return fmt.Sprintf("it was allowed and runs upstream with Idempotency-Key %s; a read that succeeds writes no outcome row, and %s.", s.WorkflowID, done)
 	}
 	return fmt.Sprintf("nothing ran upstream: the call ended %s (%s).", last.Event, last.Reason)
-}
-
-func resultNote(result json.RawMessage) string {
-	var r struct {
-		Transfer string `json:"transferNumber"`
-		Task     string `json:"taskNumber"`
-	}
-	_ = json.Unmarshal(result, &r)
-	switch {
-	case r.Transfer != "":
-		return ": transfer " + r.Transfer
-	case r.Task != "":
-		return ": task " + r.Task
-	}
-	return ""
 }
 
 func what(e Event) string {

@@ -300,6 +300,14 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 		"unused role": {func(d *policy.Domain) { d.Roles = append(d.Roles, policy.RoleSpec{Name: "cashier", Label: "Cashier"}) }, `the role "cashier" is declared but no row names it`},
 		"no route":    {func(d *policy.Domain) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
 		"no system":   {func(d *policy.Domain) { d.System = "" }, "System must name its upstream"},
+		"receipt path": {func(d *policy.Domain) {
+			d.Tools = slices.Clone(d.Tools)
+			d.Tools[1].Receipt = &policy.Receipt{Name: "count", Field: "stock.count"}
+		}, `tool "get_stock" has a receipt "count" in field "stock.count"`},
+		"receipt markup": {func(d *policy.Domain) {
+			d.Tools = slices.Clone(d.Tools)
+			d.Tools[1].Receipt = &policy.Receipt{Name: "<b>count</b>", Field: "count"}
+		}, `has a receipt "<b>count</b>"`},
 		"edit of no arg": {func(d *policy.Domain) {
 			d.Rows = slices.Clone(d.Rows)
 			d.Rows[5].Editable = []string{"fromStoreId"}

@@ -78,6 +78,10 @@ type ToolSpec struct {
 	// tools: its upstream says whether the factor matches, and toolgate,
 	// not the model, raises the caller's tier or counts the miss.
 	Verifies *Factor
+	// Receipt, when set, names the field of the tool's result that
+	// identifies what the call made upstream, for its executed card and
+	// its story.
+	Receipt *Receipt
 }
 
 // MCPTarget is one tool of an upstream MCP server: the server's name in

@@ -206,6 +206,7 @@ var Tools = []policy.ToolSpec{
 			"Use it when the person wants someone to do something later, or when you believe a count is wrong: a person checks. " +
 			"It does not change stock or prices, and it is not for moving stock (use request_stock_transfer).",
 		Args: reflect.TypeFor[CreateTaskArgs](), Resource: ByStore, Tier: policy.TierWriteReversible, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second,
+		Receipt: &policy.Receipt{Name: "task", Field: "taskNumber"},
 	},
 	{
 		Name:    ToolRequestStockTransfer,
@@ -216,7 +217,8 @@ var Tools = []policy.ToolSpec{
 			"Not for ordering from a supplier.",
 		Args: reflect.TypeFor[RequestStockTransferArgs](), Resource: ByStore, Tier: policy.TierWrite, Idempotent: false, RequiresCredential: true, Timeout: 15 * time.Second, DryRun: true,
 		// A store's stock is everyone's at the store: one card per transfer, whoever asks.
-		Shared: true,
+		Shared:  true,
+		Receipt: &policy.Receipt{Name: "transfer", Field: "transferNumber"},
 	},
 	{
 		Name:        ToolChangePrice,

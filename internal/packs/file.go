@@ -69,6 +69,7 @@ type fileTool struct {
 	Timeout     string         `yaml:"timeout"`
 	Shared      bool           `yaml:"shared"`
 	ValueArg    string         `yaml:"valueArg"`
+	Receipt     *fileReceipt   `yaml:"receipt"`
 	Resource    *fileResource  `yaml:"resource"`
 	Args        map[string]any `yaml:"args"`
 	Example     map[string]any `yaml:"example"`
@@ -89,6 +90,11 @@ type fileTool struct {
 type filePreview struct {
 	Tool string            `yaml:"tool"`
 	Args map[string]string `yaml:"args"`
+}
+
+type fileReceipt struct {
+	Name  string `yaml:"name"`
+	Field string `yaml:"field"`
 }
 
 type fileRoute struct {
@@ -366,6 +372,9 @@ var (
 func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []policy.Format, error) {
 	spec := policy.ToolSpec{Name: t.Name, Description: strings.TrimSpace(t.Description), Tier: policy.Tier(t.Tier), Idempotent: t.Idempotent,
 		RequiresCredential: t.Credential == nil || *t.Credential, Timeout: DefaultFileTimeout, Shared: t.Shared, ValueArg: t.ValueArg}
+	if t.Receipt != nil {
+		spec.Receipt = &policy.Receipt{Name: t.Receipt.Name, Field: t.Receipt.Field}
+	}
 	if !toolName.MatchString(t.Name) {
 		return spec, nil, r.errorf(at+".name", "%q must be 1 to 64 lower-case letters, digits or _, starting with a letter", t.Name)
 	}
