@@ -182,8 +182,8 @@ func New(domains ...Domain) (*Policy, error) {
 		if e.spec.MCP != nil && e.spec.Route.Path != "" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q has both an upstream route and an MCP server's tool; a call goes to one", d.Name, n)
 		}
-		if r := e.spec.Receipt; r != nil && (!receiptName.MatchString(r.Name) || !receiptField.MatchString(r.Field)) {
-			return nil, fmt.Errorf("policy: pack %s: tool %q has a receipt %q in field %q: its name is a word or a few a person reads (letters, digits, spaces, '_' or '-', up to 40) and its field one top-level field of the tool's result (letters, digits or '_')", d.Name, n, r.Name, r.Field)
+		if err := e.spec.Receipt.Check(); err != nil {
+			return nil, fmt.Errorf("policy: pack %s: tool %q has %w", d.Name, n, err)
 		}
 		if e.spec.Unavailable != "" && !e.spec.Idempotent {
 			return nil, fmt.Errorf("policy: pack %s: tool %q says what to do when its upstream is down (Unavailable), but is not idempotent: the model of a write that may have run is told not to call again, whatever the tool says", d.Name, n)

@@ -9,23 +9,32 @@ import (
 )
 
 // TestAReceiptRepeatsOnlyWhatItNames: a receipt is its name and the one
-// field's string or number, without control characters and clipped; any
-// other result says nothing.
+// field's string or number when it has an identifier's shape; a value that
+// could word a sentence, or holds a control, format or bidi character, or
+// is too long, says nothing.
 func TestAReceiptRepeatsOnlyWhatItNames(t *testing.T) {
 	r := &policy.Receipt{Name: "transfer", Field: "transferNumber"}
-	long := strings.Repeat("9", 100)
 	for result, want := range map[string]string{
-		`{"transferNumber":"TR-00012","status":"requested"}`: "transfer TR-00012",
-		`{"transferNumber":4471}`:                            "transfer 4471",
-		`{"transferNumber":"TR-1\n\u001b[2JSigned: ok"}`:     "transfer TR-1[2JSigned: ok",
-		`{"transferNumber":"` + long + `"}`:                  "transfer " + long[:64] + "…",
-		`{"transferNumber":" "}`:                             "",
-		`{"transferNumber":{"id":"TR-1"}}`:                   "",
-		`{"transferNumber":["TR-1"]}`:                        "",
-		`{"transferNumber":null}`:                            "",
-		`{"taskNumber":"TK-1"}`:                              "",
-		`["TR-1"]`:                                           "",
-		`not json`:                                           "",
+		`{"transferNumber":"TR-00012","status":"requested"}`:   "transfer TR-00012",
+		`{"transferNumber":4471}`:                              "transfer 4471",
+		`{"transferNumber":"Überweisung-7"}`:                   "transfer Überweisung-7",
+		`{"transferNumber":"TR-1\n\u001b[2JSigned: ok"}`:       "",
+		`{"transferNumber":"TR-1 was reversed; nothing ran"}`:  "",
+		`{"transferNumber":"TR-1\u202eknar"}`:                  "",
+		`{"transferNumber":"TR\u200b1"}`:                       "",
+		`{"transferNumber":"\u009b31m"}`:                       "",
+		`{"transferNumber":"<b>TR-1</b>"}`:                     "",
+		`{"transferNumber":"` + strings.Repeat("9", 64) + `"}`: "transfer " + strings.Repeat("9", 64),
+		`{"transferNumber":"` + strings.Repeat("9", 65) + `"}`: "",
+		`{"transferNumber":1e999}`:                             "",
+		`{"transferNumber":" "}`:                               "",
+		`{"transferNumber":{"id":"TR-1"}}`:                     "",
+		`{"transferNumber":["TR-1"]}`:                          "",
+		`{"transferNumber":null}`:                              "",
+		`{"TransferNumber":"TR-1"}`:                            "",
+		`{"taskNumber":"TK-1"}`:                                "",
+		`["TR-1"]`:                                             "",
+		`not json`:                                             "",
 	} {
 		if got := r.Of(json.RawMessage(result)); got != want {
 			t.Errorf("the receipt of %s: %q, want %q", result, got, want)

@@ -52,7 +52,7 @@ func IDP(log *zap.Logger, cfg config.Config) error {
 func IDPUsers(devFile string, devErr error) func(*zap.Logger, config.Config) error {
 	return func(_ *zap.Logger, cfg config.Config) error {
 		if !cfg.DevMode {
-			return fmt.Errorf("the demo users exist only in dev mode; %s", devenv.Missing(devFile, devErr))
+			return fmt.Errorf("the demo users exist only in dev mode (TOOLGATE_DEV=1, which make dev sets); %s", devenv.Missing(devFile, devErr))
 		}
 		users, _, err := idp.LoadOrCreateUsers(idp.SettingsFromEnv().UsersFile)
 		if err != nil {

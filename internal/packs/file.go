@@ -374,6 +374,9 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 		RequiresCredential: t.Credential == nil || *t.Credential, Timeout: DefaultFileTimeout, Shared: t.Shared, ValueArg: t.ValueArg}
 	if t.Receipt != nil {
 		spec.Receipt = &policy.Receipt{Name: t.Receipt.Name, Field: t.Receipt.Field}
+		if err := spec.Receipt.Check(); err != nil {
+			return spec, nil, r.errorf(at+".receipt", "%v", err)
+		}
 	}
 	if !toolName.MatchString(t.Name) {
 		return spec, nil, r.errorf(at+".name", "%q must be 1 to 64 lower-case letters, digits or _, starting with a letter", t.Name)

@@ -265,7 +265,7 @@ func TestWhatAFileSaysIsWhatIsKept(t *testing.T) {
 		"a quorum on nothing":     {"      decision: approve\n", "      decision: approve\n      quorum: [{above: 0, approvals: 2}]\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
 		"an edit of no arg":       {"      decision: approve\n", "      decision: approve\n      editable: [title]\n", `editable: "title" is not one of the tool's args`},
 		"a write nobody approves": {"      decision: approve\n      approvers: [{role: editor}]\n", "      decision: allow\n", "a write tool, which a person always approves) needs its approvers"},
-		"a receipt's path":        {"    tier: write\n", "    tier: write\n    receipt: {name: edit, field: edit.id}\n", `has a receipt "edit" in field "edit.id"`},
+		"a receipt's path":        {"    tier: write\n", "    tier: write\n    receipt: {name: edit, field: edit.id}\n", `tools[1].receipt: a receipt "edit" in field "edit.id"`},
 		"an object title":         {"      type: object\n      properties:\n        page:", "      type: object\n      title: Edit\n      properties:\n        page:", "tools[1].args.title: not supported"},
 	} {
 		if !strings.Contains(string(good), c.from) {
