@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/devenv"
@@ -30,7 +31,9 @@ func write(t *testing.T, lines string) string {
 // dev's is; its ID goes in the file.
 func makeDev(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("bash", "-c", "sleep 60", "dev.sh")
+	// Two commands, so bash stays the process (one it would exec in
+	// place, and the ID would name a sleep, not a dev.sh).
+	cmd := exec.Command("bash", "-c", "sleep 60; exit 0", "dev.sh")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +75,16 @@ func TestAStoppedStacksSettingsAreNotRead(t *testing.T) {
 		lines string
 		mode  os.FileMode
 		want  error
+		// says is what the refusal names, when it is no sentinel.
+		says string
 	}{
-		{devenv.PIDKey + "=" + strconv.Itoa(gone.Process.Pid) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
-		{devenv.PIDKey + "=" + strconv.Itoa(os.Getpid()) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
-		{devenv.PIDKey + "=1\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped},
-		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o644, nil},
-		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o620, nil},
-		{"TOOLGATE_DEV=1\n", 0o600, nil},
-		{"TOOLGATE_DEV=1\nnot a setting\n", 0o600, nil},
+		{devenv.PIDKey + "=" + strconv.Itoa(gone.Process.Pid) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped, ""},
+		{devenv.PIDKey + "=" + strconv.Itoa(os.Getpid()) + "\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped, ""},
+		{devenv.PIDKey + "=1\nTOOLGATE_DEV=1\n", 0o600, devenv.ErrStopped, ""},
+		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o644, nil, "not this user's alone"},
+		{devenv.PIDKey + "=" + live + "\nTOOLGATE_DEV=1\n", 0o620, nil, "not this user's alone"},
+		{"TOOLGATE_DEV=1\n", 0o600, nil, "no " + devenv.PIDKey + " line"},
+		{"TOOLGATE_DEV=1\nnot a setting\n", 0o600, nil, "line 2 is not NAME=value"},
 	} {
 		path := write(t, c.lines)
 		if err := os.Chmod(path, c.mode); err != nil {
@@ -88,7 +93,7 @@ func TestAStoppedStacksSettingsAreNotRead(t *testing.T) {
 		t.Setenv("TOOLGATE_DEV", "")
 		os.Unsetenv("TOOLGATE_DEV")
 		err := devenv.LoadFile(path)
-		if err == nil || c.want != nil && !errors.Is(err, c.want) {
+		if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%q (%v): %v, want an error (%v)", c.lines, c.mode, err, c.want)
 		}
 		if _, set := os.LookupEnv("TOOLGATE_DEV"); set {
