@@ -53,7 +53,10 @@ cleanup() {
   if [ -n "$cluster" ]; then ./scripts/temporal-cluster.sh stop "$logs/temporal"; fi
   if [ -n "$private_pg" ]; then ./scripts/pg.sh stop "$private_pg"; fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# Ctrl-C (or a TERM) is the way to stop: it stops everything and is no
+# failure, whichever process the signal reached first.
+trap 'cleanup; echo "stopped"; exit 0' INT TERM
 
 if [ -n "${DATABASE_URL:-}" ]; then
   echo "using DATABASE_URL"
