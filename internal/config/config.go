@@ -351,11 +351,16 @@ func (c Config) CodecEndpointProblem() string {
 }
 
 // DevKeysFile is where `make dev` keeps its approval key pair. Processes
-// started from the repo read it when the variables are unset.
+// in dev mode started from the repo read it when the variables are unset.
 const DevKeysFile = ".dev/keys.env"
 
-// devEnv reads NAME=value from DevKeysFile, or "".
+// devEnv reads NAME=value from DevKeysFile, or "". Outside dev mode it is
+// always "": a file in the working directory is no deployment's keys, and
+// whoever wrote it would hold the key that signs approvals.
 func devEnv(name string) string {
+	if os.Getenv("TOOLGATE_DEV") != "1" {
+		return ""
+	}
 	b, err := os.ReadFile(DevKeysFile)
 	if err != nil {
 		return ""

@@ -174,3 +174,25 @@ func TestExchangeSaysWhatToFix(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeDevsKeysAreDevModesAlone: a process outside dev mode never takes
+// keys from a .dev/keys.env in its working directory (one left by an
+// earlier make dev, or planted in a shared folder): whoever holds that
+// signing key could sign any approver's decision. In dev mode it does.
+func TestMakeDevsKeysAreDevModesAlone(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(filepath.Dir(DevKeysFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(DevKeysFile, []byte("TOOLGATE_APPROVAL_KEYS=planted:AAAA\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TOOLGATE_DEV", "")
+	if v := devEnv("TOOLGATE_APPROVAL_KEYS"); v != "" {
+		t.Fatalf("outside dev mode, %s gave %q", DevKeysFile, v)
+	}
+	t.Setenv("TOOLGATE_DEV", "1")
+	if v := devEnv("TOOLGATE_APPROVAL_KEYS"); v != "planted:AAAA" {
+		t.Fatalf("in dev mode, %s gave %q", DevKeysFile, v)
+	}
+}
