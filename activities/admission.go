@@ -347,29 +347,44 @@ const currentValue = `CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT
 			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
 			  ELSE a.value_cents END`
 
+// windowStart is where a limit's rolling window begins: the admitting
+// transaction's start, less the window. now() is fixed for the transaction,
+// so the index ranges over the window alone, whatever history the bucket
+// has kept (clock_timestamp() is volatile, and a scan must then read every
+// row of the bucket to filter it). It is never later than the instant the
+// count runs (after the bucket's lock), so a window that starts there
+// holds every row a later start would: the count errs toward refusing.
+const windowStart = `now() - make_interval(secs => $3)`
+
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.
 func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
 	var u policy.Usage
-	var err error
-	switch k.Scope {
-	case policy.PerResource:
-		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a
-			WHERE tool = $1 AND resource_kind = $2 AND resource_id = $4 AND event IN ('allowed', 'needs_approval')
-			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID).Scan(&u.Calls, &u.Cents)
-	case policy.PerUser:
-		err = tx.QueryRow(ctx, `
-			SELECT count(*), coalesce(sum(`+currentValue+`), 0)::bigint FROM audit_log a
-			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
-			  AND at > clock_timestamp() - make_interval(secs => $3)`+freed, k.Tool, k.UserID, int64(k.Window)).Scan(&u.Calls, &u.Cents)
-	default:
-		return u, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
-	}
+	sql, args, err := UsageQuery(k)
 	if err != nil {
+		return u, err
+	}
+	if err := tx.QueryRow(ctx, sql, args...).Scan(&u.Calls, &u.Cents); err != nil {
 		return u, fmt.Errorf("admit: count %s: %w", k.Key, err)
 	}
 	return u, nil
+}
+
+// UsageQuery is the query that counts a limit bucket's window, and its
+// values: admission runs it, and tests read its plan and its counts.
+func UsageQuery(k policy.LimitKey) (string, []any, error) {
+	const count = `SELECT count(*), coalesce(sum(` + currentValue + `), 0)::bigint FROM audit_log a`
+	switch k.Scope {
+	case policy.PerResource:
+		return count + `
+			WHERE tool = $1 AND resource_kind = $2 AND resource_id = $4 AND event IN ('allowed', 'needs_approval')
+			  AND at > ` + windowStart + freed, []any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
+	case policy.PerUser:
+		return count + `
+			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
+			  AND at > ` + windowStart + freed, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+	}
+	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 }
 
 // LockID is the advisory lock that serializes admissions to one limit bucket.

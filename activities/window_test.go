@@ -1,0 +1,110 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/toolgate/toolgate/activities"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// TestLimitCountReadsOnlyItsWindow: what admission reads to count a limit
+// bucket is the bucket's window, not its history. A bucket with 20,000 rows
+// older than its window and 10 inside it is counted; the plan's scans of
+// audit_log may touch the window's rows and their lookups, and must not
+// read (and then filter away) the history, as a volatile window start
+// makes every scan do.
+func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
+	const history, window = 20_000, 10
+	ctx := context.Background()
+	url := testenv.Database(t)
+	owner := testenv.OwnerPool(t, url)
+	if _, err := owner.Exec(ctx, `
+		INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, workflow_id, run_id, event_key)
+		SELECT clock_timestamp() - make_interval(days => 2) - make_interval(secs => g), 'allowed', 'ok', 'request_stock_transfer', 'u' || (g % 50), 'area_manager', 's', 'c',
+		       'store', '112', 100, 'old-' || g, 'run', 'decision'
+		FROM generate_series(1, $1) g
+		UNION ALL
+		SELECT clock_timestamp() - make_interval(secs => g), 'allowed', 'ok', 'request_stock_transfer', 'u' || (g % 50), 'area_manager', 's', 'c',
+		       'store', '112', 100, 'new-' || g, 'run', 'decision'
+		FROM generate_series(1, $2) g`, history, window); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `ANALYZE audit_log`); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []policy.LimitKey{
+		{Key: "r", Tool: "request_stock_transfer", Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, Window: policy.Day},
+		{Key: "u", Tool: "request_stock_transfer", Scope: policy.PerUser, UserID: "u7", Window: policy.Day},
+	} {
+		t.Run(string(k.Scope), func(t *testing.T) {
+			sql, args, err := activities.UsageQuery(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := owner.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // read only
+			var plan []byte
+			if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
+			var calls int64
+			if err := tx.QueryRow(ctx, sql, args...).Scan(&calls, new(int64)); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(window)
+			if k.Scope == policy.PerUser {
+				want = 0
+				for g := 1; g <= window; g++ {
+					if g%50 == 7 {
+						want++
+					}
+				}
+			}
+			if calls != want {
+				t.Fatalf("counted %d calls in the window, want %d", calls, want)
+			}
+			read := rowsRead(t, plan, "a")
+			if read > 2*window {
+				t.Errorf("the count read %d rows of audit_log a to count %d in its window (history %d): the window does not bound the scan\n%s", read, calls, history, plan)
+			}
+		})
+	}
+}
+
+// rowsRead sums, over the plan's scans of the relation aliased alias, the
+// rows they returned and the rows they read and filtered away.
+func rowsRead(t *testing.T, plan []byte, alias string) int {
+	t.Helper()
+	var top []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &top); err != nil || len(top) != 1 {
+		t.Fatalf("plan: %v %s", err, plan)
+	}
+	total := 0
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		if a, _ := n["Alias"].(string); a == alias {
+			for _, f := range []string{"Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck"} {
+				if v, ok := n[f].(float64); ok {
+					loops, _ := n["Actual Loops"].(float64)
+					total += int(v * max(loops, 1))
+				}
+			}
+		}
+		kids, _ := n["Plans"].([]any)
+		for _, k := range kids {
+			if m, ok := k.(map[string]any); ok {
+				walk(m)
+			}
+		}
+	}
+	walk(top[0].Plan)
+	return total
+}
