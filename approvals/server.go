@@ -298,6 +298,57 @@ func scanCard(row pgx.Row) (Card, error) {
 	return c, err
 }
 
+// InboxSize is how many cards the inbox shows, newest first.
+const InboxSize = 100
+
+// inboxSQL finds the inbox's cards in the partial indexes of pending cards
+// (migration 027): by the role a card is routed or escalated to, then by
+// each resource the approver holds, or none; each branch reads at most
+// InboxSize entries, so the inbox costs the same with 100 or 100,000 cards
+// pending and any number decided.
+const inboxSQL = `WITH held AS (SELECT kind, id FROM unnest($2::text[], $3::text[]) AS h(kind, id)),
+newest AS (
+  (SELECT workflow_id, created_at FROM pending_action WHERE status = 'pending_approval' AND approver_role = $1 AND resource_kind IS NULL
+     AND expires_at > now() ORDER BY created_at DESC LIMIT $4)
+  UNION
+  (SELECT workflow_id, created_at FROM pending_action WHERE status = 'pending_approval' AND escalated_role = $1 AND resource_kind IS NULL
+     AND expires_at > now() ORDER BY created_at DESC LIMIT $4)
+  UNION
+  (SELECT p.workflow_id, p.created_at FROM held CROSS JOIN LATERAL (SELECT workflow_id, created_at FROM pending_action
+     WHERE status = 'pending_approval' AND approver_role = $1 AND resource_kind = held.kind AND resource_id = held.id
+       AND expires_at > now() ORDER BY created_at DESC LIMIT $4) p)
+  UNION
+  (SELECT p.workflow_id, p.created_at FROM held CROSS JOIN LATERAL (SELECT workflow_id, created_at FROM pending_action
+     WHERE status = 'pending_approval' AND escalated_role = $1 AND resource_kind = held.kind AND resource_id = held.id
+       AND expires_at > now() ORDER BY created_at DESC LIMIT $4) p)
+  ORDER BY created_at DESC, workflow_id LIMIT $4)
+SELECT ` + cardColumns + ` FROM pending_action WHERE workflow_id IN (SELECT workflow_id FROM newest) ORDER BY created_at DESC, workflow_id`
+
+// Inbox is the pending, unexpired cards routed or escalated to role, over
+// the resources held (a card that names no resource is shown to everyone
+// its routing names), newest first, at most InboxSize.
+func (s *Server) Inbox(ctx context.Context, role policy.Role, held policy.Resources) ([]Card, error) {
+	var kinds, ids []string
+	for kind, list := range held {
+		for _, id := range list {
+			kinds, ids = append(kinds, kind), append(ids, id)
+		}
+	}
+	rows, err := s.Pool.Query(ctx, inboxSQL, string(role), kinds, ids, InboxSize)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) {
+		c, err := scanCard(row)
+		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	return cards, nil
+}
+
 // inbox lists the pending, unexpired cards routed to the approver's role,
 // over the resources they hold: a card that names no resource is shown to
 // everyone its routing names.
@@ -306,19 +357,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 		http.Redirect(w, r, "/insights", http.StatusSeeOther) // an auditor decides no card
 		return
 	}
-	rows, err := s.Pool.Query(r.Context(), `SELECT `+cardColumns+` FROM pending_action
-		WHERE status = 'pending_approval' AND expires_at > now() AND (approver_role = $1 OR escalated_role = $1)
-		  AND (resource_kind IS NULL OR resource_kind || '/' || resource_id = ANY($2))
-		ORDER BY created_at DESC LIMIT 100`, string(sess.User.Role), sess.User.Resources.Labels())
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) {
-		c, err := scanCard(row)
-		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
-		return c, err
-	})
+	cards, err := s.Inbox(r.Context(), sess.User.Role, sess.User.Resources)
 	if err != nil {
 		s.fail(w, err)
 		return
