@@ -13,7 +13,7 @@ WORKFLOWCHECK_VER   := v0.6.0
 # private cluster (scripts/pg.sh) and never touch the machine's.
 WITH_PG             := ./scripts/with-postgres.sh
 
-.PHONY: mcp-servers cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending bench-cards
+.PHONY: mcp-servers cluster cluster-tools test-cluster bench-cluster dev test test-all node lint unit tools temporal migrate build clean prove golden browser screenshot reset fuzz chaos bench bench-policy bench-mcp bench-pending bench-cards bench-scale
 
 ## dev: run the stack on this machine (dev server + Web UI, migrations, upstream, worker).
 dev: tools build mcp-servers
@@ -165,6 +165,13 @@ bench-pending: tools
 ## PostgreSQL (BENCH_CPUPROFILE=file writes toolgate's CPU profile, BENCH_WINDOW=seconds sets the window).
 bench-cards: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 10m -run TestCardThroughput -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|cards' ; exit $${PIPESTATUS[0]}
+
+## bench-scale: what reads of the audit log and the cards cost as the log grows: a retailer's history loaded to 0, 1M
+## and 5M audit rows (BENCH_SCALE_ROWS) into one fresh database, and at each size the hot- and quiet-bucket admission,
+## the inbox at 0/10k/100k pending, the insights page for 1 and 30 days, and an allowed read's and an approval's
+## p50 against a bare workflow (bench/results/scale.md). About 40 minutes and 7 GB of disk.
+bench-scale: tools
+	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 120m -run TestScale -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||scale' ; exit $${PIPESTATUS[0]}
 
 ## bench-policy: the decision in toolgate, a hand-written floor, cedar-go and OPA (separate module under bench/).
 bench-policy:

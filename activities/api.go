@@ -35,6 +35,10 @@ const (
 	// EventReleased: a call admitted against its limits ended with nothing
 	// sent upstream, and gave its reservation back.
 	EventReleased Event = "released"
+	// EventPartitionDropped: a month of the log, archived, was dropped by
+	// the retention login (audit_partition_drop, migration 028); no call
+	// writes it.
+	EventPartitionDropped Event = "partition_dropped"
 )
 
 // CardStatus is a card's state in pending_action.

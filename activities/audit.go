@@ -132,6 +132,12 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// checkViolation is PostgreSQL's SQLSTATE for a row no partition takes, among others.
+const checkViolation = "23514"
+
+// insertAudit writes one row, or none when its (workflow, run, key) is
+// written already: the table's insert trigger keeps the keys (audit_keys)
+// and skips a row whose key is there, so no retry or replay writes twice.
 func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, runID string, in AuditInput) (bool, error) {
 	var args, result any
 	if len(in.Args) > 0 {
@@ -160,13 +166,20 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, resource_kind, resource_id, value_cents,
 		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id,
 		                       approver_issuer, approver_subject, approver_acr, approver_auth_time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)
-		ON CONFLICT (workflow_id, run_id, event_key) DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
 		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, kind, in.Value,
 		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id)
 	if err != nil {
 		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == checkViolation && strings.HasPrefix(pgErr.Message, "no partition of relation") {
+			// The worker makes months ahead (audit_log_maintain); should it
+			// have fallen behind, make them now and let the activity retry.
+			if _, merr := a.Pool.Exec(ctx, `SELECT audit_log_maintain()`); merr != nil {
+				err = errors.Join(err, merr)
+			}
+			return false, fmt.Errorf("audit %s: no month of the audit log holds this row yet: %w", in.Event, err)
+		}
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
 			// Data the database refuses will be refused again: fail loudly, do not retry forever.
 			return false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("audit %s: %v", in.Event, err), ErrBadInput, err)

@@ -62,6 +62,23 @@ type Story struct {
 	// HistoryError says why the history could not be read (the story then
 	// stands on the audit log alone).
 	HistoryError string `json:"historyError,omitempty"`
+	// Archived names the archive files the rows were read from, when their
+	// month has been dropped from the log.
+	Archived string `json:"archived,omitempty"`
+}
+
+// describeValue writes an event's value in its tool's unit and names what
+// its result made.
+func (r Reader) describeValue(e *Event) {
+	if r.Policy == nil {
+		return
+	}
+	if e.ValueCents != nil {
+		e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
+	}
+	if spec, ok := r.Policy.Spec(e.Tool); ok {
+		e.Receipt = spec.Receipt.Of(e.Result)
+	}
 }
 
 // storySQL is the one query behind a call's story.
@@ -88,20 +105,26 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 		if kind != nil && id != nil {
 			e.Resource = &policy.ResourceRef{Kind: *kind, ID: *id}
 		}
-		if r.Policy != nil {
-			if e.ValueCents != nil {
-				e.Value = r.Policy.FormatValue(e.Tool, *e.ValueCents)
-			}
-			if spec, ok := r.Policy.Spec(e.Tool); ok {
-				e.Receipt = spec.Receipt.Of(e.Result)
-			}
-		}
+		r.describeValue(&e)
 		return e, err
 	})
 	if err != nil {
 		return s, fmt.Errorf("explain %s: %w", workflowID, err)
 	}
+	if len(s.Events) == 0 && r.Archives != "" {
+		if s.Events, s.Archived, err = r.fromArchives(ctx, r.Archives, workflowID); err != nil {
+			return s, fmt.Errorf("explain %s: %w", workflowID, err)
+		}
+	}
 	if len(s.Events) == 0 {
+		months, err := r.dropped(ctx)
+		if err != nil {
+			return s, fmt.Errorf("explain %s: %w", workflowID, err)
+		}
+		if len(months) > 0 && r.Archives == "" {
+			return s, fmt.Errorf("%s: %w; %d month(s) were archived and dropped from it (%s to %s): if the call is from one, read it from the archives with --archive DIR",
+				workflowID, ErrNoSuchCall, len(months), months[0].Partition, months[len(months)-1].Partition)
+		}
 		return s, fmt.Errorf("%s: %w (check the ID: toolcall-<conversationId>-<toolCallId>)", workflowID, ErrNoSuchCall)
 	}
 	if c != nil {
@@ -193,7 +216,11 @@ func (s Story) Text(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%s: %s for %s\n", s.WorkflowID, first.Tool, about)
 	fmt.Fprintf(&b, "Asked by %s (%s), session %s, conversation %s, at %s\n", first.UserID, first.Role, first.SessionID, first.Conversation, stamp(first.At))
-	fmt.Fprintf(&b, "Idempotency-Key sent upstream: %s\n\n", s.WorkflowID)
+	fmt.Fprintf(&b, "Idempotency-Key sent upstream: %s\n", s.WorkflowID)
+	if s.Archived != "" {
+		fmt.Fprintf(&b, "Read from the archive of a month dropped from the audit log: %s (its SHA-256 and rows checked against audit_archives)\n", s.Archived)
+	}
+	b.WriteString("\n")
 	run := ""
 	for _, e := range s.Events {
 		if e.RunID != run {

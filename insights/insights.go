@@ -116,7 +116,18 @@ func (f Filter) where(args *[]any) string {
 		*args = append(*args, v)
 		return fmt.Sprintf("$%d", len(*args))
 	}
-	conds := []string{"a.at >= " + add(f.From), "a.at < " + add(f.To)}
+	return strings.Join(append([]string{"a.at >= " + add(f.From), "a.at < " + add(f.To)}, f.rowConds(args, true)...), " AND ")
+}
+
+// rowConds are the filter's conditions on a row other than its time, on
+// alias a; withUser leaves out the user's, which a day's counts cannot
+// answer.
+func (f Filter) rowConds(args *[]any, withUser bool) []string {
+	add := func(v any) string {
+		*args = append(*args, v)
+		return fmt.Sprintf("$%d", len(*args))
+	}
+	var conds []string
 	if f.Scope != nil {
 		conds = append(conds, "(a.resource_kind IS NULL OR a.resource_kind || '/' || a.resource_id = ANY("+add(f.Scope.Labels())+"))")
 	}
@@ -126,11 +137,70 @@ func (f Filter) where(args *[]any) string {
 	if f.Tool != "" {
 		conds = append(conds, "a.tool = "+add(f.Tool))
 	}
-	if f.User != "" {
+	if f.User != "" && withUser {
 		p := add(f.User)
 		conds = append(conds, "(a.user_id = "+p+" OR a.approver_id = "+p+")")
 	}
-	return strings.Join(conds, " AND ")
+	return conds
+}
+
+// counted is the period as rows of (day, tool, resource_kind, resource_id,
+// event, reason, n) under alias a: the run of whole days of the period
+// already counted (audit_daily, filled by the worker once a day has
+// closed) and the rest from the log itself, a row at a time. So a chart of
+// thirty days reads thirty days' counts and today's rows, whatever the log
+// holds. A filter by user reads the log alone: a day's counts are not by
+// person.
+func (r Reader) counted(ctx context.Context, f Filter, args *[]any) (string, error) {
+	add := func(v any) string {
+		*args = append(*args, v)
+		return fmt.Sprintf("$%d", len(*args))
+	}
+	day := 24 * time.Hour
+	first, end := f.From.UTC().Truncate(day), f.To.UTC().Truncate(day)
+	if first.Before(f.From) {
+		first = first.Add(day)
+	}
+	var lo, hi time.Time
+	if f.User == "" && first.Before(end) {
+		var err error
+		if lo, hi, err = r.countedDays(ctx, first, end); err != nil {
+			return "", err
+		}
+	}
+	logRows := fmt.Sprintf(`SELECT (l.at AT TIME ZONE 'UTC')::date AS day, l.tool, l.resource_kind, l.resource_id, l.event, l.reason, 1::bigint AS n
+  FROM audit_log l WHERE l.at >= %s AND l.at < %s`, add(f.From), add(f.To))
+	if lo.Before(hi) {
+		logRows += fmt.Sprintf(" AND (l.at < %s OR l.at >= %s)", add(lo), add(hi))
+	}
+	if f.User != "" {
+		p := add(f.User)
+		logRows += " AND (l.user_id = " + p + " OR l.approver_id = " + p + ")"
+	}
+	if !lo.Before(hi) {
+		return "(" + logRows + ") a", nil
+	}
+	return fmt.Sprintf(`(SELECT d.day, d.tool, d.resource_kind, d.resource_id, d.event, d.reason, d.n FROM audit_daily d WHERE d.day >= %s AND d.day < %s
+  UNION ALL
+  %s) a`, add(lo), add(hi), logRows), nil
+}
+
+// countedDays is the first run of counted days in [first, end), as
+// [lo, hi); lo equals hi when none is counted.
+func (r Reader) countedDays(ctx context.Context, first, end time.Time) (lo, hi time.Time, err error) {
+	var l, h *time.Time
+	err = r.Pool.QueryRow(ctx, `WITH c AS (SELECT day FROM audit_days WHERE day >= $1::date AND day < $2::date), s AS (SELECT min(day) AS lo FROM c)
+		SELECT s.lo::timestamp AT TIME ZONE 'UTC',
+		       (SELECT coalesce(min(g.day::date), $2::date) FROM generate_series(s.lo, $2::date - 1, interval '1 day') g(day)
+		        WHERE NOT EXISTS (SELECT 1 FROM c WHERE c.day = g.day::date))::timestamp AT TIME ZONE 'UTC'
+		FROM s`, first, end).Scan(&l, &h)
+	if err != nil {
+		return first, first, fmt.Errorf("insights: the counted days: %w", err)
+	}
+	if l == nil || h == nil {
+		return first, first, nil
+	}
+	return l.UTC(), h.UTC(), nil
 }
 
 // Reader reads the audit log through the auditor's login.
@@ -138,6 +208,9 @@ type Reader struct {
 	Pool *pgxpool.Pool
 	// Policy is the packs the deployment gates: the tools a filter may name.
 	Policy *policy.Policy
+	// Archives, when set, is the folder of the archives of months dropped
+	// from the log (WriteArchive): a call not in the log is read from them.
+	Archives string
 }
 
 // Chart is one figure: its title, what it shows, the SVG, and the query
@@ -229,40 +302,45 @@ func (r Reader) Page(ctx context.Context, f Filter) (Page, error) {
 	}
 	jobs := []job{
 		{"decisions", "Decisions per day, by outcome", "Every decision event of the period, a bar a day.",
-			`SELECT to_char(date_trunc('day', a.at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, a.event, count(*)
-FROM audit_log a
+			`SELECT to_char(a.day, 'YYYY-MM-DD') AS day, a.event, sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = ANY('{` + strings.Join(outcomes, ",") + `}')
 GROUP BY 1, 2 ORDER BY 1, 2`, outcomes, stacked(outcomes)},
 		{"refusals", "Refusals by code and tool", "Where the model misunderstands its tools: each denied call, by the code it got.",
-			`SELECT a.reason || ' · ' || a.tool, 'denied', count(*)
-FROM audit_log a
+			`SELECT a.reason || ' · ' || a.tool, 'denied', sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = 'denied'
 GROUP BY a.reason, a.tool ORDER BY 3 DESC, 1 LIMIT 20`, []string{"denied"}, stacked([]string{"denied"})},
 		{"expiries", "Expiries", "Cards nobody decided in time, by day and tool.",
-			`SELECT to_char(date_trunc('day', a.at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') || ' · ' || a.tool, 'expired', count(*)
-FROM audit_log a
+			`SELECT to_char(a.day, 'YYYY-MM-DD') || ' · ' || a.tool, 'expired', sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = 'expired'
 GROUP BY 1 ORDER BY 1`, []string{"expired"}, stacked([]string{"expired"})},
 		{"limits", "Limits hit", "Calls refused by a rate, spend or hard limit, by tool and resource.",
-			`SELECT a.tool || ' · ' || coalesce(a.resource_kind || ' ' || a.resource_id, '?'), a.reason, count(*)
-FROM audit_log a
+			`SELECT a.tool || ' · ' || coalesce(a.resource_kind || ' ' || a.resource_id, '?'), a.reason, sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = 'denied' AND a.reason IN ('rate_limit', 'over_limit')
 GROUP BY 1, 2 ORDER BY 1, 2`, []string{"rate_limit", "over_limit"}, stacked([]string{"rate_limit", "over_limit"})},
 		{"changed", "MCP tools whose definition changed", "Calls refused unsent because a team's MCP server now defines the tool otherwise than an operator accepted it: read the new definition, then accept it (starter accept-mcp --write) or leave the tool out.",
-			`SELECT a.tool, 'definition_changed', count(*)
-FROM audit_log a
+			`SELECT a.tool, 'definition_changed', sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = 'failed' AND a.reason = 'definition_changed'
 GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 20`, []string{"definition_changed"}, stacked([]string{"definition_changed"})},
 		{"failures", "Most-failed upstream calls", "Calls that reached the upstream and failed, by tool and code.",
-			`SELECT a.tool, a.reason, count(*)
-FROM audit_log a
+			`SELECT a.tool, a.reason, sum(a.n)::bigint
+FROM {counted}
 WHERE {filter} AND a.event = 'failed'
 GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 20`, []string{"timeout", "upstream_unavailable", "upstream_error", "credential_unavailable", "step_up_required"},
 			stacked([]string{"timeout", "upstream_unavailable", "upstream_error", "credential_unavailable", "step_up_required"})},
 	}
 	for _, j := range jobs {
 		var args []any
-		sql := strings.Replace(j.sql, "{filter}", f.where(&args), 1)
+		from, err := r.counted(ctx, f, &args)
+		if err != nil {
+			return p, err
+		}
+		filter := strings.Join(append([]string{"true"}, f.rowConds(&args, false)...), " AND ")
+		sql := strings.NewReplacer("{counted}", from, "{filter}", filter).Replace(j.sql)
 		rows, err := r.Pool.Query(ctx, sql, args...)
 		if err != nil {
 			return p, fmt.Errorf("insights %s: %w", j.id, err)
@@ -308,17 +386,14 @@ func stacked(series []string) func(pgx.Rows) ([]Bar, error) {
 	}
 }
 
-// decisionsSQL finds each verified decision with the moment the card
-// version it decided went up (the request, or the edit before it), and
-// whether that version was someone else's edit (its dry run changed
-// under the approver).
-const decisionsSQL = `SELECT a.approver_id, a.event, extract(epoch FROM a.at - up.at)::float8,
-       up.event = 'edited' AND up.approver_id IS DISTINCT FROM a.approver_id
+// decisionsSQL finds each verified decision with how long after its card
+// version went up it came (seconds, written with the row), and whether
+// that version was someone else's edit (its dry run changed under the
+// approver).
+const decisionsSQL = `SELECT a.approver_id, a.event, coalesce(a.seconds, 0),
+       a.version_by IS NOT NULL AND a.version_by IS DISTINCT FROM a.approver_id
 FROM audit_log a
-JOIN LATERAL (SELECT u.at, u.event, u.approver_id FROM audit_log u
-              WHERE u.workflow_id = a.workflow_id AND u.run_id = a.run_id AND u.event IN ('needs_approval', 'edited') AND u.id < a.id
-              ORDER BY u.id DESC LIMIT 1) up ON true
-WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL
+WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL AND a.seconds IS NOT NULL
 ORDER BY a.approver_id, a.id`
 
 // buckets of the time-to-decision distribution.
@@ -402,16 +477,14 @@ func bucketOf(sec float64) int {
 	return len(buckets) - 1
 }
 
-// slowSQL pairs each upstream outcome with the start it ended: the
-// admission of an allowed call, or the approval of a card. Reads that
-// succeed write no outcome row (their history has it), so they are not here.
-const slowSQL = `SELECT a.workflow_id, a.tool, a.event, extract(epoch FROM a.at - s.at)::float8 AS seconds
+// slowSQL finds the period's slowest upstream outcomes by their seconds
+// (from the admission of an allowed call, or the approval of a card,
+// written with the row). Reads that succeed write no outcome row (their
+// history has it), so they are not here.
+const slowSQL = `SELECT a.workflow_id, a.tool, a.event, a.seconds
 FROM audit_log a
-JOIN LATERAL (SELECT s.at FROM audit_log s
-              WHERE s.workflow_id = a.workflow_id AND s.run_id = a.run_id AND s.event IN ('allowed', 'approved') AND s.id < a.id
-              ORDER BY s.id DESC LIMIT 1) s ON true
-WHERE {filter} AND a.event IN ('executed', 'failed')
-ORDER BY seconds DESC, a.id LIMIT 10`
+WHERE {filter} AND a.event IN ('executed', 'failed') AND a.seconds IS NOT NULL
+ORDER BY a.seconds DESC, a.id LIMIT 10`
 
 func (r Reader) slowest(ctx context.Context, f Filter) ([]SlowCall, string, error) {
 	var args []any

@@ -2,8 +2,10 @@ package migrations_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/pg"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -11,7 +13,7 @@ import (
 
 // escapes are what a service's own connection might try, after a bug or an
 // injection, to rewrite the audit log.
-var escapes = []struct{ name, sql string }{
+var escapes = append([]struct{ name, sql string }{
 	{"reset role, then update", `RESET ROLE; UPDATE audit_log SET reason = 'ok'`},
 	{"reset role, replica mode, update", `RESET ROLE; SET session_replication_role = replica; UPDATE audit_log SET reason = 'ok'`},
 	{"reset role, disable triggers, delete", `RESET ROLE; ALTER TABLE audit_log DISABLE TRIGGER ALL; DELETE FROM audit_log`},
@@ -26,6 +28,22 @@ var escapes = []struct{ name, sql string }{
 	{"drop the table", `DROP TABLE audit_log`},
 	{"rename the table", `ALTER TABLE audit_log RENAME TO audit_log_old`},
 	{"grant itself update", `GRANT UPDATE ON audit_log TO CURRENT_USER; UPDATE audit_log SET reason = 'ok'`},
+	{"forget the event keys, so a replay writes twice", `DELETE FROM audit_keys`},
+	{"plant an event key, so a row is never written", `INSERT INTO audit_keys VALUES (audit_key('wf', 'run', 'next'), now())`},
+	{"record an archive", `SELECT audit_archive_record('audit_log_2000_01', 0, repeat('0', 64), 'nowhere')`},
+}, monthEscapes(time.Now().UTC().Format("2006_01"))...)
+
+// monthEscapes are the escapes through this month's partition.
+func monthEscapes(month string) []struct{ name, sql string } {
+	m := "audit_log_" + month
+	return []struct{ name, sql string }{
+		{"update this month", `UPDATE ` + m + ` SET reason = 'ok'`},
+		{"delete this month's rows", `DELETE FROM ` + m},
+		{"truncate this month", `TRUNCATE ` + m},
+		{"detach this month", `ALTER TABLE audit_log DETACH PARTITION ` + m},
+		{"drop this month", `DROP TABLE ` + m},
+		{"drop this month as retention does", `SELECT audit_partition_drop('` + m + `', repeat('0', 64))`},
+	}
 }
 
 // TestServicesCannotRewriteTheAuditLog runs every escape from each
@@ -56,8 +74,11 @@ func TestServicesCannotRewriteTheAuditLog(t *testing.T) {
 	var rows, reasons, triggers int
 	_ = owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE reason = 'role') FROM audit_log`).Scan(&rows, &reasons)
 	_ = owner.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass AND tgenabled = 'O'`).Scan(&triggers)
-	if rows != 1 || reasons != 1 || triggers != 3 { // no update, no truncate, a resource on insert (migration 023)
-		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled", rows, reasons, triggers)
+	var keys int
+	_ = owner.QueryRow(ctx, `SELECT count(*) FROM audit_keys`).Scan(&keys)
+	// No update, no truncate, a resource on insert (migration 023), one row per event key (028).
+	if rows != 1 || reasons != 1 || triggers != 4 || keys != 1 {
+		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled, %d event keys", rows, reasons, triggers, keys)
 	}
 }
 
@@ -76,7 +97,7 @@ func TestServicesRefuseAPowerfulRole(t *testing.T) {
 		}
 	}
 	owner := testenv.OwnerPool(t, url)
-	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole, pg.MCPRole, pg.AuditorRole} {
+	for _, role := range []string{pg.WorkerRole, pg.ApprovalsRole, pg.UpstreamRole, pg.MCPRole, pg.AuditorRole, pg.RetentionRole} {
 		for _, priv := range []string{"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"} {
 			var has bool
 			if err := owner.QueryRow(ctx, `SELECT has_table_privilege($1, 'audit_log', $2)`, role, priv).Scan(&has); err != nil || has {
@@ -88,7 +109,8 @@ func TestServicesRefuseAPowerfulRole(t *testing.T) {
 
 // TestTheAuditorReadsTheAuditLogAndNothingElse: over every table, view,
 // sequence and function of toolgate's schemas, the auditor's role holds
-// SELECT on audit_log and no other privilege; from its own connection a
+// SELECT on audit_log, the day counts made from it and the list of archived
+// months, and no other privilege; from its own connection a
 // write to the audit log, a read of a card, the vault or a session, and
 // the MCP server's credential function are refused.
 func TestTheAuditorReadsTheAuditLogAndNothingElse(t *testing.T) {
@@ -120,8 +142,10 @@ func TestTheAuditorReadsTheAuditLogAndNothingElse(t *testing.T) {
 	if len(tables) < 10 || !tables["vault.credentials"] || !tables["pending_action"] {
 		t.Fatalf("the privilege scan saw only %v", tables)
 	}
-	if len(held) != 1 || !held["audit_log SELECT"] {
-		t.Fatalf("the auditor holds %v; want SELECT on audit_log alone", held)
+	// The log, the day counts made from it and the list of archived months.
+	read := map[string]bool{"audit_log SELECT": true, "audit_daily SELECT": true, "audit_days SELECT": true, "audit_archives SELECT": true}
+	if len(held) != len(read) || !maps.Equal(held, read) {
+		t.Fatalf("the auditor holds %v; want SELECT on audit_log, audit_daily, audit_days and audit_archives alone", held)
 	}
 	var fns []string
 	frows, err := owner.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -25,6 +25,13 @@ const VersionTable = "schema_version"
 // runs every migration not yet applied. It must run as a role that can
 // create tables (the database owner), not as the app role.
 func Apply(ctx context.Context, databaseURL string) error {
+	return ApplyTo(ctx, databaseURL, -1)
+}
+
+// ApplyTo is Apply up to and including migration version (all of them
+// when version is negative): an upgrade test starts a database at an
+// older version.
+func ApplyTo(ctx context.Context, databaseURL string, version int32) error {
 	if err := EnsureDatabase(ctx, databaseURL); err != nil {
 		return err
 	}
@@ -44,7 +51,10 @@ func Apply(ctx context.Context, databaseURL string) error {
 	if err := m.LoadMigrations(sub); err != nil {
 		return fmt.Errorf("migrations: load: %w", err)
 	}
-	if err := m.Migrate(ctx); err != nil {
+	if version < 0 {
+		version = int32(len(m.Migrations))
+	}
+	if err := m.MigrateTo(ctx, version); err != nil {
 		return fmt.Errorf("migrations: apply: %w", err)
 	}
 	return nil

@@ -60,6 +60,7 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 	day := fs.String("day", "", "with --store or --resource: the day, YYYY-MM-DD (UTC)")
 	tool := fs.String("tool", "", "with --store or --resource: only this tool")
 	format := fs.String("format", "text", "text or json")
+	archives := archivesFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +88,7 @@ func explainCmd(cfg config.Config, args []string, out io.Writer) error {
 		return err
 	}
 	defer done()
+	r.Archives = *archives
 	c, err := dial(cfg)
 	if err != nil {
 		return err

@@ -17,8 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
-	"time"
+	"syscall"
 
 	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/internal/config"
@@ -39,6 +40,8 @@ const usage = `usage:
   starter tools   --role R [--format openai|anthropic|mcp]
   starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
   starter explain --store 112 | --resource KIND=ID --day YYYY-MM-DD [--tool NAME]   (every call that ran upstream for a resource that day, and their stories)
+  starter explain --workflow-id ID --archive DIR   (a call of a month dropped from the log, read from its archive)
+  starter retention plan | archive --month YYYY-MM --dir DIR | drop --month YYYY-MM --dir DIR   (as toolgate_retention: months of the audit log kept, archived, dropped)
   starter export-evals --since YYYY-MM-DD|RFC3339|24h [--format jsonl]   (one line per model-facing decision; docs/evals.schema.json)
   starter register [--format markdown|json]   (the action register: each tool's checks, where they are enforced, the tests that prove them)
   starter keygen  [--id KEY_ID]
@@ -55,7 +58,7 @@ call prints the first outcome (the result, or the pending card) in one round tri
 
 Environment: Temporal's client configuration (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE), TOOLGATE_TASK_QUEUE, DATABASE_URL, AUDITOR_DATABASE_URL (explain and export-evals read the audit log
-as toolgate_auditor, which can read nothing else; see docs/operating.md)`
+as toolgate_auditor, which can read nothing else; see docs/operating.md), RETENTION_DATABASE_URL (retention, as toolgate_retention)`
 
 var errUsage = errors.New(strings.TrimSpace(usage))
 
@@ -115,6 +118,8 @@ func run(args []string, out io.Writer) error {
 		return devCertsCmd(args[1:], out)
 	case "explain":
 		return explainCmd(cfg, args[1:], out)
+	case "retention":
+		return retentionCmd(cfg, args[1:], out)
 	case "export-evals":
 		return exportEvalsCmd(cfg, args[1:], out)
 	case "search-attributes":
@@ -144,7 +149,9 @@ func run(args []string, out io.Writer) error {
 	case "hand-back":
 		return handBackCmd(cfg, args[1:], out)
 	case "migrate":
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// As long as it takes: migration 028 rewrites the audit log (about
+		// 17 s a million rows on two cores). Ctrl-C rolls back.
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
 		if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
 			return err

@@ -1,10 +1,13 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/httpserver"
@@ -34,6 +37,7 @@ func Worker(log *zap.Logger, cfg config.Config) error {
 		return err
 	}
 	go serve(log, "metrics", cfg.MetricsAddr, metricsMux(m))
+	go maintainAuditLog(ctx, pool, log)
 	opts := withLogger(cfg.ClientOptions(), log)
 	opts.MetricsHandler = m.SDK
 	c, err := client.DialContext(ctx, opts)
@@ -124,4 +128,31 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	return mux
+}
+
+// auditMaintenanceEvery is how often the worker keeps the audit log: months
+// ahead, and closed days counted.
+const auditMaintenanceEvery = 10 * time.Minute
+
+// maintainAuditLog runs audit_log_maintain (migration 028) at start and
+// every auditMaintenanceEvery until ctx ends: the audit log's months three
+// ahead, and each day counted for the insights page an hour after it ends.
+// A failure is logged and tried again; an insert never waits on it (a row
+// that finds no month makes it at once, activities.insertAudit).
+func maintainAuditLog(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) {
+	tick := time.NewTicker(auditMaintenanceEvery)
+	defer tick.Stop()
+	for {
+		var days int
+		if err := pool.QueryRow(ctx, `SELECT audit_log_maintain()`).Scan(&days); err != nil && ctx.Err() == nil {
+			log.Warn("audit log maintenance failed; tried again in 10 minutes", zap.Error(err))
+		} else if days > 0 {
+			log.Info("audit log: closed days counted for the insights page", zap.Int("days", days))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -21,6 +21,9 @@ const (
 	// AuditorRole (migration 019) may SELECT the audit log and nothing else:
 	// the insights page, starter explain and starter export-evals.
 	AuditorRole = "toolgate_auditor"
+	// RetentionRole (migration 028) archives and drops whole months of the
+	// audit log through two functions, and nothing else; no service holds it.
+	RetentionRole = "toolgate_retention"
 )
 
 // ServiceURL is the owner's URL with the user replaced by role and the
@@ -78,9 +81,10 @@ func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Poo
 	return pool, nil
 }
 
-// RoleOf is a service's own role ("worker", "approvals", "upstream", "mcp", "auditor"), or "".
+// RoleOf is a service's own role ("worker", "approvals", "upstream", "mcp", "auditor", "retention"), or "".
 func RoleOf(service string) string {
-	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole, "mcp": MCPRole, "auditor": AuditorRole}[service]
+	return map[string]string{"worker": WorkerRole, "approvals": ApprovalsRole, "upstream": UpstreamRole, "mcp": MCPRole, "auditor": AuditorRole,
+		"retention": RetentionRole}[service]
 }
 
 func redactURL(s string) string {

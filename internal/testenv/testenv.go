@@ -139,13 +139,24 @@ func ServerURL() string {
 
 // Migrate applies the migrations to url.
 func Migrate(url string) error {
+	return migrateTo(url, -1)
+}
+
+func migrateTo(url string, version int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return migrations.Apply(ctx, url)
+	return migrations.ApplyTo(ctx, url, version)
 }
 
 // Database creates a fresh, migrated database for the test and drops it after.
 func Database(t testing.TB) string {
+	t.Helper()
+	return DatabaseAt(t, -1)
+}
+
+// DatabaseAt is Database migrated up to version alone (every migration
+// when negative): where an upgrade test starts.
+func DatabaseAt(t testing.TB, version int32) string {
 	t.Helper()
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, ServerURL())
@@ -174,7 +185,7 @@ func Database(t testing.TB) string {
 	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLock); err != nil {
 		t.Fatalf("lock migrations: %v", err)
 	}
-	err = Migrate(url)
+	err = migrateTo(url, version)
 	_, _ = admin.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrateLock)
 	if err != nil {
 		t.Fatalf("migrate %s: %v", name, err)
@@ -186,8 +197,9 @@ func Database(t testing.TB) string {
 // postgres database, which they all connect to first).
 const migrateLock = 7_431_001
 
-// Services are the processes that log in with their own database role.
-var Services = []string{"worker", "approvals", "upstream", "mcp", "auditor"}
+// Services are the processes, and starter retention, that log in with their
+// own database role.
+var Services = []string{"worker", "approvals", "upstream", "mcp", "auditor", "retention"}
 
 // ServicePool opens a pool as the service does: its own role, checked to be
 // neither a superuser nor the audit log's owner.
