@@ -120,9 +120,14 @@ func ReadArchive(path, workflowID string) (Archive, []map[string]any, error) {
 	var rows []map[string]any
 	lines := bufio.NewScanner(zr)
 	lines.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	// A line that cannot hold the ID is skipped unread, when the ID is
+	// written the same way in JSON whoever escapes it.
+	skip := workflowID != "" && strings.IndexFunc(workflowID, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@", r))
+	}) < 0
 	for lines.Scan() {
 		a.Rows++
-		if workflowID != "" && !strings.Contains(lines.Text(), workflowID) {
+		if skip && !strings.Contains(lines.Text(), workflowID) {
 			continue
 		}
 		var row map[string]any

@@ -51,9 +51,9 @@ var Retail = Shape{
 }
 
 // RowsPerCall is the audit rows a call writes on average in this shape:
-// of 20 calls, 9 allowed reads (allowed, executed), 9 denied, one card
-// approved and run (needs_approval, approved, executed) and one rejected
-// (needs_approval, rejected).
+// of 20 calls, 9 allowed and run with an outcome row (allowed, executed),
+// 9 denied, one card approved and run (needs_approval, approved,
+// executed) and one rejected (needs_approval, rejected): 1.6 rows a call.
 const RowsPerCall = (9*2 + 9*1 + 3 + 2) / 20.0
 
 // callsSQL writes calls [$2, $3) of a history whose call g was made at

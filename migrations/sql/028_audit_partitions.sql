@@ -105,9 +105,10 @@ END
 $$;
 REVOKE ALL ON FUNCTION audit_log_add_partitions(int) FROM PUBLIC;
 
--- Every month the old table holds, and three ahead.
+-- Every month the old table holds (and the month before this one), and
+-- three ahead.
 SELECT audit_log_partition(m::date)
-FROM generate_series(date_trunc('month', coalesce((SELECT min(at) FROM audit_log_before_028), now()) AT TIME ZONE 'UTC'),
+FROM generate_series(date_trunc('month', least((SELECT min(at) FROM audit_log_before_028), now() - interval '1 month') AT TIME ZONE 'UTC'),
                      date_trunc('month', now() AT TIME ZONE 'UTC'), interval '1 month') m;
 SELECT audit_log_add_partitions(3);
 
