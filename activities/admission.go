@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 )
 
 // AdmitInput asks for step 7 on the verdict the workflow recorded, and the
@@ -103,10 +104,14 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 
 	keys := slices.Clone(pre.Limits)
 	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
+	locking := time.Now()
 	for _, k := range keys {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
 			return AdmitResult{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
 		}
+	}
+	if len(keys) > 0 {
+		a.timing(ctx, MetricAdmissionLockWait, in.Tool, time.Since(locking))
 	}
 	var event, reason, message string
 	var result []byte
@@ -144,12 +149,16 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	}
 
 	usage := make([]policy.Usage, 0, len(pre.Limits))
+	counting := time.Now()
 	for _, k := range pre.Limits {
 		u, err := countUsage(ctx, tx, k)
 		if err != nil {
 			return AdmitResult{}, err
 		}
 		usage = append(usage, u)
+	}
+	if len(pre.Limits) > 0 {
+		a.timing(ctx, MetricAdmissionCount, in.Tool, time.Since(counting))
 	}
 	v := policy.Admit(pre, in.ValueCents, usage)
 	decided := EventAllowed
@@ -188,6 +197,14 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
 	}
 	return res, nil
+}
+
+// timing records one of admission's timings, by tool, to the worker's
+// metrics when admission runs as an activity.
+func (a *Activities) timing(ctx context.Context, name, tool string, d time.Duration) {
+	if activity.IsActivity(ctx) {
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": clean(tool)}).Timer(name).Record(d)
+	}
 }
 
 // requesterOf is the person whose sign-in issued the call's credential (a

@@ -41,6 +41,15 @@ const (
 	EventPartitionDropped Event = "partition_dropped"
 )
 
+// Metric names of admission's timings, by tool (docs/deploying.md, Sizing):
+// how long an admission waited for its limit buckets' locks, the sign of a
+// bucket many calls share at once, and how long counting its windows took,
+// which stays flat as the log grows and rises with the calls a window holds.
+const (
+	MetricAdmissionLockWait = "toolgate_admission_lock_wait"
+	MetricAdmissionCount    = "toolgate_admission_count"
+)
+
 // CardStatus is a card's state in pending_action.
 type CardStatus string
 

@@ -160,10 +160,11 @@ func TestTheContractNamesTheWireNames(t *testing.T) {
 	for _, sa := range workflows.SearchAttributes() {
 		names = append(names, sa.Name)
 	}
-	names = append(names, workflows.MetricDecisions, workflows.MetricApprovals, workflows.MetricTimeToDecision)
+	names = append(names, workflows.MetricDecisions, workflows.MetricApprovals, workflows.MetricTimeToDecision,
+		activities.MetricAdmissionLockWait, activities.MetricAdmissionCount)
 	for _, e := range []activities.Event{activities.EventAllowed, activities.EventNeedsApproval, activities.EventDenied, activities.EventApprovalRefused,
 		activities.EventApproved, activities.EventRejected, activities.EventExpired, activities.EventExecuted, activities.EventFailed, activities.EventEscalated,
-		activities.EventApprovalCounted, activities.EventEdited, activities.EventAwaitingSignIn, activities.EventReleased} {
+		activities.EventApprovalCounted, activities.EventEdited, activities.EventAwaitingSignIn, activities.EventReleased, activities.EventPartitionDropped} {
 		names = append(names, string(e))
 	}
 	for _, n := range names {

@@ -20,8 +20,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestMetricsAfterACall: /metrics shows the SDK's metrics and toolgate's
-// decision counter, labelled by tool, decision and code, and the pending
-// approvals gauge.
+// decision counter, labelled by tool, decision and code, the pending
+// approvals gauge, and admission's timings of a call with a limit.
 func TestMetricsAfterACall(t *testing.T) {
 	db := testenv.Database(t)
 	m, err := metrics.New(testenv.AppPool(t, db), zap.NewNop())
@@ -34,6 +34,8 @@ func TestMetricsAfterACall(t *testing.T) {
 	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "m", CredentialRef: "cred-ama"}
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "1", Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "2", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess})
+	search, _ := s.Policy.Spec("search_procedures") // a limit per user: admission locks and counts its bucket
+	s.Run(t, workflows.ToolCallInput{Tool: "search_procedures", ToolCallID: "3", Args: json.RawMessage(search.Example), Session: sess})
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +47,8 @@ func TestMetricsAfterACall(t *testing.T) {
 		`(?m)^toolgate_decisions\{[^}]*code="ok",decision="allow",[^}]*tool="get_stock"[^}]*\} 1$`,
 		`(?m)^toolgate_decisions\{[^}]*code="store_scope",decision="deny",[^}]*tool="get_stock"[^}]*\} 1$`,
 		`(?m)^toolgate_pending_approvals 0$`,
+		`(?m)^toolgate_admission_lock_wait[a-z_]*_count\{[^}]*tool="search_procedures"[^}]*\} 1$`,
+		`(?m)^toolgate_admission_count[a-z_]*_count\{[^}]*tool="search_procedures"[^}]*\} 1$`,
 		`temporal_workflow_completed`,
 		`temporal_activity_execution_latency`,
 	} {
