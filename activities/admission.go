@@ -352,16 +352,20 @@ func recorded(event, reason, message string, result []byte) AdmitResult {
 }
 
 // freed leaves out calls that ran nothing upstream: cards rejected or
-// expired, and calls that released their reservation when they ended.
+// expired, and calls that released their reservation when they ended. A
+// row that frees (or re-prices, currentValue) a call comes after the call's
+// admission row, which is in the window, so it is looked for in the
+// window's months alone, not in every month the log keeps.
 const freed = `
 			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
-			                  AND d.event IN ('rejected', 'expired', 'released'))`
+			                  AND d.event IN ('rejected', 'expired', 'released') AND d.at > ` + windowStart + `)`
 
 // currentValue is a decision row's value as it stands: an edited card
 // counts at its latest version's value (only cards can be edited, so other
 // rows skip the lookup).
 const currentValue = `CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
-			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
+			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' AND e.at > ` + windowStart + `
+			  ORDER BY e.id DESC LIMIT 1), a.value_cents)
 			  ELSE a.value_cents END`
 
 // windowStart is where a limit's rolling window begins: the admitting

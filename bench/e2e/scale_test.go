@@ -179,7 +179,7 @@ func TestScale(t *testing.T) {
 		var tgRead, bareRead, tgAppr, bareAppr series
 		for i := range 40 {
 			begin := time.Now()
-			in := workflows.ToolCallInput{Tool: "get_stock", ToolCallID: fmt.Sprint("scale-read-", size, "-", i), Args: json.RawMessage(`{"articleId":40211}`), Session: kofiAt("scale", 112)}
+			in := workflows.ToolCallInput{Tool: "get_stock", ToolCallID: fmt.Sprint("scale.read.", size, ".", i), Args: json.RawMessage(`{"articleId":40211}`), Session: kofiAt("scale", 112)}
 			if res := s.Run(t, in); res.Status != "executed" {
 				t.Fatalf("read: %+v", res)
 			}
@@ -196,7 +196,7 @@ func TestScale(t *testing.T) {
 		}
 		for range 15 {
 			n++
-			tg, bare := approveOnce(t, s, bareQueue, fmt.Sprint("scale-", size), n)
+			tg, bare := approveOnce(t, s, bareQueue, fmt.Sprint("scale.", size), n)
 			tgAppr, bareAppr = append(tgAppr, tg), append(bareAppr, bare)
 		}
 		get("allowed read p50, toolgate / bare", "×").at = append(get("allowed read p50, toolgate / bare", "×").at, ms(tgRead.pct(.5))/ms(bareRead.pct(.5)))
@@ -253,7 +253,7 @@ func approveOnce(t *testing.T, s *testenv.Stack, bareQueue, prefix string, i int
 	ctx := context.Background()
 	stores := []int64{110, 111, 112, 113, 114, 115, 116, 117, 119, 120, 121}
 	store := stores[i%len(stores)]
-	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint(prefix, "-a", i),
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: fmt.Sprint(prefix, ".a", i),
 		Args: json.RawMessage(`{"articleId":40211,"quantity":1,"reason":"stockout_risk"}`), Session: kofiAt(prefix, store)})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("card %d: %v %+v", i, err, first)
