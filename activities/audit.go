@@ -132,8 +132,13 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// checkViolation is PostgreSQL's SQLSTATE for a row no partition takes, among others.
-const checkViolation = "23514"
+// checkViolation is PostgreSQL's SQLSTATE for a row no partition takes,
+// among others; noPartitionRoutine the server function that raises it for
+// that (its message is in the server's language).
+const (
+	checkViolation     = "23514"
+	noPartitionRoutine = "ExecFindPartition"
+)
 
 // insertAudit writes one row, or none when its (workflow, run, key) is
 // written already: the table's insert trigger keeps the keys (audit_keys)
@@ -172,10 +177,12 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == checkViolation && strings.HasPrefix(pgErr.Message, "no partition of relation") {
-			// The worker makes months ahead (audit_log_maintain); should it
-			// have fallen behind, make them now and let the activity retry.
-			if _, merr := a.Pool.Exec(ctx, `SELECT audit_log_maintain()`); merr != nil {
+		if errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.Routine == noPartitionRoutine {
+			// The worker makes months ahead (audit_log_add_months); should it
+			// have fallen behind, make them now, on another connection (an
+			// attach never waits on this transaction's insert), and let the
+			// activity retry.
+			if _, merr := a.Pool.Exec(ctx, `SELECT audit_log_add_months()`); merr != nil {
 				err = errors.Join(err, merr)
 			}
 			return false, fmt.Errorf("audit %s: no month of the audit log holds this row yet: %w", in.Event, err)

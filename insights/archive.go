@@ -2,6 +2,7 @@ package insights
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,7 +35,39 @@ type Archive struct {
 	Partition string `json:"partition"`
 	Path      string `json:"path"`
 	Rows      int64  `json:"rows"`
-	SHA256    string `json:"sha256"`
+	// SHA256 is the file's; RowsSHA256 the rows' digest, which the
+	// database computes from the month itself (audit_rows_digest).
+	SHA256     string `json:"sha256"`
+	RowsSHA256 string `json:"rowsSha256"`
+}
+
+// digestChunk is how many rows' hashes the rows' digest hashes together
+// (audit_rows_digest's 100,000).
+const digestChunk = 100_000
+
+// rowsDigest is audit_rows_digest over lines: each line's SHA-256, each
+// digestChunk of them hashed together, and those hashed together.
+type rowsDigest struct {
+	top, chunk hash.Hash
+	n          int64
+}
+
+func newRowsDigest() *rowsDigest { return &rowsDigest{top: sha256.New(), chunk: sha256.New()} }
+
+func (d *rowsDigest) add(line []byte) {
+	h := sha256.Sum256(line)
+	d.chunk.Write(h[:])
+	if d.n++; d.n%digestChunk == 0 {
+		d.top.Write(d.chunk.Sum(nil))
+		d.chunk.Reset()
+	}
+}
+
+func (d *rowsDigest) sum() string {
+	if d.n%digestChunk != 0 {
+		d.top.Write(d.chunk.Sum(nil))
+	}
+	return hex.EncodeToString(d.top.Sum(nil))
 }
 
 // Month is the partition that holds the month of t (UTC).
@@ -53,11 +87,13 @@ func ArchivePath(dir, partition string) string { return filepath.Join(dir, parti
 
 // WriteArchive writes the month of the audit log that starts at month to
 // its file in dir, through q (the retention login, which reads the log),
-// and its .sha256 beside it. A file already there is replaced only once
-// the new one is whole.
+// and its .sha256 beside it. record is called with the archive before the
+// file takes its name: a file already there is replaced only once the new
+// one is whole and recorded, and is left as it was when record fails (a
+// month already dropped, or whose rows changed while they were read).
 func WriteArchive(ctx context.Context, q interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, month time.Time, dir string) (Archive, error) {
+}, month time.Time, dir string, record func(Archive) error) (Archive, error) {
 	a := Archive{Partition: Month(month), Path: ArchivePath(dir, Month(month))}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return a, fmt.Errorf("archive %s: %w", a.Partition, err)
@@ -67,33 +103,35 @@ func WriteArchive(ctx context.Context, q interface {
 		return a, fmt.Errorf("archive %s: %w", a.Partition, err)
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // gone once renamed
-	sum := sha256.New()
+	sum, rows := sha256.New(), newRowsDigest()
 	zw := gzip.NewWriter(io.MultiWriter(tmp, sum))
 	start := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
-	rows, err := q.Query(ctx, `SELECT to_jsonb(a)::text FROM audit_log a WHERE a.at >= $1 AND a.at < $2 ORDER BY a.id`, start, start.AddDate(0, 1, 0))
+	err = func() error {
+		defer tmp.Close()
+		lines, err := q.Query(ctx, `SELECT to_jsonb(a)::text FROM audit_log a WHERE a.at >= $1 AND a.at < $2 ORDER BY a.id`, start, start.AddDate(0, 1, 0))
+		if err != nil {
+			return err
+		}
+		defer lines.Close()
+		for lines.Next() {
+			var line []byte
+			if err := lines.Scan(&line); err != nil {
+				return err
+			}
+			rows.add(line)
+			if _, err := zw.Write(append(line, '\n')); err != nil {
+				return err
+			}
+		}
+		return errors.Join(lines.Err(), zw.Close(), tmp.Sync())
+	}()
 	if err != nil {
-		tmp.Close()
 		return a, fmt.Errorf("archive %s: %w", a.Partition, err)
 	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			rows.Close()
-			tmp.Close()
-			return a, fmt.Errorf("archive %s: %w", a.Partition, err)
-		}
-		if _, err := io.WriteString(zw, line+"\n"); err != nil {
-			rows.Close()
-			tmp.Close()
-			return a, fmt.Errorf("archive %s: %w", a.Partition, err)
-		}
-		a.Rows++
-	}
-	rows.Close()
-	if err := errors.Join(rows.Err(), zw.Close(), tmp.Sync(), tmp.Close()); err != nil {
+	a.Rows, a.SHA256, a.RowsSHA256 = rows.n, hex.EncodeToString(sum.Sum(nil)), rows.sum()
+	if err := record(a); err != nil {
 		return a, fmt.Errorf("archive %s: %w", a.Partition, err)
 	}
-	a.SHA256 = hex.EncodeToString(sum.Sum(nil))
 	if err := os.Rename(tmp.Name(), a.Path); err != nil {
 		return a, fmt.Errorf("archive %s: %w", a.Partition, err)
 	}
@@ -103,8 +141,9 @@ func WriteArchive(ctx context.Context, q interface {
 	return a, nil
 }
 
-// ReadArchive reads an archive file back: its SHA-256 and its rows, those
-// of workflowID alone when it is not "" (every row counted either way).
+// ReadArchive reads an archive file back: its SHA-256, rows and rows'
+// digest, and the rows of workflowID when it is not "" (none are kept
+// otherwise, so a month of any size is read in constant memory).
 func ReadArchive(path, workflowID string) (Archive, []map[string]any, error) {
 	a := Archive{Path: path, Partition: strings.TrimSuffix(filepath.Base(path), ".jsonl.gz")}
 	f, err := os.Open(path)
@@ -113,60 +152,77 @@ func ReadArchive(path, workflowID string) (Archive, []map[string]any, error) {
 	}
 	defer f.Close()
 	sum := sha256.New()
-	zr, err := gzip.NewReader(io.TeeReader(f, sum))
+	file := io.TeeReader(f, sum)
+	zr, err := gzip.NewReader(file)
 	if err != nil {
 		return a, nil, fmt.Errorf("archive %s: not a gzipped archive: %w", path, err)
 	}
+	digest := newRowsDigest()
 	var rows []map[string]any
-	lines := bufio.NewScanner(zr)
-	lines.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	lines := bufio.NewReader(zr)
 	// A line that cannot hold the ID is skipped unread, when the ID is
 	// written the same way in JSON whoever escapes it.
 	skip := workflowID != "" && strings.IndexFunc(workflowID, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@", r))
 	}) < 0
-	for lines.Scan() {
-		a.Rows++
-		if skip && !strings.Contains(lines.Text(), workflowID) {
+	for {
+		line, err := lines.ReadBytes('\n')
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			break
+		}
+		if err != nil {
+			return a, nil, fmt.Errorf("archive %s, after line %d: %w", path, digest.n, err)
+		}
+		line = line[:len(line)-1]
+		digest.add(line)
+		if workflowID == "" || skip && !bytes.Contains(line, []byte(workflowID)) {
 			continue
 		}
 		var row map[string]any
-		if err := json.Unmarshal(lines.Bytes(), &row); err != nil {
-			return a, nil, fmt.Errorf("archive %s, line %d: %w", path, a.Rows, err)
+		if err := json.Unmarshal(line, &row); err != nil {
+			return a, nil, fmt.Errorf("archive %s, line %d: %w", path, digest.n, err)
 		}
-		if workflowID == "" || row["workflow_id"] == workflowID {
+		if row["workflow_id"] == workflowID {
 			rows = append(rows, row)
 		}
 	}
-	if err := lines.Err(); err != nil {
+	if _, err := io.Copy(io.Discard, file); err != nil { // any bytes after the gzip stream count too
 		return a, nil, fmt.Errorf("archive %s: %w", path, err)
 	}
-	if _, err := io.Copy(io.Discard, f); err != nil { // the gzip trailer's bytes count too
-		return a, nil, fmt.Errorf("archive %s: %w", path, err)
-	}
-	a.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	a.Rows, a.SHA256, a.RowsSHA256 = digest.n, hex.EncodeToString(sum.Sum(nil)), digest.sum()
 	return a, rows, nil
+}
+
+// Matches says whether an archive read back is the one audit_archives
+// recorded for its month, and if not, what differs.
+func (a Archive) Matches(rows int64, sha, rowsSHA string) error {
+	if a.Rows != rows || a.SHA256 != sha || a.RowsSHA256 != rowsSHA {
+		return fmt.Errorf("%s holds %d rows, SHA-256 %s, rows' digest %s; %s was archived with %d rows, SHA-256 %s, rows' digest %s: it is not that archive",
+			a.Path, a.Rows, a.SHA256, a.RowsSHA256, a.Partition, rows, sha, rowsSHA)
+	}
+	return nil
 }
 
 // Dropped is a month dropped from the log, as audit_archives records it.
 type Dropped struct {
-	Partition string
-	Starts    time.Time
-	Ends      time.Time
-	Rows      int64
-	SHA256    string
-	Location  string
+	Partition  string
+	Starts     time.Time
+	Ends       time.Time
+	Rows       int64
+	SHA256     string
+	RowsSHA256 string
+	Location   string
 }
 
 // dropped lists the months dropped from the log, oldest first.
 func (r Reader) dropped(ctx context.Context) ([]Dropped, error) {
-	rows, err := r.Pool.Query(ctx, `SELECT partition, starts, ends, rows, sha256, location FROM audit_archives WHERE dropped_at IS NOT NULL ORDER BY starts`)
+	rows, err := r.Pool.Query(ctx, `SELECT partition, starts, ends, rows, sha256, rows_sha256, location FROM audit_archives WHERE dropped_at IS NOT NULL ORDER BY starts`)
 	if err != nil {
 		return nil, fmt.Errorf("the archived months: %w", err)
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Dropped, error) {
 		var d Dropped
-		return d, row.Scan(&d.Partition, &d.Starts, &d.Ends, &d.Rows, &d.SHA256, &d.Location)
+		return d, row.Scan(&d.Partition, &d.Starts, &d.Ends, &d.Rows, &d.SHA256, &d.RowsSHA256, &d.Location)
 	})
 }
 
@@ -185,9 +241,8 @@ func (r Reader) fromArchives(ctx context.Context, dir, workflowID string) ([]Eve
 		if err != nil {
 			return nil, "", err
 		}
-		if a.SHA256 != d.SHA256 || a.Rows != d.Rows {
-			return nil, "", fmt.Errorf("archive %s holds %d rows with SHA-256 %s; %s was archived with %d rows and SHA-256 %s: it is not that archive",
-				a.Path, a.Rows, a.SHA256, d.Partition, d.Rows, d.SHA256)
+		if err := a.Matches(d.Rows, d.SHA256, d.RowsSHA256); err != nil {
+			return nil, "", fmt.Errorf("archive %w", err)
 		}
 		if len(rows) > 0 {
 			from = append(from, a.Path)

@@ -49,7 +49,7 @@ func TestCountedDaysChartTheLog(t *testing.T) {
 		before[name] = p
 	}
 	var days int
-	if err := testenv.AppPool(t, url).QueryRow(ctx, `SELECT audit_log_maintain()`).Scan(&days); err != nil || days < 10 {
+	if err := testenv.AppPool(t, url).QueryRow(ctx, `SELECT audit_log_count_days()`).Scan(&days); err != nil || days < 10 {
 		t.Fatalf("the worker counted %d days (%v); the history has 12", days, err)
 	}
 	for name, f := range filters {

@@ -111,9 +111,14 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 	if err != nil {
 		return s, fmt.Errorf("explain %s: %w", workflowID, err)
 	}
-	if len(s.Events) == 0 && r.Archives != "" {
-		if s.Events, s.Archived, err = r.fromArchives(ctx, r.Archives, workflowID); err != nil {
+	if r.Archives != "" {
+		// A call that began in a month since dropped has its first rows there.
+		archived, from, err := r.fromArchives(ctx, r.Archives, workflowID)
+		if err != nil {
 			return s, fmt.Errorf("explain %s: %w", workflowID, err)
+		}
+		if len(archived) > 0 {
+			s.Events, s.Archived = append(archived, s.Events...), from
 		}
 	}
 	if len(s.Events) == 0 {

@@ -30,7 +30,13 @@ var escapes = append([]struct{ name, sql string }{
 	{"grant itself update", `GRANT UPDATE ON audit_log TO CURRENT_USER; UPDATE audit_log SET reason = 'ok'`},
 	{"forget the event keys, so a replay writes twice", `DELETE FROM audit_keys`},
 	{"plant an event key, so a row is never written", `INSERT INTO audit_keys VALUES (audit_key('wf', 'run', 'next'), now())`},
-	{"record an archive", `SELECT audit_archive_record('audit_log_2000_01', 0, repeat('0', 64), 'nowhere')`},
+	{"record an archive", `SELECT audit_archive_record('audit_log_2000_01', 0, repeat('0', 64), repeat('0', 64), 'nowhere')`},
+	{"backdate a row, into a month already archived", `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES (now() - interval '40 days', 'allowed', 'ok', 't', 'u', 'r', 's', 'c', 'wf2', 'run', 'k')`},
+	{"choose a row's id", `INSERT INTO audit_log (id, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES (1, 'allowed', 'ok', 't', 'u', 'r', 's', 'c', 'wf3', 'run', 'k')`},
+	{"forge a month's drop", `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES ('partition_dropped', 'retention', '', 'u', 'retention', '', '', 'retention:audit_log_2000_01', 'run', 'dropped')`},
 }, monthEscapes(time.Now().UTC().Format("2006_01"))...)
 
 // monthEscapes are the escapes through this month's partition.

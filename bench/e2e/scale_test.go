@@ -96,7 +96,7 @@ func TestScale(t *testing.T) {
 		// closed days, 31 a time.
 		for {
 			var days int
-			if err := s.App.QueryRow(ctx, `SELECT audit_log_maintain()`).Scan(&days); err != nil {
+			if err := s.App.QueryRow(ctx, `SELECT audit_log_count_days()`).Scan(&days); err != nil {
 				t.Fatal(err)
 			}
 			if days == 0 {

@@ -61,38 +61,43 @@ func retentionCmd(cfg config.Config, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("retention %s: --dir: %w", args[0], err)
 	}
+	partition := insights.Month(m)
+	var rows int64
+	var sha, rowsSHA string
+	var dropped *time.Time
+	err = pool.QueryRow(ctx, `SELECT rows, sha256, rows_sha256, dropped_at FROM audit_archives WHERE partition = $1`, partition).Scan(&rows, &sha, &rowsSHA, &dropped)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("retention %s: %w", args[0], err)
+	}
+	if dropped != nil {
+		return fmt.Errorf("retention %s: %s was dropped at %s; its archive is what is left of it: nothing done", args[0], partition, dropped.UTC().Format(time.RFC3339))
+	}
 	if args[0] == "archive" {
-		a, err := insights.WriteArchive(ctx, pool, m, abs)
+		a, err := insights.WriteArchive(ctx, pool, m, abs, func(a insights.Archive) error {
+			_, err := pool.Exec(ctx, `SELECT audit_archive_record($1, $2, $3, $4, $5)`, a.Partition, a.Rows, a.SHA256, a.RowsSHA256, a.Path)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
-		}
-		if _, err := pool.Exec(ctx, `SELECT audit_archive_record($1, $2, $3, $4)`, a.Partition, a.Rows, a.SHA256, a.Path); err != nil {
-			return fmt.Errorf("retention: record the archive of %s: %w", a.Partition, err)
 		}
 		fmt.Fprintf(out, "archived %s: %d rows in %s, SHA-256 %s\n", a.Partition, a.Rows, a.Path, a.SHA256)
 		return nil
 	}
-	partition := insights.Month(m)
-	var rows int64
-	var sha string
-	if err := pool.QueryRow(ctx, `SELECT rows, sha256 FROM audit_archives WHERE partition = $1`, partition).Scan(&rows, &sha); errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("retention drop: %s has no archive; run starter retention archive --month %s --dir DIR first", partition, m.Format("2006-01"))
-	} else if err != nil {
-		return fmt.Errorf("retention drop: %w", err)
 	}
 	a, _, err := insights.ReadArchive(insights.ArchivePath(abs, partition), "")
 	if err != nil {
 		return fmt.Errorf("retention drop: %w", err)
 	}
-	if a.Rows != rows || a.SHA256 != sha {
-		return fmt.Errorf("retention drop: %s holds %d rows with SHA-256 %s; %s was archived with %d rows and SHA-256 %s: nothing dropped",
-			a.Path, a.Rows, a.SHA256, partition, rows, sha)
+	if err := a.Matches(rows, sha, rowsSHA); err != nil {
+		return fmt.Errorf("retention drop: %w: nothing dropped", err)
 	}
-	var dropped int64
-	if err := pool.QueryRow(ctx, `SELECT audit_partition_drop($1, $2)`, partition, a.SHA256).Scan(&dropped); err != nil {
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT audit_partition_drop($1, $2)`, partition, a.SHA256).Scan(&n); err != nil {
 		return fmt.Errorf("retention drop: %w", err)
 	}
-	fmt.Fprintf(out, "dropped %s: %d rows, kept in %s (SHA-256 %s); the log records the drop (event partition_dropped)\n", partition, dropped, a.Path, a.SHA256)
+	fmt.Fprintf(out, "dropped %s: %d rows, kept in %s (SHA-256 %s); the log records the drop (event partition_dropped)\n", partition, n, a.Path, a.SHA256)
 	return nil
 }
 
@@ -100,8 +105,8 @@ func retentionCmd(cfg config.Config, args []string, out io.Writer) error {
 // whether each is archived, and whether it is old enough to drop.
 func retentionPlan(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
 	var keep string
-	var keepFor time.Duration
-	if err := pool.QueryRow(ctx, `SELECT keep::text, extract(epoch FROM keep)::bigint * 1000000000 FROM audit_retention`).Scan(&keep, &keepFor); err != nil {
+	var dropBefore time.Time // as audit_partition_drop reckons it, in calendar months
+	if err := pool.QueryRow(ctx, `SELECT keep::text, now() - keep FROM audit_retention`).Scan(&keep, &dropBefore); err != nil {
 		return fmt.Errorf("retention plan: %w", err)
 	}
 	rows, err := pool.Query(ctx, `SELECT c.relname, greatest(c.reltuples, 0)::bigint, coalesce(a.rows, -1), coalesce(a.sha256, ''), coalesce(a.location, '')
@@ -124,7 +129,7 @@ func retentionPlan(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error
 			continue
 		}
 		may := "no"
-		if ends := start.AddDate(0, 1, 0); time.Since(ends) >= keepFor {
+		if ends := start.AddDate(0, 1, 0); !ends.After(dropBefore) {
 			may = "yes"
 		}
 		archive := "none"

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func TestRetentionArchivesThenDropsAMonth(t *testing.T) {
 	// No service may record an archive or drop a month: not even try.
 	for _, service := range []string{"worker", "approvals", "upstream", "mcp", "auditor"} {
 		pool := testenv.ServicePool(t, s.DatabaseURL, service)
-		for _, sql := range []string{`SELECT audit_archive_record($1, 1, repeat('0', 64), 'x')`, `SELECT audit_partition_drop($1, repeat('0', 64))`} {
+		for _, sql := range []string{`SELECT audit_archive_record($1, 1, repeat('0', 64), repeat('0', 64), 'x')`, `SELECT audit_partition_drop($1, repeat('0', 64))`} {
 			_, err := pool.Exec(ctx, sql, partition)
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
@@ -99,15 +100,28 @@ func TestRetentionArchivesThenDropsAMonth(t *testing.T) {
 
 	// A tampered archive drops nothing.
 	tampered := t.TempDir()
-	a, lines, err := insights.ReadArchive(path, "")
-	if err != nil || a.Rows != rows || len(lines) != int(rows) {
-		t.Fatalf("reading the archive back: %v, %d rows", err, a.Rows)
+	a, _, err := insights.ReadArchive(path, "")
+	if err != nil || a.Rows != rows || a.SHA256 != recorded {
+		t.Fatalf("reading the archive back: %v, %d rows, SHA-256 %s", err, a.Rows, a.SHA256)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	lines := strings.Split(strings.TrimSuffix(string(plain), "\n"), "\n")
+	if len(lines) != int(rows) {
+		t.Fatalf("the archive holds %d lines, recorded %d rows", len(lines), rows)
 	}
 	// The same rows, one reason reworded, gzipped whole: a readable archive
 	// that is not the one recorded.
 	var forged bytes.Buffer
 	zw := gzip.NewWriter(&forged)
-	for i, row := range lines {
+	for i, line := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
 		if i == 0 {
 			row["reason"] = "forged"
 		}
@@ -154,6 +168,13 @@ func TestRetentionArchivesThenDropsAMonth(t *testing.T) {
 	_ = s.Owner.QueryRow(ctx, `SELECT dropped_at FROM audit_archives WHERE partition = $1`, partition).Scan(&dropped)
 	if exists || left != 0 || drops != 1 || dropped == nil {
 		t.Fatalf("after the drop: the month exists %v, %d of its rows left, %d drop rows in the log, dropped at %v", exists, left, drops, dropped)
+	}
+	// Archiving the dropped month again leaves its archive as it was.
+	if err := run([]string{"retention", "archive", "--month", month, "--dir", dir}, &out); err == nil || !strings.Contains(err.Error(), "was dropped") {
+		t.Fatalf("a dropped month archived again: %v", err)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, file) {
+		t.Fatal("archiving a dropped month again changed its archive")
 	}
 
 	if err := run([]string{"explain", "--workflow-id", moved}, &out); err == nil || !strings.Contains(err.Error(), "archived and dropped") || !strings.Contains(err.Error(), "--archive DIR") {

@@ -32,6 +32,9 @@ func Worker(log *zap.Logger, cfg config.Config) error {
 		return fmt.Errorf("%w (is PostgreSQL up and migrated? make migrate)", err)
 	}
 	defer pool.Close()
+	if err := requireSchema(ctx, pool); err != nil {
+		return err
+	}
 	m, err := metrics.New(pool, log)
 	if err != nil {
 		return err
@@ -130,22 +133,41 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
+// requireSchema refuses a database older than the audit log by month
+// (migration 028): this worker's inserts name no conflict target, which the
+// one-table log of before needs, so on it a retried insert would fail the
+// call instead of writing nothing.
+func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	var partitioned bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL`).Scan(&partitioned); err != nil {
+		return fmt.Errorf("read the database's schema: %w", err)
+	}
+	if !partitioned {
+		return errors.New("the database is older than this worker: its audit log is not yet by month (migration 028); run starter migrate (make migrate) as the owner first")
+	}
+	return nil
+}
+
 // auditMaintenanceEvery is how often the worker keeps the audit log: months
 // ahead, and closed days counted.
 const auditMaintenanceEvery = 10 * time.Minute
 
-// maintainAuditLog runs audit_log_maintain (migration 028) at start and
-// every auditMaintenanceEvery until ctx ends: the audit log's months three
-// ahead, and each day counted for the insights page an hour after it ends.
-// A failure is logged and tried again; an insert never waits on it (a row
-// that finds no month makes it at once, activities.insertAudit).
+// maintainAuditLog keeps the audit log (migration 028) at start and every
+// auditMaintenanceEvery until ctx ends, each step its own transaction: its
+// months three ahead (audit_log_add_months), and each day counted for the
+// insights page an hour after it ends (audit_log_count_days). A failure is
+// logged and tried again; an insert never waits on it (a row that finds no
+// month makes the months at once, activities.insertAudit).
 func maintainAuditLog(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) {
 	tick := time.NewTicker(auditMaintenanceEvery)
 	defer tick.Stop()
 	for {
+		if _, err := pool.Exec(ctx, `SELECT audit_log_add_months()`); err != nil && ctx.Err() == nil {
+			log.Warn("audit log: the months ahead were not made; tried again", zap.Duration("in", auditMaintenanceEvery), zap.Error(err))
+		}
 		var days int
-		if err := pool.QueryRow(ctx, `SELECT audit_log_maintain()`).Scan(&days); err != nil && ctx.Err() == nil {
-			log.Warn("audit log maintenance failed; tried again in 10 minutes", zap.Error(err))
+		if err := pool.QueryRow(ctx, `SELECT audit_log_count_days()`).Scan(&days); err != nil && ctx.Err() == nil {
+			log.Warn("audit log: the closed days were not counted; tried again", zap.Duration("in", auditMaintenanceEvery), zap.Error(err))
 		} else if days > 0 {
 			log.Info("audit log: closed days counted for the insights page", zap.Int("days", days))
 		}

@@ -135,3 +135,20 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 		t.Errorf("the demo identity provider defaults to %q (%s), not 127.0.0.1:8082", s.Addr, s.Issuer)
 	}
 }
+
+// TestTheWorkerRefusesADatabaseBeforeItsMigrations: a worker started on a
+// database whose audit log is not yet by month (migration 027) exits at
+// once saying to migrate, and starts on the migrated one: on the older
+// table its inserts, which name no conflict target, would fail a retried
+// call instead of writing nothing.
+func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
+	dir := build(t)
+	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1", "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0"}
+	running, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 27)}, env...))
+	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 028") {
+		t.Errorf("the worker on a database at migration 027: running=%v:\n%.600s", running, out)
+	}
+	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 028") {
+		t.Errorf("the worker on a migrated database refused it:\n%.600s", out)
+	}
+}

@@ -10,15 +10,15 @@
 -- A partitioned table's unique index must hold its partition key, and
 -- at is when the row was written, which a retried insert does not repeat:
 -- the one row per (workflow_id, run_id, event_key) is kept by audit_keys
--- (each key's SHA-256), which the insert trigger fills first, skipping the
--- row when its key is already there. An insert names no conflict target (ON CONFLICT DO
+-- (each key's SHA-256, a fixed-size row whatever the IDs' lengths), which
+-- the insert trigger fills first, skipping the row when its key is there. An insert names no conflict target (ON CONFLICT DO
 -- NOTHING, or none): a worker older than this migration names one, which a
 -- partitioned table has no index for, so stop older workers first.
 --
 -- Indexes serve what is read (docs/deploying.md, Sizing): admission counts
 -- the admitted rows of a bucket in its window; a run's rows are found by
 -- workflow; the insights page reads a period by a BRIN index on at, whole
--- days from audit_daily (filled by the worker's audit_log_maintain once a
+-- days from audit_daily (filled by the worker's audit_log_count_days once a
 -- day has closed), and how long calls and decisions took from each
 -- outcome's and decision's seconds, written with the row.
 
@@ -71,20 +71,24 @@ COMMENT ON COLUMN audit_log.seconds IS 'On an executed or failed row, seconds si
 COMMENT ON COLUMN audit_log.version_by IS 'On an approved, rejected or approval_counted row: who edited the card version it decided ('''' for an edit naming no one), NULL for the card as requested.';
 
 -- One month's partition, created when missing, refusing what the table
--- refuses. Concurrent callers take turns.
+-- refuses. It is made apart and then attached, which locks the log against
+-- other schema changes only (SHARE UPDATE EXCLUSIVE), never against a
+-- call's insert, and gives up after lock_timeout rather than queue behind
+-- a long reader. Concurrent callers take turns.
 CREATE FUNCTION audit_log_partition(p_month date) RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET lock_timeout = '5s' AS $$
 DECLARE
   m    date := date_trunc('month', p_month)::date;
   name text := 'audit_log_' || to_char(m, 'YYYY_MM');
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('toolgate:audit_log_partition'));
   IF to_regclass('public.' || name) IS NULL THEN
-    EXECUTE format('CREATE TABLE public.%I PARTITION OF public.audit_log FOR VALUES FROM (%L) TO (%L)', name,
-                   m::timestamp AT TIME ZONE 'UTC', (m + interval '1 month')::timestamp AT TIME ZONE 'UTC');
+    EXECUTE format('CREATE TABLE public.%I (LIKE public.audit_log INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name);
     EXECUTE format('CREATE TRIGGER audit_log_no_update_delete BEFORE UPDATE OR DELETE ON public.%I FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse()', name);
     EXECUTE format('CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON public.%I FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse()', name);
     EXECUTE format('REVOKE ALL ON public.%I FROM PUBLIC', name);
+    EXECUTE format('ALTER TABLE public.audit_log ATTACH PARTITION public.%I FOR VALUES FROM (%L) TO (%L)', name,
+                   m::timestamp AT TIME ZONE 'UTC', (m + interval '1 month')::timestamp AT TIME ZONE 'UTC');
   END IF;
   RETURN name;
 END
@@ -134,7 +138,7 @@ FROM (SELECT o.*, CASE WHEN o.event IN ('approved', 'rejected', 'approval_counte
 WINDOW run AS (PARTITION BY workflow_id, run_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
 
 -- The one row per event key, by its SHA-256 (length-prefixed, so no two
--- keys share an encoding): 40 bytes a row, whatever the IDs' lengths.
+-- keys share an encoding): a fixed-size row whatever the IDs' lengths.
 CREATE FUNCTION audit_key(p_workflow_id text, p_run_id text, p_event_key text) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT sha256(convert_to(length(p_workflow_id) || ':' || p_workflow_id || length(p_run_id) || ':' || p_run_id || p_event_key, 'UTF8'))
@@ -155,6 +159,10 @@ DROP TABLE audit_log_before_028;
 CREATE FUNCTION audit_log_once() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
+  IF NEW.event = 'partition_dropped' AND NOT pg_has_role(session_user, 'toolgate_retention', 'MEMBER') THEN
+    RAISE EXCEPTION 'audit_log: only the retention login writes partition_dropped (audit_partition_drop)'
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
   INSERT INTO audit_keys (key, at) VALUES (audit_key(NEW.workflow_id, NEW.run_id, NEW.event_key), NEW.at)
     ON CONFLICT DO NOTHING;
   IF NOT FOUND THEN
@@ -190,9 +198,14 @@ CREATE INDEX audit_log_edits ON audit_log (workflow_id, run_id, id) WHERE event 
 CREATE INDEX audit_log_decisions ON audit_log (at) WHERE event IN ('approved', 'rejected', 'approval_counted');
 CREATE INDEX audit_log_outcomes ON audit_log (at) INCLUDE (seconds, id) WHERE event IN ('executed', 'failed');
 
+-- A service writes what happened, never when, nor the columns the
+-- trigger derives: at is the database's clock, id its sequence.
 REVOKE ALL ON audit_log FROM PUBLIC;
-GRANT SELECT, INSERT ON audit_log TO toolgate_app, toolgate_worker;
-GRANT SELECT ON audit_log TO toolgate_approvals, toolgate_auditor;
+GRANT SELECT ON audit_log TO toolgate_app, toolgate_worker, toolgate_approvals, toolgate_auditor;
+GRANT INSERT (event, reason, tool, user_id, role, session_id, conversation_id, args, store_id, value_cents, workflow_id, run_id, event_key,
+              approver_id, approver_role, message, result, claimed_approver_id, approver_issuer, approver_subject, approver_acr,
+              approver_auth_time, resource_kind, resource_id)
+  ON audit_log TO toolgate_app, toolgate_worker;
 
 -- Whole days of the log, counted once each day has closed: the insights
 -- page's charts read a period's closed days here and the rest from the log.
@@ -253,17 +266,21 @@ END
 $$;
 REVOKE ALL ON FUNCTION audit_days_fill(int) FROM PUBLIC;
 
--- What the worker runs every few minutes: partitions ahead, closed days
--- counted. It can create and count, nothing else.
-CREATE FUNCTION audit_log_maintain() RETURNS int
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-  PERFORM audit_log_add_partitions(3);
-  RETURN audit_days_fill(31);
-END
+-- What the worker runs every few minutes, each in its own transaction: the
+-- months ahead, and the closed days counted. It can create and count,
+-- nothing else.
+CREATE FUNCTION audit_log_add_months() RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+  SELECT audit_log_add_partitions(3)
 $$;
-REVOKE ALL ON FUNCTION audit_log_maintain() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION audit_log_maintain() TO toolgate_worker;
+REVOKE ALL ON FUNCTION audit_log_add_months() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION audit_log_add_months() TO toolgate_worker;
+CREATE FUNCTION audit_log_count_days() RETURNS int
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+  SELECT audit_days_fill(31)
+$$;
+REVOKE ALL ON FUNCTION audit_log_count_days() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION audit_log_count_days() TO toolgate_worker;
 
 SELECT audit_days_fill(100000);
 
@@ -296,12 +313,13 @@ CREATE TABLE audit_archives (
   ends        timestamptz NOT NULL,
   rows        bigint NOT NULL,
   sha256      text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+  rows_sha256 text NOT NULL CHECK (rows_sha256 ~ '^[0-9a-f]{64}$'),
   location    text NOT NULL,
   archived_by text NOT NULL,
   archived_at timestamptz NOT NULL DEFAULT clock_timestamp(),
   dropped_at  timestamptz
 );
-COMMENT ON TABLE audit_archives IS 'Each month of audit_log archived (a file of its rows, their count and its SHA-256), and when it was dropped.';
+COMMENT ON TABLE audit_archives IS 'Each month of audit_log archived (a file of its rows, their count, the file''s SHA-256 and the rows'' digest, audit_rows_digest), and when it was dropped.';
 REVOKE ALL ON audit_archives FROM PUBLIC;
 GRANT SELECT ON audit_archives TO toolgate_retention, toolgate_auditor;
 
@@ -325,40 +343,62 @@ END
 $$;
 REVOKE ALL ON FUNCTION audit_partition_bounds(text) FROM PUBLIC;
 
--- Records a month's archive: its rows must be the month's row count now.
-CREATE FUNCTION audit_archive_record(p_partition text, p_rows bigint, p_sha256 text, p_location text) RETURNS void
+-- The digest of a month's rows as its archive holds them, read by the
+-- database itself: each row's to_jsonb text hashed (SHA-256), the hashes of
+-- each 100,000 rows in id order hashed together, and those hashed together
+-- (insights.ReadArchive computes the same from the file's lines).
+CREATE FUNCTION audit_rows_digest(p_starts timestamptz, p_ends timestamptz) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+  SELECT encode(sha256(coalesce(string_agg(c.h, ''::bytea ORDER BY c.chunk), ''::bytea)), 'hex')
+  FROM (SELECT r.chunk, sha256(string_agg(r.rh, ''::bytea ORDER BY r.id)) AS h
+        FROM (SELECT a.id, (row_number() OVER (ORDER BY a.id) - 1) / 100000 AS chunk,
+                     sha256(convert_to(to_jsonb(a)::text, 'UTF8')) AS rh
+              FROM audit_log a WHERE a.at >= p_starts AND a.at < p_ends) r
+        GROUP BY r.chunk) c
+$$;
+REVOKE ALL ON FUNCTION audit_rows_digest(timestamptz, timestamptz) FROM PUBLIC;
+
+-- Records a month's archive once the month has ended: the archive's row
+-- count and rows' digest must be the month's as the database reads them now.
+CREATE FUNCTION audit_archive_record(p_partition text, p_rows bigint, p_sha256 text, p_rows_sha256 text, p_location text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
   b record;
   n bigint;
+  d text;
 BEGIN
   SELECT * INTO b FROM audit_partition_bounds(p_partition);
   IF b.ends > now() THEN
     RAISE EXCEPTION 'retention: % has not ended (it ends %); archive a month once it has', p_partition, b.ends;
   END IF;
+  EXECUTE format('LOCK TABLE public.%I IN SHARE MODE', p_partition);
   EXECUTE format('SELECT count(*) FROM public.%I', p_partition) INTO n;
-  IF n <> p_rows THEN
-    RAISE EXCEPTION 'retention: the archive of % holds % rows, the month % : archive it again', p_partition, p_rows, n;
+  d := audit_rows_digest(b.starts, b.ends);
+  IF n <> p_rows OR d <> p_rows_sha256 THEN
+    RAISE EXCEPTION 'retention: the archive of % holds % rows (digest %), the month % (digest %): archive it again', p_partition, p_rows, p_rows_sha256, n, d;
   END IF;
-  INSERT INTO audit_archives (partition, starts, ends, rows, sha256, location, archived_by)
-  VALUES (p_partition, b.starts, b.ends, p_rows, p_sha256, p_location, session_user)
-  ON CONFLICT (partition) DO UPDATE SET rows = EXCLUDED.rows, sha256 = EXCLUDED.sha256, location = EXCLUDED.location,
-    archived_by = EXCLUDED.archived_by, archived_at = clock_timestamp();
+  INSERT INTO audit_archives (partition, starts, ends, rows, sha256, rows_sha256, location, archived_by)
+  VALUES (p_partition, b.starts, b.ends, p_rows, p_sha256, d, p_location, session_user)
+  ON CONFLICT (partition) DO UPDATE SET rows = EXCLUDED.rows, sha256 = EXCLUDED.sha256, rows_sha256 = EXCLUDED.rows_sha256,
+    location = EXCLUDED.location, archived_by = EXCLUDED.archived_by, archived_at = clock_timestamp();
 END
 $$;
-REVOKE ALL ON FUNCTION audit_archive_record(text, bigint, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION audit_archive_record(text, bigint, text, text) TO toolgate_retention;
+REVOKE ALL ON FUNCTION audit_archive_record(text, bigint, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION audit_archive_record(text, bigint, text, text, text) TO toolgate_retention;
 
 -- Drops a month: older than audit_retention.keep, archived with the
--- checksum the caller read back from the file, its rows unchanged since.
--- The drop is written to the log first, in the same transaction.
+-- checksum the caller read back from the file, its rows (count and digest)
+-- unchanged since. The drop is written to the log first, under a key no one
+-- can have taken, in the same transaction; the month's keys go before the
+-- month is detached, so the log is locked for the detach alone.
 CREATE FUNCTION audit_partition_drop(p_partition text, p_sha256 text) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public SET lock_timeout = '10s' AS $$
 DECLARE
   b    record;
   a    audit_archives%ROWTYPE;
   keep interval;
   n    bigint;
+  d    text;
 BEGIN
   SELECT * INTO b FROM audit_partition_bounds(p_partition);
   SELECT r.keep INTO keep FROM audit_retention r;
@@ -372,19 +412,24 @@ BEGIN
   IF a.sha256 <> p_sha256 THEN
     RAISE EXCEPTION 'retention: the file read back has SHA-256 %, the archive recorded %: it is not the archive', p_sha256, a.sha256;
   END IF;
+  EXECUTE format('LOCK TABLE public.%I IN SHARE MODE', p_partition);
   EXECUTE format('SELECT count(*) FROM public.%I', p_partition) INTO n;
-  IF n <> a.rows THEN
-    RAISE EXCEPTION 'retention: % holds % rows, its archive %: archive it again', p_partition, n, a.rows;
+  d := audit_rows_digest(b.starts, b.ends);
+  IF n <> a.rows OR d <> a.rows_sha256 THEN
+    RAISE EXCEPTION 'retention: % holds % rows (digest %), its archive % (digest %): archive it again', p_partition, n, d, a.rows, a.rows_sha256;
   END IF;
   PERFORM pg_advisory_xact_lock(hashtext('toolgate:audit_log_partition'));
   INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key, message, result)
-  VALUES ('partition_dropped', 'retention', '', session_user, 'retention', '', '', 'retention:' || p_partition, 'retention', 'dropped',
+  VALUES ('partition_dropped', 'retention', '', session_user, 'retention', '', '', 'retention:' || p_partition, gen_random_uuid()::text, 'dropped',
           format('%s dropped: %s rows from %s to %s, archived in %s (SHA-256 %s)', p_partition, n, b.starts, b.ends, a.location, a.sha256),
-          jsonb_build_object('partition', p_partition, 'rows', n, 'sha256', a.sha256, 'location', a.location,
+          jsonb_build_object('partition', p_partition, 'rows', n, 'sha256', a.sha256, 'rowsSha256', a.rows_sha256, 'location', a.location,
                              'starts', b.starts, 'ends', b.ends));
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'retention: the drop of % could not be written to the log; nothing dropped', p_partition;
+  END IF;
+  DELETE FROM audit_keys WHERE at >= b.starts AND at < b.ends;
   EXECUTE format('ALTER TABLE public.audit_log DETACH PARTITION public.%I', p_partition);
   EXECUTE format('DROP TABLE public.%I', p_partition);
-  DELETE FROM audit_keys WHERE at >= b.starts AND at < b.ends;
   UPDATE audit_archives SET dropped_at = clock_timestamp() WHERE partition = p_partition;
   RETURN n;
 END
