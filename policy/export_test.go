@@ -51,3 +51,6 @@ func (pl *Plan) Decode(t reflect.Type, b []byte) (any, bool) { return pl.decode(
 
 // Encode is the plan's encoder.
 func (pl *Plan) Encode(args any) ([]byte, bool) { return pl.encode(args) }
+
+// IsDecimal reports whether s is n as strconv.FormatInt writes it.
+var IsDecimal = isDecimal

@@ -307,6 +307,12 @@ func (r *planRules) pass(kind planKind, v reflect.Value) bool {
 			return false // a pointer to zero: leave the validator's rules for it to the validator
 		}
 	}
+	return r.passValue(kind, n, s, zero)
+}
+
+// passValue is pass on the value itself: n for an integer kind, s for a
+// string, zero when it is its kind's zero value.
+func (r *planRules) passValue(kind planKind, n int64, s string, zero bool) bool {
 	if zero && r.omitempty {
 		return true
 	}

@@ -29,6 +29,8 @@ type Policy struct {
 	// domains are the packs, in order; pack maps a tool to its pack.
 	domains []Domain
 	pack    map[string]int
+	// kinds are every pack's resource kinds' names, in pack order.
+	kinds []string
 	// evidence is every pack's evidence table, in pack order.
 	evidence []EvidenceRule
 	// formats and validate are the packs' own validate tags and the
@@ -55,8 +57,10 @@ type entry struct {
 	value []int
 	// routes are the row's approvers' compiled When rules (nil where none).
 	routes []*route
-	// resource is step 5's plan, nil when the tool names no resource.
+	// resource is step 5's plan, nil when the tool names no resource, and
+	// kind its kind's name ("" then).
 	resource *resourcePlan
+	kind     string
 	// verified is what the row needs of the caller, nil when its pack
 	// has no ladder.
 	verified *VerifiedNeed
@@ -165,6 +169,7 @@ func New(domains ...Domain) (*Policy, error) {
 				return nil, fmt.Errorf("policy: the resource kind %q is declared by packs %s and %s; a kind is one pack's", k.Name, other, d.Name)
 			}
 			kinds[k.Name] = d.Name
+			p.kinds = append(p.kinds, k.Name)
 		}
 	}
 	p.domains = domains
@@ -218,11 +223,13 @@ func New(domains ...Domain) (*Policy, error) {
 				return nil, fmt.Errorf("policy: pack %s: tool %s: the row lets approvers edit %q, which is not one of its args", d.Name, n, name)
 			}
 		}
-		rp, err := compileResource(e.spec, d.Resources)
+		rp, err := compileResource(e.spec, d.Resources, p.formats)
 		if err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
 		}
-		e.resource = rp
+		if e.resource = rp; rp != nil {
+			e.kind = rp.kind.Name
+		}
 		for _, l := range e.row.Limits {
 			if l.Scope != PerUser && (l.Scope != PerResource || rp == nil) {
 				return nil, fmt.Errorf("policy: pack %s: tool %s: a limit of scope %q needs scope %q, or %q on a tool that names a resource (Resource)", d.Name, n, l.Scope, PerUser, PerResource)
@@ -412,6 +419,13 @@ type ToolFacts struct {
 // Allowed reports whether the call may proceed (now or after approval).
 func (v Verdict) Allowed() bool { return v.Decision != DecisionDeny }
 
+// refuse writes step's refusal into v, which must be zero: field by field,
+// as a whole Verdict written through a pointer costs more than the step
+// that refuses.
+func (v *Verdict) refuse(step Step, msg string) {
+	v.Decision, v.Code, v.Step, v.Message = DecisionDeny, step.Code(), step, msg
+}
+
 func deny(step Step, msg string) Verdict {
 	return Verdict{Decision: DecisionDeny, Code: step.Code(), Step: step, Message: msg}
 }
@@ -434,7 +448,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 			v = deny(StepArguments, fmt.Sprintf("The arguments could not be judged (%v). Do not retry; tell the person this tool is misconfigured.", r))
 		}
 	}()
-	e := p.front(&v, req.Tool, &req.Session)
+	e, held := p.front(&v, req.Tool, &req.Session)
 	if e == nil {
 		if s, ok := p.specs[req.Tool]; ok && s.Verifies != nil {
 			v.Args = Withheld(req.Args)
@@ -445,7 +459,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	if err != nil {
 		return withheld(e, req.Args, deny(StepArguments, err.Error()))
 	}
-	if p.steps4to6(&v, e, args, &req.Session, valueCents); v.Decision == DecisionDeny {
+	if p.steps4to6(&v, e, args, &req.Session, held, valueCents); v.Decision == DecisionDeny {
 		return withheld(e, req.Args, v)
 	}
 	if v.Evidence != nil {
@@ -514,11 +528,11 @@ func (p *Policy) Authorize(req Request, f Facts) Verdict {
 //
 // The verdict's Evidence points into the policy: read it, never write it.
 func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
-	e := p.front(&v, tool, &s)
+	e, held := p.front(&v, tool, &s)
 	if e == nil {
 		return v
 	}
-	if p.steps4to6(&v, e, args, &s, f.ValueCents); v.Decision == DecisionDeny || v.NeedsPreview {
+	if p.steps4to6(&v, e, args, &s, held, f.ValueCents); v.Decision == DecisionDeny || v.NeedsPreview {
 		return v
 	}
 	if len(f.Usage) != len(e.row.Limits) {
@@ -533,27 +547,30 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
 }
 
 // front runs steps 0 to 2: registered, not denied, a sound session with a
-// listed role. A nil entry comes with the refusal in v.
-func (p *Policy) front(v *Verdict, tool string, s *Session) *entry {
+// listed role. v must be zero. A nil entry comes with the refusal in v; a
+// passing one with the session's resources of the kind the tool names
+// (held), for step 5.
+func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 	e := p.lookup(tool)
 	if e == nil {
-		*v = deny(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
+		v.refuse(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
 			clip(tool), strings.Join(p.Offered(s.Role), ", ")))
-		return nil
+		return nil, nil
 	}
 	if e.decision == DecisionDeny {
-		*v = deny(StepNotDenied, e.denied)
-		return nil
+		v.refuse(StepNotDenied, e.denied)
+		return nil, nil
 	}
-	if why := s.problem(); why != "" {
-		*v = deny(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
-		return nil
+	why, held := p.sessionProblem(s, e.kind)
+	if why != "" {
+		v.refuse(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
+		return nil, nil
 	}
 	if !slices.Contains(e.row.Roles, s.Role) {
-		*v = deny(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
-		return nil
+		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
+		return nil, nil
 	}
-	return e
+	return e, held
 }
 
 // steps4to6 runs steps 4 to 6 on decoded args: a credential when the tool
@@ -561,7 +578,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) *entry {
 // they name none), and the dry run's value against the hard limit and the
 // approver routing. A dry-run tool without its value yet passes with
 // NeedsPreview set. The verdict is written to v, which must be zero.
-func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCents *int64) {
+func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []string, valueCents *int64) {
 	spec, row, decision := &e.spec, &e.row, e.decision
 	if spec.RequiresCredential && (s.CredentialRef == "" || s.UserID == "") {
 		*v = deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
@@ -569,9 +586,14 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, valueCent
 		return
 	}
 	var resource ResourceRef
-	if e.resource != nil {
+	if rp := e.resource; rp != nil {
 		var why string
-		if resource, why = p.scope(e.resource, args, s); why != "" {
+		if at := rp.argAt(args); at != nil {
+			resource, why = p.scopeAt(rp, at, held)
+		} else {
+			resource, why = p.scope(rp, args, held)
+		}
+		if why != "" {
 			*v = deny(StepResourceScope, why)
 			return
 		}

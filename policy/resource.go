@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unsafe"
 )
 
 // Resources are what a credential grants, by kind: {"portal": ["PRT-40122"]}.
@@ -100,6 +101,52 @@ func (r Resources) Problem(field string) string {
 	return ""
 }
 
+// lookupKinds bounds the pack kinds sessionProblem looks up one by one
+// before it ranges over the session's resources instead.
+const lookupKinds = 8
+
+// sessionProblem is s.problem() for the chain, which runs it on every call.
+// Ranging over a map starts at a random place, which costs more than the
+// rest of a decision, so the resources of the kinds the packs declare (a
+// shape New checked) are looked up instead; only when that does not find
+// every kind the session holds, or finds one unsound, does
+// Resources.Problem judge them and word the refusal. It also returns the
+// session's resources of kind (step 5's), looked up once.
+func (p *Policy) sessionProblem(s *Session, kind string) (string, []string) {
+	if why := s.idProblem(); why != "" {
+		return why, nil
+	}
+	r := s.Resources
+	held, found, n, sound := []string(nil), 0, 0, true
+	if kind != "" {
+		if ids, ok := r[kind]; ok {
+			held, found, n, sound = ids, 1, len(ids), allValidIDs(ids)
+		}
+	}
+	if len(p.kinds) <= lookupKinds {
+		for i := 0; found < len(r) && i < len(p.kinds); i++ {
+			if k := p.kinds[i]; k != kind {
+				if ids, ok := r[k]; ok {
+					found, n, sound = found+1, n+len(ids), sound && allValidIDs(ids)
+				}
+			}
+		}
+	}
+	if found < len(r) || n > MaxResources || !sound {
+		return r.Problem("session.resources"), held
+	}
+	return "", held
+}
+
+func allValidIDs(ids []string) bool {
+	for _, id := range ids {
+		if !ValidID(id) {
+			return false
+		}
+	}
+	return true
+}
+
 var kindName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // kindOK is kindName without a regexp, for the hot path.
@@ -172,13 +219,25 @@ type resourcePlan struct {
 	// isInt says the arg holds a number, written in decimal as its ID.
 	isInt bool
 	rule  string
+	// rules is rule compiled as an args plan compiles a tag, when fast says
+	// it could be: an ID it passes needs no validator, and one it fails is
+	// left to the validator, which decides.
+	rules planRules
+	fast  bool
+	// args is the pointer type Decode returns, and offset and direct where
+	// and as what a value of it holds the arg (direct is 0 when the arg's
+	// type is not one scopeAt knows): step 5 reads the arg on every call,
+	// and reflect's walk to a field costs more than the rest of the step.
+	args   reflect.Type
+	offset uintptr
+	direct directKind
 	// Messages worded once, with the ID and the held list left to fill.
 	noneHeld, invalid, notHeld string
 }
 
 // compileResource checks the tool's ResourceArg against its args and the
 // pack's kinds.
-func compileResource(spec ToolSpec, kinds []ResourceKind) (*resourcePlan, error) {
+func compileResource(spec ToolSpec, kinds []ResourceKind, formats map[string]Format) (*resourcePlan, error) {
 	ra := spec.Resource
 	if ra.Arg == "" && ra.Kind == "" {
 		return nil, nil
@@ -201,12 +260,135 @@ func compileResource(spec ToolSpec, kinds []ResourceKind) (*resourcePlan, error)
 		return nil, fmt.Errorf("its resource arg %q may be left out, so it must be a pointer (to tell it from a zero value)", ra.Arg)
 	}
 	k := kinds[i]
-	return &resourcePlan{kind: k, arg: ra.Arg, index: f.index, isInt: isInt(t), rule: presentRule(f.validate),
+	rule := presentRule(f.validate)
+	rules, fast := compileRules(rule, formats)
+	offset, direct := directField(spec.Args, f.index)
+	return &resourcePlan{kind: k, arg: ra.Arg, index: f.index, isInt: isInt(t), rule: rule, rules: rules, fast: fast,
+		args: reflect.PointerTo(spec.Args), offset: offset, direct: direct,
 		noneHeld: fmt.Sprintf("The signed-in person has no %[1]s, so there is no default %[1]s for this call. Do not retry; tell the person their account has no %[1]s assigned.", k.Name),
 		invalid:  "The signed-in person's session names " + k.Name + " %s, which is not a valid " + k.Name + ". Do not retry; tell the person their session needs fixing.",
 		notHeld: upperFirst(k.Name) + " %s is not one of the signed-in person's " + k.plural() + " (%s). Call again with " + ra.Arg +
 			" set to one of them, or leave " + ra.Arg + " out.",
 	}, nil
+}
+
+// directKind is the type of a resource arg that scopeAt judges without
+// reflect.
+type directKind uint8
+
+const (
+	directNone directKind = iota
+	directInt64
+	directInt64Ptr
+	directString
+	directStringPtr
+)
+
+// directField is where the field at index lies in a value of t, and its
+// type as scopeAt knows it; directNone when it is another type or lies behind
+// a pointer.
+func directField(t reflect.Type, index []int) (uintptr, directKind) {
+	var offset uintptr
+	for _, x := range index {
+		if t.Kind() != reflect.Struct {
+			return 0, directNone
+		}
+		f := t.Field(x)
+		offset += f.Offset
+		t = f.Type
+	}
+	switch t {
+	case reflect.TypeFor[int64]():
+		return offset, directInt64
+	case reflect.TypeFor[*int64]():
+		return offset, directInt64Ptr
+	case reflect.TypeFor[string]():
+		return offset, directString
+	case reflect.TypeFor[*string]():
+		return offset, directStringPtr
+	}
+	return 0, directNone
+}
+
+// argAt is the address of the resource arg in args when args is the
+// tool's own args pointer (rp.args) and the arg's type is one scopeAt
+// knows; nil otherwise, and scope's reflection judges it. The type is
+// checked first, so the address is the one reflect would reach: offset and
+// type come from that very type.
+func (rp *resourcePlan) argAt(args any) unsafe.Pointer {
+	if rp.direct == directNone || reflect.TypeOf(args) != rp.args {
+		return nil
+	}
+	base := reflect.ValueOf(args).UnsafePointer()
+	if base == nil {
+		return nil
+	}
+	return unsafe.Add(base, rp.offset)
+}
+
+// scopeAt is scope on the arg at at (argAt's): the same judgement, without
+// reflect.
+func (p *Policy) scopeAt(rp *resourcePlan, at unsafe.Pointer, held []string) (ResourceRef, string) {
+	switch rp.direct {
+	case directInt64:
+		return rp.held(*(*int64)(at), "", held)
+	case directInt64Ptr:
+		if v := *(**int64)(at); v != nil {
+			return rp.held(*v, "", held)
+		}
+	case directString:
+		if v := *(*string)(at); v != "" {
+			return rp.held(0, v, held)
+		}
+	case directStringPtr:
+		if v := *(**string)(at); v != nil {
+			return rp.held(0, *v, held)
+		}
+	}
+	// Left out: the session's first, which must pass the arg's own rule.
+	id, n, why := p.sessionsFirst(rp, held)
+	if why != "" {
+		return ResourceRef{}, why
+	}
+	switch rp.direct {
+	case directInt64Ptr:
+		v := new(int64)
+		*v = n
+		*(**int64)(at) = v
+	case directString:
+		*(*string)(at) = id
+	case directStringPtr:
+		v := new(string)
+		*v = id
+		*(**string)(at) = v
+	}
+	return ResourceRef{Kind: rp.kind.Name, ID: id}, ""
+}
+
+// sessionsFirst is the ID that fills a left-out resource arg of one of
+// scopeAt's types: the session's first of the plan's kind (n, the number
+// it spells, for a number arg), or why there is none. The session is the
+// agent backend's, not the model's: the ID must still pass the arg's rule.
+func (p *Policy) sessionsFirst(rp *resourcePlan, held []string) (id string, n int64, why string) {
+	if len(held) == 0 {
+		return "", 0, rp.noneHeld
+	}
+	id = held[0]
+	if rp.isInt {
+		// One spelling per number: "0112" is not a second 112.
+		var err error
+		if n, err = strconv.ParseInt(id, 10, 64); err != nil || !isDecimal(id, n) {
+			return "", 0, fmt.Sprintf(rp.invalid, id)
+		}
+		if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindInt, n, "", n == 0)) && p.validate.Var(n, rp.rule) != nil {
+			return "", 0, fmt.Sprintf(rp.invalid, id)
+		}
+		return id, n, ""
+	}
+	if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindString, 0, id, id == "")) && p.validate.Var(id, rp.rule) != nil {
+		return "", 0, fmt.Sprintf(rp.invalid, id)
+	}
+	return id, 0, ""
 }
 
 // presentRule is a validate rule as it applies to a value that is there:
@@ -245,17 +427,18 @@ func checkKinds(d Domain) error {
 
 // scope is step 5 on decoded args: the resource they name, or the
 // session's first of its kind when they name none, must be the session's.
-// It returns the resource, or a refusal ("" when none).
-func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, string) {
+// held are the session's resources of the plan's kind. It returns the
+// resource, or a refusal ("" when none). scopeAt judges the arg types it
+// knows without reflect.
+func (p *Policy) scope(rp *resourcePlan, args any, held []string) (ResourceRef, string) {
 	f := reflect.ValueOf(args).Elem().FieldByIndex(rp.index)
-	held := s.Resources[rp.kind.Name]
 	var id string
 	if f.Kind() == reflect.String && f.String() == "" {
 		if len(held) == 0 {
 			return ResourceRef{}, rp.noneHeld
 		}
 		id = held[0]
-		if rp.rule != "" && p.validate.Var(id, rp.rule) != nil {
+		if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindString, 0, id, id == "")) && p.validate.Var(id, rp.rule) != nil {
 			return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 		}
 		f.SetString(id)
@@ -270,15 +453,20 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 		if rp.isInt {
 			// One spelling per number: "0112" is not a second 112.
 			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil || strconv.FormatInt(n, 10) != id {
+			if err != nil || !isDecimal(id, n) {
 				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 			}
 			v.Elem().SetInt(n)
+			// The rule judges what the arg holds, which a narrower int may
+			// have wrapped.
+			if m := v.Elem().Int(); rp.rule != "" && !(rp.fast && rp.rules.passValue(kindInt, m, "", m == 0)) && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
+				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+			}
 		} else {
 			v.Elem().SetString(id)
-		}
-		if rp.rule != "" && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
-			return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+			if rp.rule != "" && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
+				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
+			}
 		}
 		f.Set(v)
 	} else {
@@ -286,17 +474,24 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 			f = f.Elem()
 		}
 		if rp.isInt {
-			// The ID is the session's own string when held: no allocation.
-			var buf [20]byte
-			b := strconv.AppendInt(buf[:0], f.Int(), 10)
-			if i := slices.IndexFunc(held, func(h string) bool { return h == string(b) }); i >= 0 {
-				id = held[i]
-			} else {
-				id = string(b)
-			}
-		} else {
-			id = f.String()
+			return rp.held(f.Int(), "", held)
 		}
+		return rp.held(0, f.String(), held)
+	}
+	return ResourceRef{Kind: rp.kind.Name, ID: id}, ""
+}
+
+// held is step 5 on the resource the args name (n for a number arg, id
+// otherwise): it must be one the session holds.
+func (rp *resourcePlan) held(n int64, id string, held []string) (ResourceRef, string) {
+	if rp.isInt {
+		// The ID is the session's own string when held: no allocation.
+		for _, h := range held {
+			if isDecimal(h, n) {
+				return ResourceRef{Kind: rp.kind.Name, ID: h}, ""
+			}
+		}
+		id = strconv.FormatInt(n, 10)
 	}
 	if !slices.Contains(held, id) {
 		if rp.kind.Conceal {
@@ -305,6 +500,43 @@ func (p *Policy) scope(rp *resourcePlan, args any, s *Session) (ResourceRef, str
 		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
 	}
 	return ResourceRef{Kind: rp.kind.Name, ID: id}, ""
+}
+
+// isDecimal reports whether s is n as strconv.FormatInt writes it in base
+// 10, without writing it: step 5 compares a number arg with the session's
+// IDs on every call.
+func isDecimal(s string, n int64) bool {
+	if n >= 0 && len(s) > 0 && len(s) < 19 {
+		// Up to 18 digits cannot overflow: parse and compare.
+		if s[0] == '0' && len(s) > 1 {
+			return false
+		}
+		var v int64
+		for i := 0; i < len(s); i++ {
+			d := s[i] - '0'
+			if d > 9 {
+				return false
+			}
+			v = v*10 + int64(d)
+		}
+		return v == n
+	}
+	u := uint64(n)
+	if n < 0 {
+		if len(s) < 2 || s[0] != '-' {
+			return false
+		}
+		s, u = s[1:], -u
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] != byte('0'+u%10) {
+			return false
+		}
+		if u /= 10; u == 0 {
+			return i == 0
+		}
+	}
+	return false
 }
 
 func joinHeld(ids []string) string {

@@ -2,7 +2,9 @@ package policy_test
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +209,189 @@ func TestAKindIsOnePacks(t *testing.T) {
 		d.Resources[0].Name, d.Tools[0].Resource.Kind = reserved, reserved
 		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("the kind %q: %v", reserved, err)
+		}
+	}
+}
+
+// The resource arg in each Go type a pack may give it; step 5 reads some
+// without reflection, and all must judge alike.
+type (
+	refInt64 struct {
+		Ref int64 `json:"ref" validate:"required,min=1"`
+	}
+	refInt64Ptr struct {
+		Ref *int64 `json:"ref,omitempty" validate:"omitempty,min=1,max=99"`
+	}
+	refInt32Ptr struct {
+		Ref *int32 `json:"ref,omitempty" validate:"omitempty,min=1,max=99"`
+	}
+	refString struct {
+		Ref string `json:"ref,omitempty" validate:"omitempty,max=20"`
+	}
+	refStringPtr struct {
+		Ref *string `json:"ref,omitempty" validate:"omitempty,max=20"`
+	}
+	refName  string
+	refNamed struct {
+		Ref refName `json:"ref,omitempty" validate:"omitempty,max=20"`
+	}
+	refInner struct {
+		Ref *int64 `json:"ref,omitempty" validate:"omitempty,min=1,max=99"`
+	}
+	refEmbedded struct {
+		Note string `json:"note,omitempty" validate:"omitempty,max=20"`
+		refInner
+	}
+)
+
+func thingPack(args reflect.Type) policy.Domain {
+	return policy.Domain{
+		Name: "things", System: "the thing system",
+		Roles:     []policy.RoleSpec{{Name: "member", Label: "Member"}},
+		Resources: []policy.ResourceKind{{Name: "thing", Claim: "things"}},
+		Tools: []policy.ToolSpec{{Name: "get_thing", Description: "One thing.", Args: args, Tier: policy.TierRead,
+			Idempotent: true, RequiresCredential: true, Timeout: time.Second, Resource: policy.ResourceArg{Arg: "ref", Kind: "thing"},
+			Route: policy.Route{Method: "GET", Path: "/things/{ref}"}}},
+		Rows: []policy.Row{{Tool: "get_thing", Roles: []policy.Role{"member"}, Decision: policy.DecisionAllow}},
+	}
+}
+
+// TestStepFiveReadsEveryArgType: whatever Go type holds the resource arg,
+// a held one passes as the session spells it, another's is refused in the
+// same words, a left-out one is the session's first, and Decide on the
+// decoded args agrees with Authorize on the raw ones.
+func TestStepFiveReadsEveryArgType(t *testing.T) {
+	held := func(ids ...string) policy.Session {
+		return policy.Session{UserID: "m1", Role: "member", Resources: policy.Resources{"thing": ids}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-m1"}
+	}
+	type outcome struct {
+		code     policy.Code
+		resource string
+		message  string
+	}
+	for _, c := range []struct {
+		args     reflect.Type
+		number   bool
+		optional bool
+	}{
+		{reflect.TypeFor[refInt64](), true, false},
+		{reflect.TypeFor[refInt64Ptr](), true, true},
+		{reflect.TypeFor[refInt32Ptr](), true, true},
+		{reflect.TypeFor[refString](), false, true},
+		{reflect.TypeFor[refStringPtr](), false, true},
+		{reflect.TypeFor[refNamed](), false, true},
+		{reflect.TypeFor[refEmbedded](), true, true},
+	} {
+		p, err := policy.New(thingPack(c.args))
+		if err != nil {
+			t.Fatalf("%s: %v", c.args, err)
+		}
+		spec, _ := p.Spec("get_thing")
+		named, other := `{"ref":"T-9"}`, `{"ref":"T-8"}`
+		sess, zeros := held("T-7", "T-9"), held("07", "9")
+		if c.number {
+			named, other = `{"ref":9}`, `{"ref":8}`
+			sess = held("7", "9")
+		}
+		type call struct {
+			args string
+			sess policy.Session
+			want outcome
+		}
+		cases := map[string]call{
+			"held":    {named, sess, outcome{policy.CodeOK, strings.Trim(named[7:len(named)-1], `"`), "Allowed."}},
+			"another": {other, sess, outcome{policy.CodeResourceScope, "", "Thing " + strings.Trim(other[7:len(other)-1], `"`) + " is not one of the signed-in person's things (" + strings.Join(sess.Resources["thing"], ", ") + ")."}},
+		}
+		if c.optional {
+			cases["left out"] = call{`{}`, sess, outcome{policy.CodeOK, sess.Resources["thing"][0], "Allowed."}}
+			bad := held("T-0123456789abcdefghij")
+			if c.number {
+				bad = held("100", "7")
+			}
+			first := bad.Resources["thing"][0]
+			cases["left out, the session's first breaks the rule"] = call{`{}`, bad, outcome{policy.CodeResourceScope, "", "The signed-in person's session names thing " + first + ", which is not a valid thing."}}
+		}
+		if c.number {
+			cases["another spelling"] = call{`{"ref":7}`, zeros, outcome{policy.CodeResourceScope, "", "Thing 7 is not one of the signed-in person's things (07, 9)."}}
+		}
+		for name, k := range cases {
+			a := p.Authorize(policy.Request{Tool: "get_thing", Args: json.RawMessage(k.args), Session: k.sess}, policy.Facts{})
+			if got := (outcome{a.Code, a.Resource.ID, a.Message}); got.code != k.want.code || got.resource != k.want.resource || !strings.HasPrefix(got.message, k.want.message) {
+				t.Errorf("%s, %s: Authorize gave %+v, want %+v", c.args, name, got, k.want)
+			}
+			if filled := `{"ref":"T-7"}`; name == "left out" && string(a.Args) != filled && string(a.Args) != strings.ReplaceAll(filled, `"T-7"`, "7") {
+				t.Errorf("%s, %s: the args recorded are %s, not the session's first", c.args, name, a.Args)
+			}
+			decoded, err := p.Decode(spec, json.RawMessage(k.args))
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.args, name, err)
+			}
+			if d := p.Decide("get_thing", decoded, k.sess, policy.Facts{}); d.Code != a.Code || d.Resource != a.Resource || d.Message != a.Message {
+				t.Errorf("%s, %s: Decide gave %s %v %q, Authorize %s %v %q", c.args, name, d.Code, d.Resource, d.Message, a.Code, a.Resource, a.Message)
+			}
+		}
+	}
+}
+
+// TestIsDecimal: step 5's compare of a number with a session's ID is
+// strconv's spelling of the number, no other.
+func TestIsDecimal(t *testing.T) {
+	numbers := []int64{0, 1, 7, 9, 10, 99, 100, 112, 99999, -1, -112, 1e17, 1e18 - 1, 1e18, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
+	for i := range 2000 {
+		numbers = append(numbers, int64(i)*7919-5000, int64(i)*1_000_000_007*1_000_003)
+	}
+	for _, n := range numbers {
+		want := strconv.FormatInt(n, 10)
+		spellings := []string{want, "0" + want, "+" + want, want + "0", want[:len(want)-1], "-" + want, " " + want, want + "x", ""}
+		if len(want) > 1 {
+			spellings = append(spellings, want[1:], want[:1]+"0"+want[1:])
+		}
+		for _, s := range spellings {
+			if got := policy.IsDecimal(s, n); got != (s == want) {
+				t.Errorf("IsDecimal(%q, %d) = %v", s, n, got)
+			}
+		}
+	}
+}
+
+// TestEverySessionResourceIsJudged: step 2 refuses a session's malformed
+// resources, of the packs' kinds or of others, exactly as
+// Session.Problem words it, and lets a sound one through.
+func TestEverySessionResourceIsJudged(t *testing.T) {
+	p, err := policy.New(mangrove.Domain(), portalPack(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := p.Spec(mangrove.ToolGetStock)
+	args, err := p.Decode(spec, json.RawMessage(`{"articleId":40211,"storeId":112}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, policy.MaxResources)
+	for i := range many {
+		many[i] = "PRT-" + strconv.Itoa(i)
+	}
+	for name, r := range map[string]policy.Resources{
+		"none":                  nil,
+		"the tool's kind":       {"store": {"112"}},
+		"two packs' kinds":      {"store": {"112"}, "portal": {"PRT-1"}},
+		"a kind no pack has":    {"store": {"112"}, "branch": {"B-1"}},
+		"an empty list":         {"store": {"112"}, "portal": {}},
+		"a bad kind":            {"store": {"112"}, "Branch": {"B-1"}},
+		"a bad ID":              {"store": {"112", "1 2"}},
+		"another kind's bad ID": {"store": {"112"}, "portal": {"PRT/1"}},
+		"an unknown kind's bad": {"store": {"112"}, "branch": {""}},
+		"too many":              {"store": {"112"}, "portal": many},
+		"too many, no pack's":   {"store": {"112"}, "branch": many},
+	} {
+		sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: r, SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+		v := p.Decide(mangrove.ToolGetStock, args, sess, policy.Facts{})
+		if why := sess.Problem(); why != "" {
+			if want := "The session sent with this call is malformed: " + why + "."; v.Code != policy.CodeRole || !strings.HasPrefix(v.Message, want) {
+				t.Errorf("%s: %s %q, want %q", name, v.Code, v.Message, want)
+			}
+		} else if v.Code == policy.CodeRole {
+			t.Errorf("%s: a sound session was refused: %q", name, v.Message)
 		}
 	}
 }

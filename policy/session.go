@@ -64,8 +64,16 @@ func (s *Session) UnmarshalJSON(b []byte) error {
 // user ID counts the same user the audit rows name.
 func (s Session) Problem() string { return s.problem() }
 
-// problem is Problem without copying the session (the chain's hot path).
+// problem is Problem without copying the session.
 func (s *Session) problem() string {
+	if why := s.idProblem(); why != "" {
+		return why
+	}
+	return s.Resources.Problem("session.resources")
+}
+
+// idProblem is Problem on everything but the resources.
+func (s *Session) idProblem() string {
 	switch {
 	case !ValidID(s.UserID) && s.UserID != "":
 		return fmt.Sprintf("session.userId must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
@@ -78,7 +86,7 @@ func (s *Session) problem() string {
 	case s.CredentialRef != "" && !ValidID(s.CredentialRef):
 		return fmt.Sprintf("session.credentialRef must be 1 to %d letters, digits or . _ @ -", MaxIDLength)
 	}
-	return s.Resources.Problem("session.resources")
+	return ""
 }
 
 // ValidToolCallID reports whether id can name a call: 1 to 64 letters,
