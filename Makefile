@@ -77,6 +77,7 @@ lint:
 	staticcheck ./...
 	workflowcheck -config .workflowcheck.yaml ./...
 	python3 scripts/prove.py --check
+	$(MAKE) --no-print-directory bench-build
 
 build:
 	go build -o bin/ ./cmd/...
@@ -178,6 +179,17 @@ bench-policy:
 	cd bench/engines && go test -count=1 -run TestEnginesAgree .
 	cd bench/engines && go test -run='^$$' -bench=. -benchtime=2s .
 	go test -run='^$$' -bench='Decide|AuthorizeRaw' -benchtime=2s ./policy
+
+## bench-build: every bench compiles and none runs: the bench- and chaos-tagged suites, which go vet ./...
+## does not see, and bench/engines, a module of its own, with its chart program. make lint runs it, so a
+## bench that no longer builds fails CI rather than the next make bench.
+.PHONY: bench-build
+bench-build:
+	go vet -tags bench ./bench/e2e
+	go vet -tags chaos ./bench/chaos
+	go test -tags bench -c -o /dev/null ./bench/e2e
+	go test -tags chaos -c -o /dev/null ./bench/chaos
+	cd bench/engines && go vet ./... && go test -c -o /dev/null . && go build -o /dev/null ./chart
 
 ## prove: remove each guard in turn, in copies of the tree (PROVE_JOBS=2 at a time), and show its tests fail every time.
 prove: tools
