@@ -41,9 +41,22 @@ func ServiceURL(ownerURL, role string) (string, error) {
 // Open returns a pool with the URL's own role: for migrations and the tests'
 // owner connections.
 func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	return open(ctx, databaseURL, nil)
+}
+
+// serial are the settings of a service whose every query is a short one on
+// the path of a call (admission, a card, the inbox): never a parallel plan,
+// whose workers cost more to start than such a query takes (a limit's count
+// took 43 ms in parallel and 3.8 ms without, on a log of 5 million rows).
+var serial = map[string]string{"max_parallel_workers_per_gather": "0"}
+
+func open(ctx context.Context, databaseURL string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -60,7 +73,11 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 // undo the audit log's guarantees: a superuser, or the owner of audit_log
 // (or a member of the owner's role).
 func OpenService(ctx context.Context, databaseURL, service string) (*pgxpool.Pool, error) {
-	pool, err := Open(ctx, databaseURL)
+	var params map[string]string
+	if service != "auditor" && service != "retention" { // theirs are long reads, which parallel plans serve
+		params = serial
+	}
+	pool, err := open(ctx, databaseURL, params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", service, err)
 	}
