@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -393,8 +394,7 @@ func stacked(series []string) func(pgx.Rows) ([]Bar, error) {
 const decisionsSQL = `SELECT a.approver_id, a.event, coalesce(a.seconds, 0),
        a.version_by IS NOT NULL AND a.version_by IS DISTINCT FROM a.approver_id
 FROM audit_log a
-WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL AND a.seconds IS NOT NULL
-ORDER BY a.approver_id, a.id`
+WHERE {filter} AND a.event IN ('approved', 'rejected', 'approval_counted') AND a.approver_id IS NOT NULL AND a.seconds IS NOT NULL`
 
 // buckets of the time-to-decision distribution.
 var buckets = []struct {
@@ -410,7 +410,9 @@ func (r Reader) approvers(ctx context.Context, f Filter) ([]Approver, Chart, err
 		return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
 	}
 	defer rows.Close()
-	var out []Approver
+	// Grouped here, not sorted by the database: a month's decisions are read
+	// from their index alone (audit_log_decisions), in any order.
+	byID := map[string]*Approver{}
 	for rows.Next() {
 		var who, event string
 		var sec float64
@@ -418,10 +420,11 @@ func (r Reader) approvers(ctx context.Context, f Filter) ([]Approver, Chart, err
 		if err := rows.Scan(&who, &event, &sec, &changed); err != nil {
 			return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
 		}
-		if len(out) == 0 || out[len(out)-1].UserID != who {
-			out = append(out, Approver{UserID: who})
+		a := byID[who]
+		if a == nil {
+			a = &Approver{UserID: who}
+			byID[who] = a
 		}
-		a := &out[len(out)-1]
 		a.Decisions++
 		a.Seconds = append(a.Seconds, sec)
 		fast := sec < FastDecision.Seconds()
@@ -439,6 +442,10 @@ func (r Reader) approvers(ctx context.Context, f Filter) ([]Approver, Chart, err
 	}
 	if err := rows.Err(); err != nil {
 		return nil, Chart{}, fmt.Errorf("insights approvers: %w", err)
+	}
+	out := make([]Approver, 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		out = append(out, *byID[id])
 	}
 	var legend []string
 	for _, b := range buckets {
@@ -479,12 +486,14 @@ func bucketOf(sec float64) int {
 
 // slowSQL finds the period's slowest upstream outcomes by their seconds
 // (from the admission of an allowed call, or the approval of a card,
-// written with the row). Reads that succeed write no outcome row (their
+// written with the row), from their index alone (audit_log_outcomes), and
+// then reads those ten rows. Reads that succeed write no outcome row (their
 // history has it), so they are not here.
-const slowSQL = `SELECT a.workflow_id, a.tool, a.event, a.seconds
-FROM audit_log a
-WHERE {filter} AND a.event IN ('executed', 'failed') AND a.seconds IS NOT NULL
-ORDER BY a.seconds DESC, a.id LIMIT 10`
+const slowSQL = `WITH slowest AS (SELECT a.at, a.id, a.seconds FROM audit_log a
+  WHERE {filter} AND a.event IN ('executed', 'failed') AND a.seconds IS NOT NULL ORDER BY a.seconds DESC, a.id LIMIT 10)
+SELECT a.workflow_id, a.tool, a.event, s.seconds
+FROM slowest s JOIN audit_log a ON a.at = s.at AND a.id = s.id AND a.event IN ('executed', 'failed')
+ORDER BY s.seconds DESC, s.id`
 
 func (r Reader) slowest(ctx context.Context, f Filter) ([]SlowCall, string, error) {
 	var args []any

@@ -195,7 +195,8 @@ CREATE INDEX audit_log_admitted_by_user ON audit_log (tool, user_id, at)
   WHERE event IN ('allowed', 'needs_approval');
 CREATE INDEX audit_log_ended ON audit_log (workflow_id, run_id) WHERE event IN ('rejected', 'expired', 'released');
 CREATE INDEX audit_log_edits ON audit_log (workflow_id, run_id, id) WHERE event = 'edited';
-CREATE INDEX audit_log_decisions ON audit_log (at) WHERE event IN ('approved', 'rejected', 'approval_counted');
+CREATE INDEX audit_log_decisions ON audit_log (at) INCLUDE (approver_id, event, seconds, version_by)
+  WHERE event IN ('approved', 'rejected', 'approval_counted');
 CREATE INDEX audit_log_outcomes ON audit_log (at) INCLUDE (seconds, id) WHERE event IN ('executed', 'failed');
 
 -- A service writes what happened, never when, nor the columns the
