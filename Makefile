@@ -170,7 +170,7 @@ bench-cards: tools
 ## bench-scale: what reads of the audit log and the cards cost as the log grows: a retailer's history loaded to 0, 1M
 ## and 5M audit rows (BENCH_SCALE_ROWS) into one fresh database, and at each size the hot- and quiet-bucket admission,
 ## the inbox at 0/10k/100k pending, the insights page for 1 and 30 days, and an allowed read's and an approval's
-## p50 against a bare workflow (bench/results/scale.md). About 40 minutes and 7 GB of disk.
+## p50 against a bare workflow (bench/results/scale.md). About 5 minutes and 4 GB of disk.
 bench-scale: tools
 	$(WITH_PG) env TOOLGATE_REQUIRE_SERVICES=1 go test -tags bench -count=1 -timeout 120m -run TestScale -v ./bench/e2e 2>&1 | grep -E '^(--- |ok|FAIL)|^ +\||scale' ; exit $${PIPESTATUS[0]}
 
