@@ -310,6 +310,9 @@ func TestStepFiveReadsEveryArgType(t *testing.T) {
 			}
 			first := bad.Resources["thing"][0]
 			cases["left out, the session's first breaks the rule"] = call{`{}`, bad, outcome{policy.CodeResourceScope, "", "The signed-in person's session names thing " + first + ", which is not a valid thing."}}
+			if c.number {
+				cases["left out, the session's first is a second spelling"] = call{`{}`, zeros, outcome{policy.CodeResourceScope, "", "The signed-in person's session names thing 07, which is not a valid thing."}}
+			}
 		}
 		if c.number {
 			cases["another spelling"] = call{`{"ref":7}`, zeros, outcome{policy.CodeResourceScope, "", "Thing 7 is not one of the signed-in person's things (07, 9)."}}
