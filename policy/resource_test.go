@@ -235,6 +235,9 @@ type (
 	refNamed struct {
 		Ref refName `json:"ref,omitempty" validate:"omitempty,max=20"`
 	}
+	refNamedPtr struct {
+		Ref *refName `json:"ref,omitempty" validate:"omitempty,max=20"`
+	}
 	refInner struct {
 		Ref *int64 `json:"ref,omitempty" validate:"omitempty,min=1,max=99"`
 	}
@@ -280,6 +283,7 @@ func TestStepFiveReadsEveryArgType(t *testing.T) {
 		{reflect.TypeFor[refString](), false, true},
 		{reflect.TypeFor[refStringPtr](), false, true},
 		{reflect.TypeFor[refNamed](), false, true},
+		{reflect.TypeFor[refNamedPtr](), false, true},
 		{reflect.TypeFor[refEmbedded](), true, true},
 	} {
 		p, err := policy.New(thingPack(c.args))
