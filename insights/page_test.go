@@ -1,6 +1,7 @@
 package insights_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,8 +131,21 @@ func TestRubberStampSignals(t *testing.T) {
 	if fl := p.Chart("failures"); fl == nil || !strings.Contains(string(fl.SVG), ">get_stock<") || !strings.Contains(string(fl.SVG), "upstream_error") {
 		t.Errorf("the failures chart: %+v", fl)
 	}
-	if len(p.Slowest) == 0 || !slices.ContainsFunc(p.Slowest, func(c insights.SlowCall) bool { return c.Tool == "get_stock" && c.Outcome == "failed" }) {
-		t.Errorf("the slowest calls: %+v", p.Slowest)
+	// The failed read is among the slowest ten unless ten outcomes took
+	// longer: which it is depends on this machine's timing, not the query.
+	failed := func(c insights.SlowCall) bool { return c.Tool == "get_stock" && c.Outcome == "failed" }
+	g, err := r.Page(ctx, insights.Filter{From: f.From, To: f.To, Tool: "get_stock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(g.Slowest, failed); i < 0 || len(g.Slowest) != 1 {
+		t.Errorf("the slowest get_stock calls: %+v", g.Slowest)
+	} else if !slices.ContainsFunc(p.Slowest, failed) &&
+		(len(p.Slowest) != 10 || slices.ContainsFunc(p.Slowest, func(c insights.SlowCall) bool { return c.Seconds < g.Slowest[i].Seconds })) {
+		t.Errorf("the slowest calls leave out %+v: %+v", g.Slowest[i], p.Slowest)
+	}
+	if !slices.IsSortedFunc(p.Slowest, func(a, b insights.SlowCall) int { return cmp.Compare(b.Seconds, a.Seconds) }) {
+		t.Errorf("the slowest calls, slowest first: %+v", p.Slowest)
 	}
 	// A store filter narrows every query: store 112 has no limit hit and no stamp.
 	f.Resource = policy.ResourceRef{Kind: mangrove.KindStore, ID: "112"}
