@@ -351,23 +351,6 @@ func recorded(event, reason, message string, result []byte) AdmitResult {
 	return r
 }
 
-// freed leaves out calls that ran nothing upstream: cards rejected or
-// expired, and calls that released their reservation when they ended. A
-// row that frees (or re-prices, currentValue) a call comes after the call's
-// admission row, which is in the window, so it is looked for in the
-// window's months alone, not in every month the log keeps.
-const freed = `
-			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
-			                  AND d.event IN ('rejected', 'expired', 'released') AND d.at > ` + windowStart + `)`
-
-// currentValue is a decision row's value as it stands: an edited card
-// counts at its latest version's value (only cards can be edited, so other
-// rows skip the lookup).
-const currentValue = `CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
-			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' AND e.at > ` + windowStart + `
-			  ORDER BY e.id DESC LIMIT 1), a.value_cents)
-			  ELSE a.value_cents END`
-
 // windowStart is where a limit's rolling window begins: the admitting
 // transaction's start, less the window. now() is fixed for the transaction,
 // so the index ranges over the window alone, whatever history the bucket
@@ -392,18 +375,46 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 }
 
 // UsageQuery is the query that counts a limit bucket's window, and its
-// values: admission runs it, and tests read its plan and its counts.
+// values, from limit_usage (migration 029): the calls the log admitted that
+// still hold what they reserved, each at its current value, kept by a
+// trigger on the log's insert. Admission runs it; tests read its plan and
+// its counts.
 func UsageQuery(k policy.LimitKey) (string, []any, error) {
-	const count = `SELECT count(*), coalesce(sum(` + currentValue + `), 0)::bigint FROM audit_log a`
+	const count = `SELECT count(*), coalesce(sum(a.value_cents), 0)::bigint FROM limit_usage a`
 	switch k.Scope {
 	case policy.PerResource:
 		return count + `
-			WHERE tool = $1 AND resource_kind = $2 AND resource_id = $4 AND event IN ('allowed', 'needs_approval')
-			  AND at > ` + windowStart + freed, []any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
+			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4 AND a.at > ` + windowStart,
+			[]any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
 	case policy.PerUser:
 		return count + `
-			WHERE tool = $1 AND user_id = $2 AND event IN ('allowed', 'needs_approval')
-			  AND at > ` + windowStart + freed, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+			WHERE a.tool = $1 AND a.user_id = $2 AND a.at > ` + windowStart,
+			[]any{k.Tool, k.UserID, int64(k.Window)}, nil
+	}
+	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
+}
+
+// UsageFromLog is what UsageQuery must count, read from the log itself:
+// the window's admitted rows of the bucket, less the calls that gave back
+// what they reserved (a card rejected or expired, a call released), each
+// card at its latest edit's value. Tests compare the two; nothing admits
+// by it, since it reads every counted row's run again.
+func UsageFromLog(k policy.LimitKey) (string, []any, error) {
+	const count = `SELECT count(*), coalesce(sum(CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
+			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
+			  ELSE a.value_cents END), 0)::bigint FROM audit_log a`
+	const freed = `
+			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
+			                  AND d.event IN ('rejected', 'expired', 'released'))`
+	switch k.Scope {
+	case policy.PerResource:
+		return count + `
+			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4 AND a.event IN ('allowed', 'needs_approval')
+			  AND a.at > ` + windowStart + freed, []any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
+	case policy.PerUser:
+		return count + `
+			WHERE a.tool = $1 AND a.user_id = $2 AND a.event IN ('allowed', 'needs_approval')
+			  AND a.at > ` + windowStart + freed, []any{k.Tool, k.UserID, int64(k.Window)}, nil
 	}
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 }

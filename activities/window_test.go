@@ -14,9 +14,9 @@ import (
 // TestLimitCountReadsOnlyItsWindow: what admission reads to count a limit
 // bucket is the bucket's window, not its history. A bucket with 20,000 rows
 // older than its window and 10 inside it is counted; the plan's scans of
-// audit_log may touch the window's rows and their lookups, and must not
-// read (and then filter away) the history, as a volatile window start
-// makes every scan do.
+// the limit ledger may touch the window's rows, and must not read (and
+// then filter away) the history, as a volatile window start makes every
+// scan do.
 func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
 	const history, window = 20_000, 10
 	ctx := context.Background()
@@ -72,10 +72,10 @@ func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
 			}
 			read := rowsRead(t, plan, "a")
 			if read == 0 && calls > 0 {
-				t.Fatalf("the plan names no scan of audit_log a, so this proves nothing:\n%s", plan)
+				t.Fatalf("the plan names no scan of limit_usage a, so this proves nothing:\n%s", plan)
 			}
 			if read > 2*window {
-				t.Errorf("the count read %d rows of audit_log a to count %d in its window (history %d): the window does not bound the scan\n%s", read, calls, history, plan)
+				t.Errorf("the count read %d rows of limit_usage a to count %d in its window (history %d): the window does not bound the scan\n%s", read, calls, history, plan)
 			}
 		})
 	}

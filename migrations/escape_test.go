@@ -35,6 +35,10 @@ var escapes = append([]struct{ name, sql string }{
 		VALUES (now() - interval '40 days', 'allowed', 'ok', 't', 'u', 'r', 's', 'c', 'wf2', 'run', 'k')`},
 	{"choose a row's id", `INSERT INTO audit_log (id, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
 		VALUES (1, 'allowed', 'ok', 't', 'u', 'r', 's', 'c', 'wf3', 'run', 'k')`},
+	{"forget what a limit counted", `DELETE FROM limit_usage`},
+	{"cheapen what a limit counted", `UPDATE limit_usage SET value_cents = 0`},
+	{"plant a count that frees nothing", `INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, user_id) VALUES ('wf', 'run', 0, now(), 'allowed', 't', 'u')`},
+	{"stop the ledger", `ALTER TABLE audit_log DISABLE TRIGGER limit_usage_keep_row`},
 	{"forge a month's drop", `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
 		VALUES ('partition_dropped', 'retention', '', 'u', 'retention', '', '', 'retention:audit_log_2000_01', 'run', 'dropped')`},
 }, monthEscapes(time.Now().UTC().Format("2006_01"))...)
@@ -60,7 +64,8 @@ func TestServicesCannotRewriteTheAuditLog(t *testing.T) {
 	url := testenv.Database(t)
 	owner := testenv.OwnerPool(t, url)
 	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
-		VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'k')`); err != nil {
+		VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'k'),
+		       ('allowed', 'ok', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'k2')`); err != nil {
 		t.Fatal(err)
 	}
 	for _, service := range testenv.Services {
@@ -80,11 +85,13 @@ func TestServicesCannotRewriteTheAuditLog(t *testing.T) {
 	var rows, reasons, triggers int
 	_ = owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE reason = 'role') FROM audit_log`).Scan(&rows, &reasons)
 	_ = owner.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass AND tgenabled = 'O'`).Scan(&triggers)
-	var keys int
+	var keys, counted int
 	_ = owner.QueryRow(ctx, `SELECT count(*) FROM audit_keys`).Scan(&keys)
-	// No update, no truncate, a resource on insert (migration 023), one row per event key (028).
-	if rows != 1 || reasons != 1 || triggers != 4 || keys != 1 {
-		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled, %d event keys", rows, reasons, triggers, keys)
+	_ = owner.QueryRow(ctx, `SELECT count(*) FROM limit_usage WHERE workflow_id = 'wf' AND value_cents IS NULL`).Scan(&counted)
+	// No update, no truncate, a resource on insert (migration 023), one row per event key (028),
+	// the limit ledger (029).
+	if rows != 2 || reasons != 1 || triggers != 5 || keys != 2 || counted != 1 {
+		t.Fatalf("after the escapes: %d rows, %d unchanged, %d triggers enabled, %d event keys, %d calls the ledger counts", rows, reasons, triggers, keys, counted)
 	}
 }
 

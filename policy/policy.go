@@ -234,6 +234,9 @@ func New(domains ...Domain) (*Policy, error) {
 			if l.Scope != PerUser && (l.Scope != PerResource || rp == nil) {
 				return nil, fmt.Errorf("policy: pack %s: tool %s: a limit of scope %q needs scope %q, or %q on a tool that names a resource (Resource)", d.Name, n, l.Scope, PerUser, PerResource)
 			}
+			if l.Window <= 0 || l.Window > MaxWindow {
+				return nil, fmt.Errorf("policy: pack %s: tool %s: a limit's window is %d seconds; give one from a second to 31 days (policy.MaxWindow), e.g. policy.Hour or policy.Day", d.Name, n, l.Window)
+			}
 		}
 		p.entries[n] = e
 		for len(p.byLen) <= len(n) {

@@ -312,7 +312,15 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 			d.Rows = slices.Clone(d.Rows)
 			d.Rows[5].Editable = []string{"fromStoreId"}
 		}, `lets approvers edit "fromStoreId", which is not one of its args`},
-		"no name":     {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
+		"no name": {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
+		"window past the ledger": {func(d *policy.Domain) {
+			d.Rows = slices.Clone(d.Rows)
+			d.Rows[5].Limits = []policy.Limit{{Scope: policy.PerResource, Window: policy.MaxWindow + 1, MaxCalls: 5}}
+		}, "a limit's window is 2678401 seconds; give one from a second to 31 days"},
+		"no window": {func(d *policy.Domain) {
+			d.Rows = slices.Clone(d.Rows)
+			d.Rows[5].Limits = []policy.Limit{{Scope: policy.PerResource, MaxCalls: 5}}
+		}, "a limit's window is 0 seconds"},
 		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId": the rule "grnid" is neither built in`},
 		"stray rule": {func(d *policy.Domain) {
 			d.Evidence = append(slices.Clone(d.Evidence), policy.EvidenceRule{Tool: "launch_rocket", ACR: policy.ACRMFA})

@@ -50,6 +50,10 @@ type Window int64
 const (
 	Hour Window = 3600
 	Day  Window = 86400
+	// MaxWindow is the longest window a limit may count over: what the
+	// limit ledger keeps (limit_usage_keep(), migration 029). A longer
+	// one would count less than it says.
+	MaxWindow Window = 31 * Day
 )
 
 func (w Window) String() string {

@@ -92,8 +92,11 @@ func TestScale(t *testing.T) {
 			}
 			loaded, calls = loaded+rows, next
 		}
-		// What the worker's maintenance does every 10 minutes: count the
-		// closed days, 31 a time.
+		// What the worker's maintenance does every 10 minutes: trim the
+		// limit ledger to its 31 days, and count the closed days, 31 a time.
+		if _, err := s.App.Exec(ctx, `SELECT limit_usage_trim()`); err != nil {
+			t.Fatal(err)
+		}
 		for {
 			var days int
 			if err := s.App.QueryRow(ctx, `SELECT audit_log_count_days()`).Scan(&days); err != nil {
@@ -107,6 +110,9 @@ func TestScale(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.Owner.Exec(ctx, `VACUUM ANALYZE audit_keys`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Owner.Exec(ctx, `VACUUM ANALYZE limit_usage`); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Owner.Exec(ctx, `VACUUM ANALYZE pending_action`); err != nil {
@@ -209,11 +215,13 @@ func TestScale(t *testing.T) {
 			Scan(&bytes); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Owner.QueryRow(ctx, `SELECT pg_total_relation_size('audit_keys')`).Scan(&keys); err != nil {
+		var ledger int64
+		if err := s.Owner.QueryRow(ctx, `SELECT pg_total_relation_size('audit_keys'), pg_total_relation_size('limit_usage')`).Scan(&keys, &ledger); err != nil {
 			t.Fatal(err)
 		}
 		get("audit_log on disk, its months and indexes", "MB").at = append(get("audit_log on disk, its months and indexes", "MB").at, float64(bytes)/1e6)
 		get("audit_keys on disk", "MB").at = append(get("audit_keys on disk", "MB").at, float64(keys)/1e6)
+		get("limit_usage on disk (31 days of admitted calls)", "MB").at = append(get("limit_usage on disk (31 days of admitted calls)", "MB").at, float64(ledger)/1e6)
 	}
 
 	var out strings.Builder

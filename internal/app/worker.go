@@ -133,29 +133,34 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
-// requireSchema refuses a database older than the audit log by month
-// (migration 028): this worker's inserts name no conflict target, which the
-// one-table log of before needs, so on it a retried insert would fail the
-// call instead of writing nothing.
+// requireSchema refuses a database older than the limit ledger (migration
+// 029): this worker's inserts name no conflict target, which the one-table
+// log of before 028 needs, so on it a retried insert would fail the call
+// instead of writing nothing; and admission counts limits from the ledger.
 func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var partitioned bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL`).Scan(&partitioned); err != nil {
+	var partitioned, ledger bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL`).
+		Scan(&partitioned, &ledger); err != nil {
 		return fmt.Errorf("read the database's schema: %w", err)
 	}
 	if !partitioned {
 		return errors.New("the database is older than this worker: its audit log is not yet by month (migration 028); run starter migrate (make migrate) as the owner first")
 	}
+	if !ledger {
+		return errors.New("the database is older than this worker: it has no limit ledger (migration 029); run starter migrate (make migrate) as the owner first")
+	}
 	return nil
 }
 
 // auditMaintenanceEvery is how often the worker keeps the audit log: months
-// ahead, and closed days counted.
+// ahead, closed days counted, and the limit ledger trimmed.
 const auditMaintenanceEvery = 10 * time.Minute
 
 // maintainAuditLog keeps the audit log (migration 028) at start and every
 // auditMaintenanceEvery until ctx ends, each step its own transaction: its
 // months three ahead (audit_log_add_months), and each day counted for the
-// insights page an hour after it ends (audit_log_count_days). A failure is
+// insights page an hour after it ends (audit_log_count_days), and the limit
+// ledger rid of what no window reaches (limit_usage_trim). A failure is
 // logged and tried again; an insert never waits on it (a row that finds no
 // month makes the months at once, activities.insertAudit).
 func maintainAuditLog(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) {
@@ -170,6 +175,10 @@ func maintainAuditLog(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) 
 			log.Warn("audit log: the closed days were not counted; tried again", zap.Duration("in", auditMaintenanceEvery), zap.Error(err))
 		} else if days > 0 {
 			log.Info("audit log: closed days counted for the insights page", zap.Int("days", days))
+		}
+		var trimmed int64
+		if err := pool.QueryRow(ctx, `SELECT limit_usage_trim()`).Scan(&trimmed); err != nil && ctx.Err() == nil {
+			log.Warn("limits: the ledger was not trimmed; tried again", zap.Duration("in", auditMaintenanceEvery), zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():

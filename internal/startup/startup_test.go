@@ -137,10 +137,11 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 }
 
 // TestTheWorkerRefusesADatabaseBeforeItsMigrations: a worker started on a
-// database whose audit log is not yet by month (migration 027) exits at
-// once saying to migrate, and starts on the migrated one: on the older
-// table its inserts, which name no conflict target, would fail a retried
-// call instead of writing nothing.
+// database whose audit log is not yet by month (migration 027), or that
+// has no limit ledger (028), exits at once saying to migrate, and starts on
+// the migrated one: on the older table its inserts, which name no conflict
+// target, would fail a retried call instead of writing nothing, and without
+// the ledger it could count no limit.
 func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	dir := build(t)
 	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1", "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0"}
@@ -148,7 +149,11 @@ func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 028") {
 		t.Errorf("the worker on a database at migration 027: running=%v:\n%.600s", running, out)
 	}
-	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 028") {
+	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 28)}, env...))
+	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 029") {
+		t.Errorf("the worker on a database at migration 028: running=%v:\n%.600s", running, out)
+	}
+	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 02") {
 		t.Errorf("the worker on a migrated database refused it:\n%.600s", out)
 	}
 }

@@ -106,12 +106,20 @@ SELECT (SELECT count(*) FROM audit), (SELECT count(*) FROM cards)`
 // event key are what the insert trigger would write, written by the loader
 // itself with the triggers off for its own transaction: the trigger's
 // look-up of each outcome's start, planned for a month still empty, would
-// read the whole month a row.
+// read the whole month a row. So is the limit ledger's row of each
+// admitted call whose card was not rejected (migration 029).
 var (
 	oneTableSQL = strings.NewReplacer("{derived}", "", "{seconds}", "", "{returning}", "1", "{keys}", "").Replace(callsSQL)
-	byMonthSQL  = strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds", "{returning}", "workflow_id, run_id, event_key, at",
-		"{keys}", `, keys AS (INSERT INTO audit_keys (key, at) SELECT audit_key(a.workflow_id, a.run_id, a.event_key), a.at FROM audit a RETURNING 1)`).
-		Replace(callsSQL)
+	byMonth     = strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds",
+		"{returning}", "workflow_id, run_id, event_key, at, id, event, tool, resource_kind, resource_id, user_id, value_cents",
+		"{keys}", `, keys AS (INSERT INTO audit_keys (key, at) SELECT audit_key(a.workflow_id, a.run_id, a.event_key), a.at FROM audit a RETURNING 1){ledger}`)
+	byMonthSQL    = strings.NewReplacer("{ledger}", "").Replace(byMonth.Replace(callsSQL))
+	withLedgerSQL = strings.NewReplacer("{ledger}", `, ledger AS (
+  INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, resource_kind, resource_id, user_id, admitted_cents, value_cents)
+  SELECT a.workflow_id, a.run_id, a.id, a.at, a.event, a.tool, a.resource_kind, a.resource_id, a.user_id, a.value_cents, a.value_cents
+  FROM audit a WHERE a.event IN ('allowed', 'needs_approval')
+    AND NOT EXISTS (SELECT 1 FROM audit r WHERE r.workflow_id = a.workflow_id AND r.run_id = a.run_id AND r.event IN ('rejected', 'expired', 'released'))
+  RETURNING 1)`).Replace(byMonth.Replace(callsSQL))
 )
 
 // LoadCalls writes calls [from, to) of the history that ends at anchor, as
@@ -124,8 +132,9 @@ func (s Shape) LoadCalls(ctx context.Context, db interface {
 }, anchor time.Time, from, to int64) (int64, error) {
 	var rows, cards int64
 	oldest := anchor.Add(-time.Duration(float64(to) * float64(24*time.Hour) / float64(s.CallsPerDay)))
-	var partitioned bool
-	if err := db.QueryRow(ctx, `SELECT to_regprocedure('audit_log_partition(date)') IS NOT NULL`).Scan(&partitioned); err != nil {
+	var partitioned, ledger bool
+	if err := db.QueryRow(ctx, `SELECT to_regprocedure('audit_log_partition(date)') IS NOT NULL, to_regclass('limit_usage') IS NOT NULL`).
+		Scan(&partitioned, &ledger); err != nil {
 		return 0, fmt.Errorf("synth: %w", err)
 	}
 	if _, err := db.Exec(ctx, `SELECT audit_log_partition(m::date) FROM generate_series(date_trunc('month', $1::timestamptz AT TIME ZONE 'UTC'),
@@ -140,6 +149,9 @@ func (s Shape) LoadCalls(ctx context.Context, db interface {
 	sql := oneTableSQL
 	if partitioned {
 		sql = byMonthSQL
+		if ledger {
+			sql = withLedgerSQL
+		}
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return 0, fmt.Errorf("synth: the triggers off: %w", err)
 		}
