@@ -39,6 +39,16 @@ var escapes = append([]struct{ name, sql string }{
 	{"cheapen what a limit counted", `UPDATE limit_usage SET value_cents = 0`},
 	{"plant a count that frees nothing", `INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, user_id) VALUES ('wf', 'run', 0, now(), 'allowed', 't', 'u')`},
 	{"stop the ledger", `ALTER TABLE audit_log DISABLE TRIGGER limit_usage_keep_row`},
+	// A table of the session's own, named as one a SECURITY DEFINER function
+	// writes, is found before it unless the function searches pg_temp last:
+	// the function then writes the session's table, as the owner.
+	{"shadow the event keys, so a replay writes twice", `CREATE TEMP TABLE audit_keys (key bytea, at timestamptz) ON COMMIT DROP;
+		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES ('denied', 'role', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf', 'run', 'k')`},
+	{"shadow the limit ledger, so an admitted call is not counted", `CREATE TEMP TABLE limit_usage (workflow_id text, run_id text, id bigint, at timestamptz,
+		event text, tool text, resource_kind text, resource_id text, user_id text, admitted_cents bigint, value_cents bigint) ON COMMIT DROP;
+		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		VALUES ('allowed', 'ok', 'get_stock', 'ama', 'store_manager', 's1', 'c1', 'wf-shadow', 'run', 'decision')`},
 	{"forge a month's drop", `INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
 		VALUES ('partition_dropped', 'retention', '', 'u', 'retention', '', '', 'retention:audit_log_2000_01', 'run', 'dropped')`},
 }, monthEscapes(time.Now().UTC().Format("2006_01"))...)
@@ -196,5 +206,35 @@ func TestTheAuditorReadsTheAuditLogAndNothingElse(t *testing.T) {
 		if _, err := auditor.Exec(ctx, stmt); err == nil {
 			t.Errorf("the auditor may %q", stmt)
 		}
+	}
+}
+
+// TestDefinerFunctionsSearchTheSessionsTablesLast: every SECURITY DEFINER
+// function (each runs as the owner, for a service) searches pg_temp last,
+// so a table a session makes for itself never stands in for the one the
+// function means, even where a role may make temporary tables.
+func TestDefinerFunctionsSearchTheSessionsTablesLast(t *testing.T) {
+	ctx := context.Background()
+	owner := testenv.OwnerPool(t, testenv.Database(t))
+	rows, err := owner.Query(ctx, `SELECT p.oid::regprocedure::text, coalesce((SELECT c FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%'), '')
+		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.prosecdef AND n.nspname NOT IN ('pg_catalog', 'information_schema')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var fn, path string
+		if err := rows.Scan(&fn, &path); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if !strings.HasSuffix(path, ", pg_temp") {
+			t.Errorf("%s runs as the owner with %q: set its search_path with pg_temp last", fn, path)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d SECURITY DEFINER functions: the scan is not seeing them", n)
 	}
 }
