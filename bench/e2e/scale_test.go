@@ -221,7 +221,7 @@ func TestScale(t *testing.T) {
 		}
 		get("audit_log on disk, its months and indexes", "MB").at = append(get("audit_log on disk, its months and indexes", "MB").at, float64(bytes)/1e6)
 		get("audit_keys on disk", "MB").at = append(get("audit_keys on disk", "MB").at, float64(keys)/1e6)
-		get("limit_usage on disk (31 days of admitted calls)", "MB").at = append(get("limit_usage on disk (31 days of admitted calls)", "MB").at, float64(ledger)/1e6)
+		get("limit_usage on disk (32 days of admitted calls)", "MB").at = append(get("limit_usage on disk (32 days of admitted calls)", "MB").at, float64(ledger)/1e6)
 	}
 
 	var out strings.Builder

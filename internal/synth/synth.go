@@ -106,8 +106,8 @@ SELECT (SELECT count(*) FROM audit), (SELECT count(*) FROM cards)`
 // event key are what the insert trigger would write, written by the loader
 // itself with the triggers off for its own transaction: the trigger's
 // look-up of each outcome's start, planned for a month still empty, would
-// read the whole month a row. So is the limit ledger's row of each
-// admitted call whose card was not rejected (migration 029).
+// read the whole month a row. So is the limit ledger's row of each call
+// admitted in the days it keeps whose card was not rejected (migration 029).
 var (
 	oneTableSQL = strings.NewReplacer("{derived}", "", "{seconds}", "", "{returning}", "1", "{keys}", "").Replace(callsSQL)
 	byMonth     = strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds",
@@ -117,7 +117,7 @@ var (
 	withLedgerSQL = strings.NewReplacer("{ledger}", `, ledger AS (
   INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, resource_kind, resource_id, user_id, admitted_cents, value_cents)
   SELECT a.workflow_id, a.run_id, a.id, a.at, a.event, a.tool, a.resource_kind, a.resource_id, a.user_id, a.value_cents, a.value_cents
-  FROM audit a WHERE a.event IN ('allowed', 'needs_approval')
+  FROM audit a WHERE a.event IN ('allowed', 'needs_approval') AND a.at > now() - limit_usage_keep()
     AND NOT EXISTS (SELECT 1 FROM audit r WHERE r.workflow_id = a.workflow_id AND r.run_id = a.run_id AND r.event IN ('rejected', 'expired', 'released'))
   RETURNING 1)`).Replace(byMonth.Replace(callsSQL))
 )
