@@ -374,6 +374,21 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 	return u, nil
 }
 
+// countUsageExcept is countUsage leaving out one run's calls (an edited
+// card's own).
+func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, wf, run string) (policy.Usage, error) {
+	var u policy.Usage
+	sql, args, err := UsageQuery(k)
+	if err != nil {
+		return u, err
+	}
+	sql += fmt.Sprintf(` AND NOT (a.workflow_id = $%d AND a.run_id = $%d)`, len(args)+1, len(args)+2)
+	if err := tx.QueryRow(ctx, sql, append(args, wf, run)...).Scan(&u.Calls, &u.Cents); err != nil {
+		return u, fmt.Errorf("revise: count %s: %w", k.Key, err)
+	}
+	return u, nil
+}
+
 // UsageQuery is the query that counts a limit bucket's window, and its
 // values, from limit_usage (migration 029): the calls the log admitted that
 // still hold what they reserved, each at its current value, kept by a

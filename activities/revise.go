@@ -58,13 +58,13 @@ func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, 
 	}
 	usage := make([]policy.Usage, 0, len(in.Verdict.Limits))
 	for _, k := range in.Verdict.Limits {
-		u, err := countUsage(ctx, tx, k)
+		// Every other call the bucket holds; the card itself is counted
+		// once, at its new value, by Admit, whether or not the window still
+		// holds the row that admitted it.
+		u, err := countUsageExcept(ctx, tx, k, wf, run)
 		if err != nil {
 			return ReviseResult{}, err
 		}
-		// The card already counts, at its old value: count it once, at the new.
-		u.Calls = max(0, u.Calls-1)
-		u.Cents = max(0, u.Cents-in.PrevValueCents)
 		usage = append(usage, u)
 	}
 	if v := policy.Admit(in.Verdict, &in.ValueCents, usage); v.Decision == policy.DecisionDeny {
