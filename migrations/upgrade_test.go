@@ -19,7 +19,8 @@ const beforePartitions = 27
 // sixty days of a retailer's history over three months, is upgraded to the
 // partitioned log. Every row is there with every value it had; each event
 // key is kept once, so a replayed row of an old call writes nothing; each
-// limit bucket counts from the limit ledger what it counted from the log;
+// limit bucket, its calls released, edited and expired among them, counts
+// from the limit ledger what it counted from the log;
 // each outcome and decision has its
 // seconds; each
 // closed day is counted, and each month is a partition.
@@ -67,10 +68,27 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 		}
 		return out
 	}
+	// What gives back or re-prices a reservation, in the hot bucket: two
+	// of its transfers released, a card edited to a new value, one edited
+	// to none (it counts as requested), and one expired.
+	plain := usage(activities.UsageFromLog)
+	if _, err := owner.Exec(ctx, `
+		INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, workflow_id, run_id, event_key)
+		SELECT now() - make_interval(secs => s), e, 'ok', $1, 'user-1', 'store_manager', 's', 'c', 'store', $2, v, w, r, k
+		FROM (VALUES (1, 'released', NULL::bigint, 'synth-0', 'run-0', 'released'), (1, 'released', NULL, 'synth-100', 'run-100', 'released'),
+		             (600, 'needs_approval', 500, 'card-edited', 'run', 'decision'), (500, 'edited', 900, 'card-edited', 'run', 'edit-1'),
+		             (600, 'needs_approval', 700, 'card-edited-to-none', 'run', 'decision'), (500, 'edited', NULL, 'card-edited-to-none', 'run', 'edit-1'),
+		             (600, 'needs_approval', 300, 'card-expired', 'run', 'decision'), (1, 'expired', NULL, 'card-expired', 'run', 'expired')) AS x(s, e, v, w, r, k)`,
+		shape.HotTool, shape.HotStore); err != nil {
+		t.Fatal(err)
+	}
 	rows, digest := snapshot()
 	limits := usage(activities.UsageFromLog)
 	if limits[0].Calls == 0 || limits[0].Cents == 0 {
 		t.Fatalf("the hot bucket counts %+v: the history reaches no limit, so this proves nothing", limits[0])
+	}
+	if want := (policy.Usage{Calls: plain[0].Calls - 2 + 2, Cents: plain[0].Cents - synthCents(0) - synthCents(100) + 900 + 700}); limits[0] != want {
+		t.Fatalf("the hot bucket counts %+v with its releases, edits and expiry, want %+v: the log is not what this test means", limits[0], want)
 	}
 
 	if err := migrations.Apply(ctx, url); err != nil {
@@ -111,3 +129,7 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 		t.Fatalf("%d closed days counted, holding %d rows; the log holds %d in them", days, counted, inDays)
 	}
 }
+
+// synthCents is what synth.Retail's call g is admitted at, when it names a
+// value (a hot transfer does): 960 cents a case, 1 to 40 cases.
+func synthCents(g int64) int64 { return 960 * (1 + g%40) }
