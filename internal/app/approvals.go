@@ -45,6 +45,9 @@ func Approvals(log *zap.Logger, cfg config.Config) error {
 		return err
 	}
 	defer pool.Close()
+	if err := requireSchema(ctx, pool); err != nil {
+		return err
+	}
 	audit, err := cfg.OpenPool(ctx, "auditor")
 	if err != nil {
 		return fmt.Errorf("the insights page's read-only login (AUDITOR_DATABASE_URL, default DATABASE_URL as toolgate_auditor): %w", err)

@@ -32,6 +32,9 @@ func MCP(log *zap.Logger, cfg config.Config) error {
 		return err
 	}
 	defer pool.Close()
+	if err := requireSchema(ctx, pool); err != nil {
+		return err
+	}
 	c, err := client.DialContext(ctx, withLogger(cfg.ClientOptions(), log))
 	if err != nil {
 		return cfg.DialError(err)

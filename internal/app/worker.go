@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/config"
@@ -133,21 +134,30 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
-// requireSchema refuses a database older than the limit ledger (migration
-// 029): this worker's inserts name no conflict target, which the one-table
-// log of before 028 needs, so on it a retried insert would fail the call
-// instead of writing nothing; and admission counts limits from the ledger.
+// requireSchema refuses a database this service's guarantees do not hold
+// on: one older than the audit log by month (migration 028), whose one
+// table needs the insert conflict target a worker no longer names, so a
+// retried insert would fail the call instead of writing nothing; one
+// without the limit ledger (029), which admission counts from; and one
+// where the service's role may make temporary tables (030 revokes it), so
+// that a table of its own could stand in for one the owner's functions
+// write. The worker, the card UI and the MCP server check it at start.
 func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var partitioned, ledger bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL`).
-		Scan(&partitioned, &ledger); err != nil {
+	var partitioned, ledger, temporary bool
+	var db string
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL,
+		has_database_privilege(current_database(), 'TEMPORARY'), current_database()`).Scan(&partitioned, &ledger, &temporary, &db); err != nil {
 		return fmt.Errorf("read the database's schema: %w", err)
 	}
 	if !partitioned {
-		return errors.New("the database is older than this worker: its audit log is not yet by month (migration 028); run starter migrate (make migrate) as the owner first")
+		return errors.New("the database is older than this service: its audit log is not yet by month (migration 028); run starter migrate (make migrate) as the owner first")
 	}
 	if !ledger {
-		return errors.New("the database is older than this worker: it has no limit ledger (migration 029); run starter migrate (make migrate) as the owner first")
+		return errors.New("the database is older than this service: it has no limit ledger (migration 029); run starter migrate (make migrate) as the owner first")
+	}
+	if temporary {
+		return fmt.Errorf("this service's role may make temporary tables in database %s, so a table of its own could stand in for one the owner's functions write: run starter migrate (make migrate) as the owner (migration 030 revokes it), and where the owner does not own the database, run as the database's owner: REVOKE TEMPORARY ON DATABASE %s FROM PUBLIC",
+			pgx.Identifier{db}.Sanitize(), pgx.Identifier{db}.Sanitize())
 	}
 	return nil
 }

@@ -138,10 +138,12 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 
 // TestTheWorkerRefusesADatabaseBeforeItsMigrations: a worker started on a
 // database whose audit log is not yet by month (migration 027), or that
-// has no limit ledger (028), exits at once saying to migrate, and starts on
-// the migrated one: on the older table its inserts, which name no conflict
-// target, would fail a retried call instead of writing nothing, and without
-// the ledger it could count no limit.
+// has no limit ledger (028), or where its role may make temporary tables,
+// exits at once saying what to run, and starts on the migrated one: on the
+// older table its inserts, which name no conflict target, would fail a
+// retried call instead of writing nothing; without the ledger it could
+// count no limit; and a temporary table of its own could stand in for one
+// the owner's functions write.
 func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	dir := build(t)
 	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1", "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0"}
@@ -153,7 +155,17 @@ func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 029") {
 		t.Errorf("the worker on a database at migration 028: running=%v:\n%.600s", running, out)
 	}
-	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 02") {
+	// A database whose owner could not take temporary tables from PUBLIC
+	// (migration 030 only warns when the owner does not own the database).
+	open := testenv.Database(t)
+	if _, err := testenv.OwnerPool(t, open).Exec(context.Background(), `DO $$ BEGIN EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO PUBLIC', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + open}, env...))
+	if running || !strings.Contains(out, "may make temporary tables") || !strings.Contains(out, "REVOKE TEMPORARY ON DATABASE") {
+		t.Errorf("the worker on a database where its role may make temporary tables: running=%v:\n%.600s", running, out)
+	}
+	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 0") {
 		t.Errorf("the worker on a migrated database refused it:\n%.600s", out)
 	}
 }
