@@ -17,7 +17,8 @@ import (
 // give every bucket, in every window, what the log itself gives. 600 calls
 // over two days, each admitted or denied, some cards edited (once, twice,
 // or to no value), some rejected, expired or released, the rest run, are
-// written to the log in their order; then every bucket is counted both ways.
+// written to the log in their order, each row replayed; then every bucket
+// is counted both ways.
 func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Database(t)
@@ -32,13 +33,19 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
+	written := 0
+	// Each row is written twice, as a retried activity would: the second
+	// must reach neither the log nor the ledger.
 	insert := func(wf, key, event, tool, store, user string, cents *int64, at time.Time) {
 		t.Helper()
-		if _, err := tx.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id,
-			value_cents, workflow_id, run_id, event_key) VALUES ($1, $2, 'ok', $3, $4, 'store_manager', 's', 'c', 'store', $5, $6, $7, 'run', $8)`,
-			at, event, tool, user, store, cents, wf, key); err != nil {
-			t.Fatalf("%s %s: %v", wf, event, err)
+		for range 2 {
+			if _, err := tx.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id,
+				value_cents, workflow_id, run_id, event_key) VALUES ($1, $2, 'ok', $3, $4, 'store_manager', 's', 'c', 'store', $5, $6, $7, 'run', $8)`,
+				at, event, tool, user, store, cents, wf, key); err != nil {
+				t.Fatalf("%s %s: %v", wf, event, err)
+			}
 		}
+		written++
 	}
 	cents := func() *int64 { v := int64(100 * (1 + rng.IntN(50))); return &v }
 	ended := map[string]int{}
@@ -66,6 +73,10 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
+	}
+	var rows int
+	if err := owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id LIKE 'ledger-%'`).Scan(&rows); err != nil || rows != written {
+		t.Fatalf("the log holds %d rows of %d written twice (%v)", rows, written, err)
 	}
 	if ended["released"] == 0 || ended["rejected"] == 0 || ended["expired"] == 0 {
 		t.Fatalf("the calls end %v: some give nothing back, so this proves nothing", ended)
