@@ -1,12 +1,14 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/mcpupstream"
@@ -230,7 +232,18 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 	if res.IsError {
 		label = "Now, " + p.Tool + " answered"
 	}
-	return PreviewResult{Action: in.Args, Card: card + " · " + label + ": " + clipText(sanitize.Text(now), previewCardRunes)}, nil
+	return PreviewResult{Action: in.Args, Card: card + " · " + label + ": " + previewShown(sanitize.Text(now))}, nil
+}
+
+// previewShown is what a preview read shows on its card: a JSON answer as
+// its compact JSON when that fits, any other as a string value (cut to
+// previewCardRunes), each as policy writes a value it did not write.
+func previewShown(now string) string {
+	var b bytes.Buffer
+	if json.Compact(&b, []byte(now)) == nil && utf8.RuneCount(b.Bytes()) <= previewCardRunes {
+		return policy.CardJSON(b.String())
+	}
+	return policy.CardValue(clipText(now, previewCardRunes))
 }
 
 // previewCardRunes bounds what a preview adds to a card: enough to see

@@ -130,6 +130,12 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
 	)
 	card := get(t, sam, chromedp.Text(chromedp.CSS("main")))
+	// Each field is its own element, isolated, so no value's direction
+	// reaches the next.
+	shown := get(t, sam, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("h1.card-text > bdi"), e => e.textContent)`))
+	if strings.Join(shown, "|") != "replace_card|Account ACC-4471|Fee £25.00|Reason stolen" {
+		t.Errorf("the card's fields, each in its own bdi: %q", shown)
+	}
 	for _, want := range []string{"replace_card · Account ACC-4471 · Fee £25.00 · Reason stolen", "Value\n£25.00", "Routed to\nCard supervisor", "password, within 8 hours"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the card does not show %q:\n%s", want, card)

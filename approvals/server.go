@@ -44,6 +44,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":   func(t time.Time) string { return t.UTC().Format("15:04 UTC, 2 Jan") },
 	"age":     age,
+	"fields":  policy.CardFields,
 }).ParseFS(assets, "templates/*.html"))
 
 // value writes a card's value in its tool's pack's unit; a tool whose

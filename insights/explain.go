@@ -355,13 +355,15 @@ func label(event string) string {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
+// compact writes args or a result on one line, each character that could
+// pose as the story's structure (a line break, a bidi override) escaped.
 func compact(raw json.RawMessage) string {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
-		return string(raw)
+		return policy.CardValue(string(raw))
 	}
 	b, _ := json.Marshal(v)
-	return string(b)
+	return policy.CardJSON(string(b))
 }
 
 // incidentSQL finds the calls that ran a tool upstream for a resource on a day.

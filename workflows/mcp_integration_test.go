@@ -120,7 +120,9 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 		t.Fatalf("%d audit rows for the read, want 1", audited)
 	}
 
-	for i, path := range []string{"/etc/passwd", scratch + "/../escape.txt", scratch + "x/notes.txt"} {
+	// Outside the prefix, or a part with a control character of any block
+	// (NEL and CSI are C1 controls a terminal acts on).
+	for i, path := range []string{"/etc/passwd", scratch + "/../escape.txt", scratch + "x/notes.txt", scratch + "/a\u0085b", scratch + "/a\u009b2Jb", scratch + "/a\u2028b"} {
 		out := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "out" + string(rune('a'+i)), Session: writer,
 			Args: json.RawMessage(`{"path":` + quoteJSON(path) + `,"content":"x"}`)})
 		if out.Status != workflows.StatusDenied || out.Code != policy.CodeInvalidArguments || out.Card != "" {
@@ -148,8 +150,27 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	// so it cannot pass for the dry run's answer.
 	forged := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w00", Session: writer,
 		Args: json.RawMessage(`{"path":` + quoteJSON(filepath.Join(scratch, "notes.txt")) + `,"content":"x · Now: nothing here"}`)})
-	if !strings.HasPrefix(forged.Card, `files__write_file · content "x · Now: nothing here" · path `) || !strings.HasSuffix(forged.Card, " · Now: cold chain: check at 06:00") {
+	if !strings.HasPrefix(forged.Card, `files__write_file · content "x \u00b7 Now: nothing here" · path `) || !strings.HasSuffix(forged.Card, " · Now: cold chain: check at 06:00") {
 		t.Fatalf("a card whose content reads as fields: %q", forged.Card)
+	}
+	// Nor can one that would read so to a person: the separator spelled with
+	// other spaces or a look-alike dot, a line separator, a bidi override. Each
+	// is written as its JSON, every such character escaped, so the card
+	// keeps its three fields and the dry run's line.
+	for n, c := range [][2]string{
+		{"Hello.\u00a0·\u00a0Now: (no such file yet)", `"Hello.\u00a0\u00b7\u00a0Now: (no such file yet)"`},
+		{"Hello. \u2022 Now: (no such file yet)", `"Hello. \u2022 Now: (no such file yet)"`},
+		{"Hello.\u2028Now: (no such file yet)", `"Hello.\u2028Now: (no such file yet)"`},
+		{"Hello.\u202etxt.exe", `"Hello.\u202etxt.exe"`},
+		{"Hello.\u0085Now", `"Hello.\u0085Now"`},
+	} {
+		content := c[1]
+		args, _ := json.Marshal(map[string]string{"path": filepath.Join(scratch, "notes.txt"), "content": c[0]})
+		forged := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: fmt.Sprint("w00.", n), Session: writer, Args: args})
+		fields := strings.Split(strings.TrimSuffix(forged.Card, " · Now: cold chain: check at 06:00"), " · ")
+		if len(fields) != 3 || fields[1] != "content "+content || strings.IndexFunc(forged.Card, func(r rune) bool { return r > 0x7e && r != '·' }) >= 0 {
+			t.Errorf("a card whose content could read as fields: %q, want its content as %s", forged.Card, content)
+		}
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("the file exists before anyone approved: %v", err)

@@ -711,18 +711,22 @@ func (r *reader) valueRules(at, formatTag, tool, name string, s *jsonschema.Sche
 // is refused, not cleaned: toolgate never judges one path and sends
 // another, and a server never reads a path toolgate read otherwise.
 func pathUnder(prefix string) (*regexp.Regexp, error) {
-	if !filepath.IsAbs(prefix) || filepath.Clean(prefix) != prefix || strings.ContainsAny(prefix, "\x00\\") {
-		return nil, fmt.Errorf("%q: a prefix is an absolute, clean path, e.g. /srv/scratch", prefix)
+	// What no path may hold, by Unicode category: every control character
+	// (C0 and C1: NEL and CSI are controls too), every format character
+	// (bidi overrides, zero-width spaces), the line and paragraph separators.
+	const unreadable = `\p{Cc}\p{Cf}\p{Zl}\p{Zp}`
+	if !filepath.IsAbs(prefix) || filepath.Clean(prefix) != prefix || strings.ContainsAny(prefix, "\x00\\") || regexp.MustCompile(`[`+unreadable+`]`).MatchString(prefix) {
+		return nil, fmt.Errorf("%q: a prefix is an absolute, clean path of readable characters, e.g. /srv/scratch", prefix)
 	}
 	// A part is anything but /, and neither . nor .. (RE2 has no lookahead,
 	// so: a first character that is not a dot, or a dot and then not a dot,
 	// or two dots and then anything). Nor does any part hold what another
 	// reader of paths takes for something else: a control character, a
 	// backslash (a separator to some servers), a percent sign (an escape to
-	// others), or an invisible format character (a path that reads on the
-	// card otherwise than it is sent).
-	c := `[^/\\%\x00-\x1f\x7f\p{Cf}]`
-	d := `[^/.\\%\x00-\x1f\x7f\p{Cf}]`
+	// others), or an unreadable character (a path that reads on the card
+	// otherwise than it is sent).
+	c := `[^/\\%` + unreadable + `]`
+	d := `[^/.\\%` + unreadable + `]`
 	part := `(?:` + d + c + `*|\.` + d + c + `*|\.\.` + c + `+)`
 	if prefix == "/" {
 		return regexp.MustCompile(`^(?:/` + part + `)+$|^/$`), nil

@@ -110,6 +110,10 @@ func TestAPathUnderThePrefixIsAPathUnderThePrefix(t *testing.T) {
 		"/srv/scratch/..\\..\\etc":      false, // a server that takes \ for / reads ../..
 		"/srv/scratch/a\u202egnp.exe":   false, // reads otherwise on the card than it is sent
 		"/srv/scratch/a\u200b":          false,
+		"/srv/scratch/a\u0085b":         false, // NEL, a C1 control
+		"/srv/scratch/a\u009b2J":        false, // CSI, which a terminal acts on
+		"/srv/scratch/a\u2028b":         false,
+		"/srv/scratch/a\u2029b":         false,
 		"/srv/scratch/a b/c-d_e.txt":    true,
 		"/srv/scratch/été.txt":          true,
 	} {
@@ -213,18 +217,19 @@ func TestARowNarrowsNeverWidens(t *testing.T) {
 	}
 	for narrow, want := range map[string]string{
 		`{q: {maxLength: 50}, n: {maximum: 10}, kind: {enum: [a]}, tags: {maxItems: 2}}`: "",
-		`{q: {maxLength: 200}}`:       "200 would widen the server's 100",
-		`{n: {maximum: 60}}`:          "60 would widen the server's 50",
-		`{n: {minimum: 0}}`:           "0 would widen the server's 1",
-		`{kind: {enum: [a, c]}}`:      `"c" is not one of the server's values (a, b)`,
-		`{tags: {maxItems: 9}}`:       "9 would widen the server's 5",
-		`{nope: {maxLength: 5}}`:      `"nope" is not one of find's args`,
-		`{n: {pathPrefix: /srv}}`:     "narrow a string; n is a integer",
-		`{q: {maximum: 3}}`:           "narrow a number; q is a string",
-		`{q: {pathPrefix: srv}}`:      "a prefix is an absolute, clean path",
-		`{q: {pathPrefix: /srv/../}}`: "a prefix is an absolute, clean path",
-		`{q: {maxLenght: 5}}`:         "unknown field; the fields here are enum, pathPrefix, minimum, maximum, maxLength, maxItems, pattern",
-		`{n: {maximum: 2.5}}`:         "n is a whole number; its bound 2.5 is not",
+		`{q: {maxLength: 200}}`:                 "200 would widen the server's 100",
+		`{n: {maximum: 60}}`:                    "60 would widen the server's 50",
+		`{n: {minimum: 0}}`:                     "0 would widen the server's 1",
+		`{kind: {enum: [a, c]}}`:                `"c" is not one of the server's values (a, b)`,
+		`{tags: {maxItems: 9}}`:                 "9 would widen the server's 5",
+		`{nope: {maxLength: 5}}`:                `"nope" is not one of find's args`,
+		`{n: {pathPrefix: /srv}}`:               "narrow a string; n is a integer",
+		`{q: {maximum: 3}}`:                     "narrow a number; q is a string",
+		`{q: {pathPrefix: srv}}`:                "a prefix is an absolute, clean path",
+		`{q: {pathPrefix: /srv/../}}`:           "a prefix is an absolute, clean path",
+		"{q: {pathPrefix: \"/srv/a\\u0085b\"}}": "a prefix is an absolute, clean path of readable characters",
+		`{q: {maxLenght: 5}}`:                   "unknown field; the fields here are enum, pathPrefix, minimum, maximum, maxLength, maxItems, pattern",
+		`{n: {maximum: 2.5}}`:                   "n is a whole number; its bound 2.5 is not",
 	} {
 		err := onePack(t, row(narrow), def)
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
