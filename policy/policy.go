@@ -201,6 +201,12 @@ func New(domains ...Domain) (*Policy, error) {
 				return nil, fmt.Errorf("policy: pack %s: tool %q fills the query parameter %q from the session's %q, which is not one of the pack's resource kinds or is also filled from the args", d.Name, n, param, kind)
 			}
 		}
+		if r := e.spec.Route; r.Path != "" && r.Method != "GET" && e.spec.Idempotent && !r.Dedupes {
+			return nil, fmt.Errorf("policy: pack %s: tool %q is idempotent, but a %s is sent again after a timeout or a 5xx, which runs it twice upstream unless the upstream runs one Idempotency-Key once: say so (Route.Dedupes, keyed) or make it not idempotent", d.Name, n, r.Method)
+		}
+		if r := e.spec.Route; r.Dedupes && !r.Keyed {
+			return nil, fmt.Errorf("policy: pack %s: tool %q says its upstream deduplicates by Idempotency-Key (Route.Dedupes) but sends none (Route.Keyed)", d.Name, n)
+		}
 		if e.spec.Tier == TierRead && e.spec.Route.Path != "" && e.spec.Route.Method != "GET" {
 			return nil, fmt.Errorf("policy: pack %s: tool %q is a read, so its route is a GET, not %s (a read is offered as changing nothing)", d.Name, n, e.spec.Route.Method)
 		}

@@ -133,6 +133,10 @@ type Route struct {
 	Body []string
 	// Keyed writes send the call's workflow ID as the Idempotency-Key.
 	Keyed bool
+	// Dedupes is the pack's word that the upstream runs one
+	// Idempotency-Key once, answering a repeat with the first call's
+	// outcome: what lets an idempotent write (not a GET) be sent again.
+	Dedupes bool
 }
 
 // JustificationOf reads the assistant's justification from canonical args,

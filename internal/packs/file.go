@@ -103,6 +103,9 @@ type fileRoute struct {
 	Query  map[string]string `yaml:"query"`
 	Body   []string          `yaml:"body"`
 	Keyed  *bool             `yaml:"keyed"`
+	// Dedupes says the upstream runs one Idempotency-Key once: what lets
+	// an idempotent POST be sent again.
+	Dedupes bool `yaml:"dedupes"`
 }
 
 type filePolicy struct {
@@ -420,15 +423,21 @@ func (r *reader) tool(at, packName string, t fileTool) (policy.ToolSpec, []polic
 		if err != nil {
 			return spec, nil, err
 		}
+		if spec.Idempotent && route.Method != "GET" && !route.Dedupes {
+			return spec, nil, r.errorf(at+".idempotent", "a %s marked idempotent is sent again after a timeout or a 5xx, which runs it twice upstream unless the upstream runs one Idempotency-Key once; if it does, say so with route.dedupes: true, else leave idempotent out", route.Method)
+		}
 		spec.Route = route
 	}
 	return spec, formats, nil
 }
 
 func (r *reader) route(at string, fr *fileRoute, args reflect.Type, filled string) (policy.Route, error) {
-	route := policy.Route{Method: fr.Method, Path: fr.Path, Query: fr.Query, Body: fr.Body, Keyed: fr.Method == "POST"}
+	route := policy.Route{Method: fr.Method, Path: fr.Path, Query: fr.Query, Body: fr.Body, Keyed: fr.Method == "POST", Dedupes: fr.Dedupes}
 	if fr.Keyed != nil {
 		route.Keyed = *fr.Keyed
+	}
+	if route.Dedupes && !route.Keyed {
+		return route, r.errorf(at+".dedupes", "dedupes needs keyed: an upstream cannot run one Idempotency-Key once when toolgate sends none")
 	}
 	if fr.Method != "GET" && fr.Method != "POST" {
 		return route, r.errorf(at+".method", "%q: use GET or POST", fr.Method)
