@@ -142,7 +142,7 @@ var Catalogue = []Check{
 	{"approval.unexpired", "a decision counts only while the card is unexpired", tool.approves},
 	{"approval.once", "a decision after the end changes nothing", tool.approves},
 	{"approval.exact_args", "the approved call runs exactly the stored args (hash-checked in the activity)", tool.approves},
-	{"approval.hostile_signals", "hostile decisions are refused and audited; the card locks after 20", tool.approves},
+	{"approval.hostile_signals", "hostile decisions are refused and audited; the card locks after 20 signed ones, and no unsigned one spends its budget", tool.approves},
 	{"approval.one_per_intent", "one card per intent (already_pending)", tool.approves},
 	{"approval.note", "a rejection's note reaches the model", tool.approves},
 	{"approval.webhook", "approvers are told of each card by a signed webhook", tool.approves},

@@ -92,6 +92,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		Keys: trust.Keys, Issuers: trust.Issuers, Evidence: v.Evidence, Need: need, Requester: c.in.Session.UserID,
 		RequesterPerson: c.decision.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
 		escalateAfter: escalateAfter, pendingCard: card, version: firstCardVersion}
+	c.card.signedLock = held.Judging >= judgeSignedLock
 	wctx, cancel := workflow.WithCancel(ctx)
 	g.startTimers(wctx, ttl, c.version >= shapeLean)
 	var decision policy.Approval
@@ -172,7 +173,7 @@ type heldSettings struct {
 	EscalateAfter time.Duration `json:"escalateAfter,omitempty"`
 	// Judging is the rules its decisions are judged by: 0 (by user ID, a
 	// rejection held to the approval's step-up) on cards recorded before
-	// the field, judgeBySignIn since.
+	// the field, judgeBySignIn until judgeSignedLock.
 	Judging judging `json:"judging,omitempty"`
 }
 
@@ -187,6 +188,11 @@ const (
 	// sign-in as well (policy.SamePerson), and a rejection needs a
 	// sign-in, never the approval's step-up (policy.CheckSignIn).
 	judgeBySignIn
+	// judgeSignedLock is judgeBySignIn, and only a refused decision whose
+	// signature verifies counts towards the card's lock: one that does
+	// not (unsigned, forged, undecodable) is audited up to
+	// MaxUnsignedAudited and dropped past it, never ending the card.
+	judgeSignedLock
 )
 
 // approvalSettings records the settings a card is held to: in one side
@@ -199,7 +205,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 	}
 	var held heldSettings
 	if c.version >= shapeLean {
-		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeBySignIn}
+		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeSignedLock}
 		if v.EscalateTo != "" {
 			now.EscalateAfter = escalateAfter(frac, set)
 		}

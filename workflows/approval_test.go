@@ -386,9 +386,9 @@ func TestOutcomeIsAuditedWhenTheCallCannotRecordIt(t *testing.T) {
 }
 
 // TestTooManyRefusedDecisionsLockTheCard: the card takes MaxRefusedDecisions
-// refused decisions, each audited; the next locks it for good, and a valid
-// approval after that changes nothing. Unverified claims never fill the
-// approver column.
+// refused signed decisions, each audited; the next locks it for good, and a
+// valid approval after that changes nothing. An unsigned claim is audited
+// but spends none of them, and never fills the approver column.
 func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 	f := newFixture(t)
 	var flood []policy.Approval
@@ -405,14 +405,14 @@ func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 	if res.Status != workflows.StatusRejected || res.Code != policy.CodeLocked || !strings.Contains(res.Message, "locked") {
 		t.Fatalf("%+v", res)
 	}
-	want := "needs_approval/ok approval_refused/credential_unavailable" + strings.Repeat(" approval_refused/role", workflows.MaxRefusedDecisions-1) + " rejected/locked"
+	want := "needs_approval/ok approval_refused/credential_unavailable" + strings.Repeat(" approval_refused/role", workflows.MaxRefusedDecisions) + " rejected/locked"
 	if got := events(f.audit(t, "toolcall-lock-c1")); got != want {
 		t.Fatalf("audit:\n got %s\nwant %s", got, want)
 	}
 	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE event = 'approval_refused' AND reason = 'credential_unavailable' AND approver_id IS NULL AND claimed_approver_id = 'ama'`); n != 1 {
 		t.Fatalf("the unsigned claim should be kept apart from approver_id: %d rows", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE event = 'approval_refused' AND reason = 'role' AND approver_id = 'kofi' AND claimed_approver_id IS NULL`); n != workflows.MaxRefusedDecisions-1 {
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE event = 'approval_refused' AND reason = 'role' AND approver_id = 'kofi' AND claimed_approver_id IS NULL`); n != workflows.MaxRefusedDecisions {
 		t.Fatalf("verified refusals should name kofi as approver: %d rows", n)
 	}
 	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 0 {

@@ -15,6 +15,13 @@ import (
 // code locked, and nothing can approve it afterwards.
 const MaxRefusedDecisions = 20
 
+// MaxUnsignedAudited is how many refused payloads whose signature does not
+// verify (unsigned, forged, undecodable) a card audits one by one; past it
+// they are dropped, and counted in one row when the card ends. They never
+// count towards the lock: anyone who may signal the workflow could send
+// them, and only a signed decision can end a card.
+const MaxUnsignedAudited = 20
+
 // batchSize bounds the decisions read in one wake-up, so a flood never
 // holds a workflow task past the SDK's deadlock detector (1 s); the rest
 // wait in the channel for the next turn of the loop.
@@ -227,20 +234,31 @@ func takeDecisions(ch workflow.ReceiveChannel, max int) []received {
 }
 
 // refuseAll audits refused decisions in one write, up to the cap; past it
-// they are counted, not written one by one. A non-empty summary writes one
-// row for the ones past the cap.
+// they are counted, not written one by one. While the card waits (summary
+// is empty) a signedLock card counts and caps the unverified apart; once it
+// has ended (summary says when) one row counts the ones past either cap.
 func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryCode policy.Code) error {
 	var rows []activities.AuditInput
 	over := unread
 	for _, f := range refused {
-		c.card.refused++
 		c.countApproval("refused_" + string(f.code))
-		if c.card.refused > MaxRefusedDecisions {
-			over++
-			continue
+		key := ""
+		switch {
+		case c.card.signedLock && !f.verified && summary == "":
+			if c.card.unsigned++; c.card.unsigned > MaxUnsignedAudited {
+				c.card.dropped++
+				continue
+			}
+			key = fmt.Sprintf("refused-unsigned-%d", c.card.unsigned)
+		default:
+			if c.card.refused++; c.card.refused > MaxRefusedDecisions {
+				over++
+				continue
+			}
+			key = fmt.Sprintf("refused-%d", c.card.refused)
 		}
 		workflow.GetLogger(c.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
-		row := activities.AuditInput{Key: fmt.Sprintf("refused-%d", c.card.refused), Event: activities.EventApprovalRefused, Reason: f.code,
+		row := activities.AuditInput{Key: key, Event: activities.EventApprovalRefused, Reason: f.code,
 			Message: "Refused: " + f.why, Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
 		if f.verified {
 			who := f.a.Approver
@@ -254,6 +272,12 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: summaryCode,
 			Message:  fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions),
 			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
+	}
+	if c.card.dropped > 0 && summary != "" {
+		rows = append(rows, activities.AuditInput{Key: "refused-unsigned-past-cap", Event: activities.EventApprovalRefused, Reason: policy.CodeCredentialUnavailable,
+			Message:  fmt.Sprintf("%d more payloads whose signature did not verify (unsigned, forged or undecodable) arrived and were dropped unaudited, past the cap of %d; none counted, nor towards the lock", c.card.dropped, MaxUnsignedAudited),
+			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
+		c.card.dropped = 0
 	}
 	if len(rows) == 0 {
 		return nil

@@ -35,7 +35,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g10"
+const goldenGeneration = "g11"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -65,6 +65,7 @@ var goldenPaths = []struct {
 	{"transfer_signed_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
+	{"transfer_unsigned_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, unsignedThenRejected()},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
 	{"transfer_escalated_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":12,"reason":"stockout_risk"}`)},
 		[]policy.Approval{approve(kofiID)}},
@@ -152,12 +153,26 @@ var goldenWaits = map[string]time.Duration{"transfer_escalated_approved": 1300 *
 // identical call (ID <path>_holder) puts it up first and is rejected after.
 var goldenHolders = map[string]bool{"transfer_already_pending": true}
 
-// lockingDecisions are one more unsigned decision than a card takes, then a
-// valid approval that must not count.
+// unsignedThenRejected are more unsigned decisions than a card audits one
+// by one, and than it takes before it locks, then ama's rejection, which
+// ends it (a rejection, so the store's transfers left for the day stay as
+// the later paths need them).
+func unsignedThenRejected() []policy.Approval {
+	var out []policy.Approval
+	for range workflows.MaxRefusedDecisions + 5 {
+		out = append(out, policy.Approval{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"})
+	}
+	return append(out, policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "not after all"})
+}
+
+// lockingDecisions are one more refused signed decision than a card takes
+// (kofi's: not the card's role), then a valid approval that must not count.
+// The recorded transfer_locked history is of an earlier judging, when
+// unsigned decisions locked a card too; it replays as it was.
 func lockingDecisions() []policy.Approval {
 	var out []policy.Approval
 	for range workflows.MaxRefusedDecisions + 1 {
-		out = append(out, policy.Approval{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"})
+		out = append(out, approve(kofiID))
 	}
 	return append(out, approve(amaID))
 }

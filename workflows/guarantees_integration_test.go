@@ -69,9 +69,10 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 	}
 }
 
-// TestFloodedCardLocks: 5,000 refused decisions against one card lock it
-// after MaxRefusedDecisions: it ends rejected/locked, audited once, its
-// history stays bounded, and nothing runs.
+// TestFloodedCardLocks: 5,000 signed decisions that are refused (each for
+// another action) against one card lock it after MaxRefusedDecisions: it
+// ends rejected/locked, audited once, its history stays bounded, and
+// nothing runs.
 func TestFloodedCardLocks(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
@@ -87,8 +88,8 @@ func TestFloodedCardLocks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < signals; i += 16 {
-				// Unsigned decisions with a 12,000-character reason: each is refused (the reason is over the bound).
-				a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Reason: strings.Repeat("flood ", 2000)}
+				// Decisions signed by ama for another action: each is refused (the hash is not the card's).
+				a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: strings.Repeat("0", 64), Approver: amaID, Reason: strings.Repeat("flood ", 40)}, first.CardRef())
 				if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 					closed.Add(1)
 					continue
@@ -137,6 +138,78 @@ func TestFloodedCardLocks(t *testing.T) {
 	}
 	if refused != workflows.MaxRefusedDecisions || locked != 1 || transfers != 0 || events > bound {
 		t.Fatalf("refused %d (want %d), locked %d, transfers %d, events %d (bound %d)", refused, workflows.MaxRefusedDecisions, locked, transfers, events, bound)
+	}
+}
+
+// TestOnlyASignedDecisionCanEndACard: anyone who may signal the workflow
+// (every pack's agent backend) can send payloads; those whose signature
+// does not verify (unsigned, forged, undecodable) never count towards the
+// lock. Forty of them are refused, the first MaxUnsignedAudited audited one
+// by one and the rest in one row when the card ends, and the card still
+// waits: ama's signed approval then runs it, once.
+func TestOnlyASignedDecisionCanEndACard(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("junk", "c1", fortyCases, ama("")))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	const junk = 40
+	for i := range junk {
+		var payload any = policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Signature: "unsigned"}
+		switch i % 4 {
+		case 1:
+			forged := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())
+			forged.Approver.Role = "regional_director" // changed after signing
+			payload = forged
+		case 2:
+			payload = "not a decision"
+		case 3:
+			payload = map[string]any{"decision": "approve", "argsHash": first.ArgsHash, "extra": true}
+		}
+		if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each is judged before the approval arrives: the card says so.
+	audit := &stackAudit{s}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if rows := audit.rows(t, `SELECT event_key FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused'`, run.GetID()); len(rows) == workflows.MaxUnsignedAudited {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d refusals audited while the card waits, want %d: %v", len(rows), workflows.MaxUnsignedAudited, rows)
+		}
+	}
+	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
+		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
+		t.Fatal(err)
+	}
+	res := awaitResult(t, run, 30*time.Second, "the card did not end")
+	if res.Status != workflows.StatusExecuted {
+		t.Fatalf("after %d unsigned payloads and ama's approval: %s/%s %q", junk, res.Status, res.Code, res.Message)
+	}
+	got := audit.rows(t, `SELECT event || ' ' || reason || ' ' || (approver_id IS NULL) FROM audit_log WHERE workflow_id = $1 ORDER BY id`, run.GetID())
+	want := []string{"needs_approval ok true"}
+	for range workflows.MaxUnsignedAudited {
+		want = append(want, "") // an unsigned payload's refusal, of its own code
+	}
+	want = append(want, "approved ok false", "executed ok true", "approval_refused credential_unavailable true")
+	if len(got) != len(want) {
+		t.Fatalf("audit rows:\n%s", strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if w == "" && (!strings.HasPrefix(got[i], "approval_refused ") || !strings.HasSuffix(got[i], " true")) || w != "" && got[i] != w {
+			t.Fatalf("audit row %d is %q, want %q:\n%s", i, got[i], w, strings.Join(got, "\n"))
+		}
+	}
+	summary := audit.rows(t, `SELECT message FROM audit_log WHERE workflow_id = $1 AND event_key = 'refused-unsigned-past-cap'`, run.GetID())
+	if len(summary) != 1 || !strings.HasPrefix(summary[0], fmt.Sprintf("%d more payloads whose signature did not verify", junk-workflows.MaxUnsignedAudited)) {
+		t.Fatalf("the summary of the unsigned payloads past the cap: %q", summary)
+	}
+	var transfers int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, run.GetID()).Scan(&transfers)
+	if transfers != 1 {
+		t.Fatalf("%d transfers", transfers)
 	}
 }
 

@@ -14,7 +14,12 @@ import (
 
 // specFlips change one field of a tool's spec each, as a redeploy might.
 var specFlips = map[string]func(*policy.ToolSpec){
-	"idempotent":          func(s *policy.ToolSpec) { s.Idempotent = !s.Idempotent },
+	"idempotent": func(s *policy.ToolSpec) {
+		// A write made idempotent says its upstream dedupes (policy.New):
+		// the redeploy changes both.
+		s.Idempotent = !s.Idempotent
+		s.Route.Dedupes = s.Idempotent && s.Route.Method == "POST"
+	},
 	"requires credential": func(s *policy.ToolSpec) { s.RequiresCredential = !s.RequiresCredential },
 	"dry run":             func(s *policy.ToolSpec) { s.DryRun = !s.DryRun },
 	"timeout":             func(s *policy.ToolSpec) { s.Timeout *= 3 },

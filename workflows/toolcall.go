@@ -191,13 +191,18 @@ type signInWait struct {
 // cardState is the card's: the approved card an execution finishes, the
 // approval's record written by the call's activity first, a rejection's
 // note for the model, the decisions taken with the one that counted (refused
-// at the end), and how many were refused.
+// at the end), and how many were refused. A card that locks on signed
+// refusals alone (signedLock) counts the unsigned apart (unsigned), and
+// how many of them were dropped past their cap unaudited.
 type cardState struct {
-	approved *activities.ProjectInput
-	before   *activities.RecordInput
-	note     json.RawMessage
-	late     []received
-	refused  int
+	approved   *activities.ProjectInput
+	before     *activities.RecordInput
+	note       json.RawMessage
+	late       []received
+	refused    int
+	signedLock bool
+	unsigned   int
+	dropped    int
 }
 
 // ledger is what the call has told others: its first outcome, whether card
