@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,43 +20,128 @@ import (
 )
 
 // MCPServers are the worker's connections to the packs' own MCP servers,
-// each started or dialed at its first call and again after it ends.
+// each started or dialed at its first call and again after it ends. Each
+// server is its own: a dial to one (30 s at most for a server that never
+// finishes its handshake) never holds up a call to another, and a server
+// whose dials keep failing is backed off alone.
 type MCPServers struct {
 	servers map[string]mcpupstream.Server
 	log     *zap.Logger
 
-	mu    sync.Mutex
-	conns map[string]*mcpupstream.Conn
+	mu      sync.Mutex // guards entries; never held across I/O
+	entries map[string]*serverEntry
+}
+
+// serverEntry is one server's connection, the dial under way, and its
+// backoff after failed dials.
+type serverEntry struct {
+	mu       sync.Mutex // never held across I/O
+	conn     *mcpupstream.Conn
+	dialing  chan struct{} // closed when the dial under way ends
+	failures int
+	until    time.Time // no dial before this
+	last     error
+}
+
+// Backoff after a server's dials fail: doubling from mcpBackoffFirst, at
+// most mcpBackoffMax.
+const (
+	mcpBackoffFirst = time.Second
+	mcpBackoffMax   = time.Minute
+)
+
+// backedOff is the error of a call to a server in its backoff: nothing was
+// sent, and the next dial is at until.
+type backedOff struct {
+	server   string
+	wait     time.Duration
+	failures int
+	last     error
+}
+
+func (b *backedOff) Error() string {
+	return fmt.Sprintf("the MCP server %s failed its last %d dials (%v); toolgate dials it again in %s", b.server, b.failures, b.last, b.wait.Round(time.Millisecond))
 }
 
 // NewMCPServers holds the servers a deployment's packs name (packs.Set's
 // Servers); none are started until a call needs one.
 func NewMCPServers(servers map[string]mcpupstream.Server, log *zap.Logger) *MCPServers {
-	return &MCPServers{servers: servers, log: log, conns: map[string]*mcpupstream.Conn{}}
+	return &MCPServers{servers: servers, log: log, entries: map[string]*serverEntry{}}
+}
+
+func (m *MCPServers) entry(name string) *serverEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[name]
+	if !ok {
+		e = &serverEntry{}
+		m.entries[name] = e
+	}
+	return e
 }
 
 // conn is the live connection to the named server, started or dialed now
-// if there is none or the last one ended.
+// if there is none or the last one ended. A call that finds a dial of the
+// same server under way waits for it (or its own context); one that finds
+// the server backed off fails at once with a *backedOff.
 func (m *MCPServers) conn(ctx context.Context, name string) (*mcpupstream.Conn, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.conns[name]; ok {
-		select {
-		case <-c.Closed():
-		default:
-			return c, nil
-		}
-	}
 	s, ok := m.servers[name]
 	if !ok {
 		return nil, fmt.Errorf("no MCP server is named %q", name)
 	}
-	c, err := mcpupstream.Dial(ctx, s, nil)
-	if err != nil {
-		return nil, err
+	e := m.entry(name)
+	for {
+		e.mu.Lock()
+		if c := e.conn; c != nil && !closed(c) {
+			e.mu.Unlock()
+			return c, nil
+		}
+		if wait := time.Until(e.until); wait > 0 {
+			err := &backedOff{server: name, wait: wait, failures: e.failures, last: e.last}
+			e.mu.Unlock()
+			return nil, err
+		}
+		if ch := e.dialing; ch != nil {
+			e.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		e.dialing = ch
+		e.mu.Unlock()
+
+		c, err := mcpupstream.Dial(ctx, s, nil)
+		e.mu.Lock()
+		e.dialing = nil
+		switch {
+		case err == nil:
+			e.conn, e.failures, e.until, e.last = c, 0, time.Time{}, nil
+		case !errors.Is(ctx.Err(), context.Canceled):
+			// The caller's own cancel is not the server's failure; a
+			// timeout or a refusal is.
+			e.failures++
+			e.last = err
+			e.until = time.Now().Add(min(mcpBackoffFirst<<min(e.failures-1, 10), mcpBackoffMax))
+			m.log.Warn("an MCP server's dial failed; it is backed off", zap.String("server", name), zap.Int("failures", e.failures),
+				zap.Time("until", e.until), zap.Error(err))
+		}
+		e.mu.Unlock()
+		close(ch)
+		return c, err
 	}
-	m.conns[name] = c
-	return c, nil
+}
+
+func closed(c *mcpupstream.Conn) bool {
+	select {
+	case <-c.Closed():
+		return true
+	default:
+		return false
+	}
 }
 
 // audience is the audience of the named server's per-person tokens, ""
@@ -78,6 +164,16 @@ func (m *MCPServers) connFor(ctx context.Context, name, token string) (c *mcpups
 	if !ok {
 		return nil, nil, fmt.Errorf("no MCP server is named %q", name)
 	}
+	// A person's own dial is held to the server's backoff, but a failure
+	// of it (their token) backs off nobody.
+	e := m.entry(name)
+	e.mu.Lock()
+	if wait := time.Until(e.until); wait > 0 {
+		err := &backedOff{server: name, wait: wait, failures: e.failures, last: e.last}
+		e.mu.Unlock()
+		return nil, nil, err
+	}
+	e.mu.Unlock()
 	c, err = mcpupstream.Dial(ctx, s.As(token), nil)
 	if err != nil {
 		return nil, nil, err
@@ -89,10 +185,27 @@ func (m *MCPServers) connFor(ctx context.Context, name, token string) (c *mcpups
 func (m *MCPServers) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for name, c := range m.conns {
-		_ = c.Close()
-		delete(m.conns, name)
+	for _, e := range m.entries {
+		e.mu.Lock()
+		if e.conn != nil {
+			_ = e.conn.Close()
+			e.conn = nil
+		}
+		e.mu.Unlock()
 	}
+}
+
+// unreachable is the activity error of a server that could not be
+// reached: retryable, and when the server is backed off, retried no
+// sooner than its next dial.
+func unreachable(server string, err error) error {
+	msg := fmt.Sprintf("the MCP server %s could not be reached", server)
+	var b *backedOff
+	if errors.As(err, &b) {
+		return temporal.NewApplicationErrorWithOptions(msg+"; nothing was sent", ErrUnavailable,
+			temporal.ApplicationErrorOptions{NextRetryDelay: b.wait, Cause: errors.New(sanitize.Text(err.Error()))})
+	}
+	return temporal.NewApplicationErrorWithCause(msg, ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 }
 
 // callMCP makes an authorized call as one tools/call on its server, once
@@ -109,7 +222,7 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 		defer done()
 	}
 	if err != nil {
-		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+		return nil, unreachable(target.Server, err)
 	}
 	def, ok, err := c.Definition(ctx, target.Tool)
 	if err != nil {
@@ -193,7 +306,7 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 		defer done()
 	}
 	if err != nil {
-		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s could not be reached", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+		return PreviewResult{}, unreachable(target.Server, err)
 	}
 	def, ok, err := c.Definition(ctx, p.Tool)
 	if err != nil {

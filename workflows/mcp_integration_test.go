@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.uber.org/zap"
 )
 
 // keeperID approves the reference pack's cards.
@@ -430,5 +431,51 @@ func TestAWriteNobodyDecidedLeavesTheFolderUntouched(t *testing.T) {
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("an expired write left a file: %v", err)
+	}
+}
+
+// TestOneMCPServerCannotStallAnother: a server that never finishes its
+// handshake (here a process that never answers) holds up its own calls
+// alone: a read from the other server runs while the stalled server's
+// first dial is still under way (its attempt is bounded at 10 s; the read
+// ends well before), and the stalled server's failed dial backs it off on
+// its own.
+func TestOneMCPServerCannotStallAnother(t *testing.T) {
+	const stall = 10 * time.Second
+	pack := referencePack(t, t.TempDir(), func(text string) string {
+		text = strings.Replace(text, "command: [../mcp/node_modules/.bin/mcp-server-memory]", `command: [/bin/sh, -c, "exec sleep 300"]`, 1)
+		return strings.Replace(text, "    tool: read_graph\n", fmt.Sprintf("    tool: read_graph\n    timeout: %s\n", stall), 1)
+	})
+	s, scratch, writer := referenceStack(t, pack)
+	if err := os.WriteFile(filepath.Join(scratch, "notes.txt"), []byte("cold chain"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	began := time.Now()
+	stalled, err := workflows.Start(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "memory__read_graph", ToolCallID: "g1", Session: writer, Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Client.TerminateWorkflow(ctx, stalled.GetID(), "", "the test is over") }()
+	time.Sleep(time.Second) // the stalled server's dial is under way
+	read := s.Run(t, workflows.ToolCallInput{Tool: "files__read_text_file", ToolCallID: "r1", Session: writer,
+		Args: json.RawMessage(`{"path":` + quoteJSON(filepath.Join(scratch, "notes.txt")) + `}`)})
+	if took := time.Since(began); took >= stall {
+		t.Fatalf("the healthy server's read ended %s after the stalled server's call began: it waited for that call's first attempt to end", took.Round(time.Millisecond))
+	}
+	if read.Status != workflows.StatusExecuted || !strings.Contains(string(read.Result), "cold chain") {
+		t.Fatalf("a read from the healthy server: %s/%s %q", read.Status, read.Code, read.Message)
+	}
+	for deadline := time.Now().Add(3 * stall); ; time.Sleep(200 * time.Millisecond) {
+		backoffs := s.Logs.FilterMessage("an MCP server's dial failed; it is backed off")
+		if backoffs.FilterField(zap.String("server", "files")).Len() != 0 {
+			t.Fatal("the healthy server was backed off")
+		}
+		if backoffs.FilterField(zap.String("server", "memory")).Len() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled server was never backed off")
+		}
 	}
 }
