@@ -195,6 +195,17 @@ func (m *MCPServers) Close() {
 	}
 }
 
+// unlisted is the activity error of a server whose tools could not be
+// listed before a call: nothing was sent. A listing over toolgate's bounds
+// is refused for good (a retry reads the same); any other failure is
+// retried.
+func unlisted(server string, err error) error {
+	if errors.Is(err, mcpupstream.ErrListingTooLarge) || errors.Is(err, mcpupstream.ErrAnswerTooLarge) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the MCP server %s lists more than toolgate reads; nothing was sent", server), ErrUpstream, err)
+	}
+	return temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not list its tools; nothing was sent", server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+}
+
 // unreachable is the activity error of a server that could not be
 // reached: retryable, and when the server is backed off, retried no
 // sooner than its next dial.
@@ -226,7 +237,7 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 	}
 	def, ok, err := c.Definition(ctx, target.Tool)
 	if err != nil {
-		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not list its tools; nothing was sent", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+		return nil, unlisted(target.Server, err)
 	}
 	if !ok || def.Pin() != target.Pin {
 		a.Logger.Warn("an MCP tool's definition is not the one accepted; the call is refused",
@@ -234,6 +245,9 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s is no longer defined as a person accepted it, so it was not run; a person must read and accept the new definition first", target.Tool, target.Server), ErrDefinitionChanged, nil)
 	}
 	res, err := c.Call(ctx, target.Tool, in.Args, in.IdempotencyKey)
+	if errors.Is(err, mcpupstream.ErrAnswerTooLarge) {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the MCP server %s answered with more than toolgate reads (%d bytes at most a message); the call may have run", target.Server, mcpupstream.MaxMessage), ErrUpstream, err)
+	}
 	if err != nil {
 		return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not answer", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 	}
@@ -310,7 +324,7 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 	}
 	def, ok, err := c.Definition(ctx, p.Tool)
 	if err != nil {
-		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not list its tools; nothing was sent", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
+		return PreviewResult{}, unlisted(target.Server, err)
 	}
 	if !ok || def.Pin() != p.Pin {
 		a.Logger.Warn("an MCP preview tool's definition is not the one accepted; the dry run is refused",
@@ -329,6 +343,9 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 	}
 	body = v.Args
 	res, err := c.Call(ctx, p.Tool, body, "")
+	if errors.Is(err, mcpupstream.ErrAnswerTooLarge) {
+		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the MCP server %s answered the dry run with more than toolgate reads (%d bytes at most a message)", target.Server, mcpupstream.MaxMessage), ErrUpstream, err)
+	}
 	if err != nil {
 		return PreviewResult{}, temporal.NewApplicationErrorWithCause(fmt.Sprintf("the MCP server %s did not answer the dry run", target.Server), ErrUnavailable, errors.New(sanitize.Text(err.Error())))
 	}

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -123,6 +124,9 @@ type Conn struct {
 	// the server announces that its tools changed and they are listed again.
 	changed func(map[string]Definition)
 	closed  chan struct{}
+	// over records that the server sent a message over MaxMessage (the
+	// SDK's error loses why its connection ended).
+	over atomic.Bool
 }
 
 // dialTimeout bounds starting or dialing a server and listing its tools.
@@ -132,13 +136,13 @@ const dialTimeout = 30 * time.Second
 // announcements of changed tools, calling changed (which may be nil) with
 // each new list.
 func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*Conn, error) {
-	transport, err := s.transport()
-	if err != nil {
-		return nil, err
-	}
 	// A server may announce a change before the handshake is done: relist
 	// follows announcements only once the first list is taken.
 	c := &Conn{server: s, changed: changed, closed: make(chan struct{})}
+	transport, err := s.transport(&c.over)
+	if err != nil {
+		return nil, err
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) { c.relist(ctx) },
 	})
@@ -146,7 +150,7 @@ func Dial(ctx context.Context, s Server, changed func(map[string]Definition)) (*
 	defer cancel()
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("MCP server %s: %w", s.Name, err)
+		return nil, c.named(fmt.Errorf("MCP server %s: %w", s.Name, err))
 	}
 	c.session = session
 	go func() {
@@ -188,7 +192,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-func (s Server) transport() (mcp.Transport, error) {
+// transport is how the server is reached, every message it sends read
+// within MaxMessage (over records one that is not).
+func (s Server) transport(over *atomic.Bool) (mcp.Transport, error) {
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
 		return nil, fmt.Errorf("MCP server %s: give a command or a URL, not both", s.Name)
@@ -199,48 +205,69 @@ func (s Server) transport() (mcp.Transport, error) {
 		for _, k := range sortedKeys(s.Env) {
 			cmd.Env = append(cmd.Env, k+"="+s.Env[k])
 		}
-		return &mcp.CommandTransport{Command: cmd}, nil
+		return &commandTransport{cmd: cmd, over: over, max: MaxMessage}, nil
 	case s.URL != "":
-		client := s.HTTPClient
+		base := http.DefaultClient
+		if s.HTTPClient != nil {
+			base = s.HTTPClient
+		}
+		next := base.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
 		if s.Bearer != "" {
-			base := http.DefaultClient
-			if client != nil {
-				base = client
-			}
-			next := base.Transport
-			if next == nil {
-				next = http.DefaultTransport
-			}
 			u, err := url.Parse(s.URL)
 			if err != nil {
 				return nil, fmt.Errorf("MCP server %s: %w", s.Name, err)
 			}
-			c := *base
-			c.Transport = bearer{token: s.Bearer, origin: u.Scheme + "://" + u.Host, next: next}
-			client = &c
+			next = bearer{token: s.Bearer, origin: u.Scheme + "://" + u.Host, next: next}
 		}
-		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client}, nil
+		client := *base
+		client.Transport = boundedBodies{next: next, over: over, max: MaxMessage}
+		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &client, MaxEventSize: MaxMessage + 64<<10}, nil
 	}
 	return nil, fmt.Errorf("MCP server %s: give a command or a URL", s.Name)
 }
 
-// list reads every page of the server's tools.
+// list reads every page of the server's tools, within MaxTools,
+// MaxListingBytes and a bound on pages.
 func (c *Conn) list(ctx context.Context) (map[string]Definition, error) {
 	tools := map[string]Definition{}
-	for t, err := range c.session.Tools(ctx, nil) {
+	size, cursor := 0, ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("MCP server %s: %w (%d pages at most)", c.server.Name, ErrListingTooLarge, maxListPages)
+		}
+		res, err := c.session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return nil, fmt.Errorf("MCP server %s: listing its tools: %w", c.server.Name, err)
+			return nil, c.named(fmt.Errorf("MCP server %s: listing its tools: %w", c.server.Name, err))
 		}
-		schema, err := json.Marshal(t.InputSchema)
-		if err != nil {
-			return nil, fmt.Errorf("MCP server %s: tool %s: its input schema: %w", c.server.Name, t.Name, err)
+		for _, t := range res.Tools {
+			schema, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("MCP server %s: tool %s: its input schema: %w", c.server.Name, t.Name, err)
+			}
+			if _, dup := tools[t.Name]; dup {
+				return nil, fmt.Errorf("MCP server %s: offers two tools named %s", c.server.Name, t.Name)
+			}
+			if size += len(t.Name) + len(t.Title) + len(t.Description) + len(schema); len(tools) == MaxTools || size > MaxListingBytes {
+				return nil, fmt.Errorf("MCP server %s: %w (%d tools and %d bytes of definitions at most)", c.server.Name, ErrListingTooLarge, MaxTools, MaxListingBytes)
+			}
+			tools[t.Name] = Definition{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema, Annotations: t.Annotations}
 		}
-		if _, dup := tools[t.Name]; dup {
-			return nil, fmt.Errorf("MCP server %s: offers two tools named %s", c.server.Name, t.Name)
+		if cursor = res.NextCursor; cursor == "" {
+			return tools, nil
 		}
-		tools[t.Name] = Definition{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema, Annotations: t.Annotations}
 	}
-	return tools, nil
+}
+
+// named is err, or ErrAnswerTooLarge when the server sent a message over
+// MaxMessage: the SDK ends the connection with an error of its own words.
+func (c *Conn) named(err error) error {
+	if err != nil && c.over.Load() && !errors.Is(err, ErrAnswerTooLarge) {
+		return fmt.Errorf("MCP server %s: %w (%d bytes at most)", c.server.Name, ErrAnswerTooLarge, MaxMessage)
+	}
+	return err
 }
 
 // relist reads the tools again after the server announced a change,
@@ -315,7 +342,7 @@ func (c *Conn) Call(ctx context.Context, tool string, args json.RawMessage, key 
 	}
 	res, err := c.session.CallTool(ctx, params)
 	if err != nil {
-		return nil, fmt.Errorf("MCP server %s: %s: %w", c.server.Name, tool, err)
+		return nil, c.named(fmt.Errorf("MCP server %s: %s: %w", c.server.Name, tool, err))
 	}
 	return res, nil
 }
