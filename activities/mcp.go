@@ -28,8 +28,9 @@ type MCPServers struct {
 	servers map[string]mcpupstream.Server
 	log     *zap.Logger
 
-	mu      sync.Mutex // guards entries; never held across I/O
-	entries map[string]*serverEntry
+	mu       sync.Mutex // guards entries and stopping; never held across I/O
+	entries  map[string]*serverEntry
+	stopping bool
 }
 
 // serverEntry is one server's connection, the dial under way, and its
@@ -110,14 +111,30 @@ func (m *MCPServers) conn(ctx context.Context, name string) (*mcpupstream.Conn, 
 				return nil, ctx.Err()
 			}
 		}
-		ch := make(chan struct{})
-		e.dialing = ch
+		e.dialing = make(chan struct{})
 		e.mu.Unlock()
+		return m.dial(ctx, name, s, e)
+	}
+}
 
-		c, err := mcpupstream.Dial(ctx, s, nil)
+// dial dials the server for e, which the caller has marked dialing, and
+// records what came of it: the connection, or a failure that backs the
+// server off. Whatever happens, even a panic, the dial is over for the
+// calls waiting on it; a connection made once the worker is stopping is
+// closed, not kept.
+func (m *MCPServers) dial(ctx context.Context, name string, s mcpupstream.Server, e *serverEntry) (c *mcpupstream.Conn, err error) {
+	defer func() {
+		m.mu.Lock()
+		stopping := m.stopping
+		m.mu.Unlock()
 		e.mu.Lock()
+		defer e.mu.Unlock()
+		close(e.dialing)
 		e.dialing = nil
 		switch {
+		case err == nil && stopping:
+			_ = c.Close()
+			c, err = nil, errors.New("the worker is stopping")
 		case err == nil:
 			e.conn, e.failures, e.until, e.last = c, 0, time.Time{}, nil
 		case !errors.Is(ctx.Err(), context.Canceled):
@@ -129,10 +146,8 @@ func (m *MCPServers) conn(ctx context.Context, name string) (*mcpupstream.Conn, 
 			m.log.Warn("an MCP server's dial failed; it is backed off", zap.String("server", name), zap.Int("failures", e.failures),
 				zap.Time("until", e.until), zap.Error(err))
 		}
-		e.mu.Unlock()
-		close(ch)
-		return c, err
-	}
+	}()
+	return mcpupstream.Dial(ctx, s, nil)
 }
 
 func closed(c *mcpupstream.Conn) bool {
@@ -185,6 +200,7 @@ func (m *MCPServers) connFor(ctx context.Context, name, token string) (c *mcpups
 func (m *MCPServers) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stopping = true
 	for _, e := range m.entries {
 		e.mu.Lock()
 		if e.conn != nil {

@@ -262,12 +262,19 @@ func (c *Conn) list(ctx context.Context) (map[string]Definition, error) {
 }
 
 // named is err, or ErrAnswerTooLarge when the server sent a message over
-// MaxMessage: the SDK ends the connection with an error of its own words.
+// MaxMessage since the last error named so (the SDK's own error loses the
+// cause). It ends the connection then: an HTTP one may outlive the message.
 func (c *Conn) named(err error) error {
-	if err != nil && c.over.Load() && !errors.Is(err, ErrAnswerTooLarge) {
-		return fmt.Errorf("MCP server %s: %w (%d bytes at most)", c.server.Name, ErrAnswerTooLarge, MaxMessage)
+	if err == nil || !c.over.Swap(false) {
+		return err
 	}
-	return err
+	if c.session != nil {
+		_ = c.session.Close()
+	}
+	if errors.Is(err, ErrAnswerTooLarge) {
+		return err
+	}
+	return fmt.Errorf("MCP server %s: %w (%d bytes at most)", c.server.Name, ErrAnswerTooLarge, MaxMessage)
 }
 
 // relist reads the tools again after the server announced a change,

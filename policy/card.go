@@ -134,7 +134,7 @@ func posing(r rune) bool {
 // separatorDots are the middle dot of cardSeparator and the dots that pass
 // for it.
 var separatorDots = []rune{'\u00b7', '\u0387', '\u1427', '\u16eb', '\u2022', '\u2024', '\u2027', '\u2219', '\u22c5',
-	'\u2981', '\u2e31', '\u2e33', '\u30fb', '\ua78f', '\uff65', '\U00010101'}
+	'\u2981', '\u2e31', '\u2e33', '\u30fb', '\u318d', '\ua78f', '\uff65', '\U00010101'}
 
 func startsWithMark(s string) bool {
 	r, _ := utf8.DecodeRuneInString(s)

@@ -52,5 +52,5 @@ func TransferCard(p api.TransferPreview) string {
 		unit += "s"
 	}
 	return fmt.Sprintf("Move %d %s of %s (%s at cost) from store %d to store %d, arriving %s.",
-		p.Quantity, unit, p.Article, policy.Dollars(p.ValueCents), p.FromStoreID, p.ToStoreID, strings.TrimSuffix(p.Arrival, "."))
+		p.Quantity, policy.CardValue(unit), policy.CardValue(p.Article), policy.Dollars(p.ValueCents), p.FromStoreID, p.ToStoreID, policy.CardValue(strings.TrimSuffix(p.Arrival, ".")))
 }

@@ -233,5 +233,5 @@ func PreviewReissue(ctx context.Context, req pack.PreviewRequest, sys pack.Syste
 	}
 	return pack.Preview{Action: req.Args, ValueCents: *card.FeePence,
 		Card: fmt.Sprintf("Reissue the card ending %s on %s (%s, card %s). It is posted to the registered address, %s, and cannot be recalled once posted. Fee £%d.%02d.",
-			card.Last4, args.AccountRef, args.Reason, card.State, card.Registered, *card.FeePence/100, *card.FeePence%100)}, nil
+			policy.CardValue(card.Last4), args.AccountRef, args.Reason, policy.CardValue(card.State), policy.CardValue(card.Registered), *card.FeePence/100, *card.FeePence%100)}, nil
 }
