@@ -40,6 +40,9 @@ type ProjectInput struct {
 	Approvals []ApprovalMark `json:"approvals,omitempty"`
 	// CardVersion counts the card's versions: 1, then one more per edit.
 	CardVersion int `json:"cardVersion,omitempty"`
+	// SignedVersion is the version a decision's signature names: the
+	// CardVersion on cards that sign theirs, 0 on cards from before.
+	SignedVersion int `json:"signedVersion,omitempty"`
 	// Editable are the args an approver may change.
 	Editable []string `json:"editable,omitempty"`
 	// Requester is the person behind the requester's credential, when the
@@ -88,15 +91,15 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, resource_kind, resource_id, args, args_hash, card,
 		                            value_cents, approver_role, reason, status, expires_at, decided_by, decided_role, decided_at, decision_note, result,
 		                            required_acr, required_max_age_seconds, justification, escalated_role, approvals_needed, approvals, card_version, editable,
-		                            requester_issuer, requester_subject)
+		                            requester_issuer, requester_subject, signed_version)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $31, $8::jsonb, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20::jsonb, $21, $22, $23, $24, $25, $26::jsonb, $27, $28,
-		        $29, $30)
+		        $29, $30, $32)
 		ON CONFLICT (workflow_id) DO UPDATE SET
 		  run_id = EXCLUDED.run_id, version = EXCLUDED.version, status = EXCLUDED.status,
 		  args = EXCLUDED.args, args_hash = EXCLUDED.args_hash, card = EXCLUDED.card, value_cents = EXCLUDED.value_cents,
 		  approver_role = EXCLUDED.approver_role, required_acr = EXCLUDED.required_acr,
 		  required_max_age_seconds = EXCLUDED.required_max_age_seconds, approvals_needed = EXCLUDED.approvals_needed,
-		  card_version = EXCLUDED.card_version,
+		  card_version = EXCLUDED.card_version, signed_version = EXCLUDED.signed_version,
 		  expires_at = CASE WHEN EXCLUDED.version = 1 AND pending_action.version = 1 AND pending_action.run_id = EXCLUDED.run_id
 		                    THEN EXCLUDED.expires_at ELSE pending_action.expires_at END,
 		  decided_by = coalesce(EXCLUDED.decided_by, pending_action.decided_by),
@@ -110,7 +113,7 @@ func (a *Activities) project(ctx context.Context, db execer, wf, run string, in 
 		wf, run, in.Version, clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)), kind,
 		string(a.Sanitizer.Args(in.Args)), in.ArgsHash, in.Card, in.ValueCents, string(in.ApproverRole), clean(in.Reason), in.Status,
 		in.ExpiresAt, decidedBy, decidedRole, decidedAt, nullIfEmpty(clean(in.Note)), result, acr, maxAge, nullIfEmpty(sanitize.Text(clean(in.Justification))), nullIfEmpty(string(in.EscalatedTo)),
-		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable, reqIssuer, reqSubject, id)
+		max(1, in.ApprovalsNeeded), approvalMarks(in.Approvals), max(1, in.CardVersion), in.Editable, reqIssuer, reqSubject, id, in.SignedVersion)
 	if err != nil {
 		return fmt.Errorf("project card %s: %w", in.Status, err)
 	}

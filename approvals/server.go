@@ -249,9 +249,12 @@ type Card struct {
 	Requester policy.Person
 	// Version counts the card's versions (edits); Edits are the fields an
 	// approver may change, with their values now; Versions is its history.
-	Version  int
-	Edits    []EditField
-	Versions []CardVersion
+	// SignedVersion is the version a decision's signature names (0 on
+	// cards from before versions were signed).
+	Version       int
+	SignedVersion int
+	Edits         []EditField
+	Versions      []CardVersion
 }
 
 // EditField is one arg an approver may change on the card.
@@ -272,7 +275,7 @@ type CardVersion struct {
 const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesce(args->>'reason', ''), resource_kind, resource_id, approver_role, args_hash,
 	status, expires_at, created_at, coalesce(decided_by, ''), decided_at, coalesce(decision_note, ''), coalesce(result, 'null'::jsonb), run_id,
 	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
-	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, '')`
+	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, ''), signed_version`
 
 func scanCard(row pgx.Row) (Card, error) {
 	var c Card
@@ -283,7 +286,7 @@ func scanCard(row pgx.Row) (Card, error) {
 	var kind, id *string
 	err := row.Scan(&c.WorkflowID, &c.Tool, &c.Text, &c.ValueCents, &c.RequestedBy, &c.Reason, &kind, &id, &c.ApproverRole, &c.ArgsHash,
 		&c.Status, &c.ExpiresAt, &c.CreatedAt, &c.DecidedBy, &c.DecidedAt, &c.Note, &c.result, &c.RunID, &acr, &maxAge, &c.Justification, &c.EscalatedTo,
-		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args, &c.Requester.Issuer, &c.Requester.Subject)
+		&c.ApprovalsNeeded, &c.Approvals, &c.Version, &editable, &args, &c.Requester.Issuer, &c.Requester.Subject, &c.SignedVersion)
 	for _, f := range editable {
 		var v any
 		if raw, ok := args[f]; ok && json.Unmarshal(raw, &v) == nil {
@@ -527,8 +530,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	start := s.now()
 	ev := sess.Evidence
+	card := policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	if seen, err := strconv.Atoi(r.PostFormValue("signedVersion")); err == nil && seen >= 1 && card.Version > 0 {
+		card.Version = seen // the version the approver saw, as the args hash is theirs: a later one refuses it
+	}
 	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
-		Approver: sess.User.Identity, Evidence: &ev, Edit: edit}, policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)}, start.UTC().Format(time.RFC3339))
+		Approver: sess.User.Identity, Evidence: &ev, Edit: edit}, card, start.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))
 		http.Redirect(w, r, back, http.StatusSeeOther)

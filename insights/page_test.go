@@ -44,18 +44,26 @@ func TestRubberStampSignals(t *testing.T) {
 		}
 		return first, run.GetID()
 	}
-	decide := func(o workflows.Outcome, id string, who policy.Identity, a policy.Approval) {
+	// decide signs for the card's first version, or for the version st
+	// shows when it is given.
+	decide := func(o workflows.Outcome, id string, who policy.Identity, a policy.Approval, st ...workflows.Status) {
 		a.Approver, a.Evidence = who, testenv.Evidence(who.UserID, time.Now())
 		if a.ArgsHash == "" {
 			a.ArgsHash = o.ArgsHash
 		}
-		if err := s.Client.SignalWorkflow(ctx, id, o.RunID, workflows.ApprovalSignal, testenv.Sign(a, o.CardRef())); err != nil {
+		card := o.CardRef()
+		for _, v := range st {
+			card = v.CardRef(id)
+		}
+		if err := s.Client.SignalWorkflow(ctx, id, o.RunID, workflows.ApprovalSignal, testenv.Sign(a, card)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ended := func(id string) {
 		var res workflows.ToolCallResult
-		if err := s.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.Status != workflows.StatusExecuted {
+		wait, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := s.Client.GetWorkflow(wait, id, "").Get(wait, &res); err != nil || res.Status != workflows.StatusExecuted {
 			t.Fatalf("%s: %v %+v", id, err, res)
 		}
 	}
@@ -82,11 +90,11 @@ func TestRubberStampSignals(t *testing.T) {
 	}
 	// Ama approves her own edit at once: she made the change, so it is no signal.
 	o, id, st := edited("e0", 20, 25)
-	decide(o, id, amaID, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash})
+	decide(o, id, amaID, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash}, st)
 	ended(id)
 	// Kofi approves, at once, the card ama's edit re-priced for him.
 	o, id, st = edited("e1", 40, 60)
-	decide(o, id, kofi, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash})
+	decide(o, id, kofi, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash}, st)
 	ended(id)
 
 	k := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}

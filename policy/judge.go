@@ -60,6 +60,10 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 		return Judgment{Code: CodeExpired, Why: "the card expired before this decision arrived", Verified: ok}
 	}
 	if ok, why := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys); !ok {
+		if v := r.signedFor(a); v > 0 {
+			return Judgment{Code: CodeInvalidArguments, Verified: true,
+				Why: fmt.Sprintf("the decision was signed for version %d of the card, and it is version %d now: an edit has changed it since", v, r.Card.Version)}
+		}
 		return Judgment{Code: CodeCredentialUnavailable, Why: why}
 	}
 	j := Judgment{Verified: true}
@@ -92,6 +96,20 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 		}
 	}
 	return j
+}
+
+// signedFor is the earlier version of the card a decision's signature
+// names, or 0 when it names none. A card is edited a few times at most
+// (its workflow bounds them), so this is a few checks.
+func (r Rules) signedFor(a Approval) int {
+	for v := r.Card.Version - 1; v >= 1; v-- {
+		earlier := r.Card
+		earlier.Version = v
+		if ok, _ := VerifyApproval(a, earlier, r.UpAt, r.Expires, r.Keys); ok {
+			return v
+		}
+	}
+	return 0
 }
 
 // checkEvidence holds a decision to the sign-in it needs: an approval or

@@ -16,14 +16,17 @@ import (
 type ApprovalKeys map[string]ed25519.PublicKey
 
 // Card names the one card a decision is for: the call's workflow, the run
-// that put the card up, and the card's expiry (RFC 3339, as the status query
-// and pending_action show it). A signature covers all three, so a decision
-// cannot be replayed on another call, another run of the same ID, or a later
-// card.
+// that put the card up, the card's expiry (RFC 3339, as the status query
+// and pending_action show it) and its version (signedVersion there). A
+// signature covers all four, so a decision cannot be replayed on another
+// call, another run of the same ID, a later card, or another version of the
+// same card after an edit. Version is 0 on cards put up before versions
+// were signed, whose signatures name none.
 type Card struct {
 	WorkflowID string `json:"workflowId"`
 	RunID      string `json:"runId"`
 	ExpiresAt  string `json:"expiresAt"`
+	Version    int    `json:"version,omitempty"`
 }
 
 // signedDecision is exactly what a signature covers.
@@ -42,6 +45,8 @@ type signedDecision struct {
 	Evidence *AuthEvidence `json:"evidence,omitempty"`
 	// Edit is left out when absent, for the same reason.
 	Edit json.RawMessage `json:"edit,omitempty"`
+	// CardVersion is left out on cards that sign none (Card.Version 0).
+	CardVersion int `json:"cardVersion,omitempty"`
 }
 
 // unboundDecision is what signatures covered before they were bound to the
@@ -59,7 +64,8 @@ type unboundDecision struct {
 // ApprovalMessage is the canonical bytes a decision's signature covers.
 func ApprovalMessage(a Approval, card Card) []byte {
 	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: card.WorkflowID, RunID: card.RunID, ExpiresAt: card.ExpiresAt,
-		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence, Edit: a.Edit})
+		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence, Edit: a.Edit,
+		CardVersion: card.Version})
 	return b
 }
 

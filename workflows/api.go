@@ -66,6 +66,9 @@ type Outcome struct {
 	ArgsHash     string      `json:"argsHash"`
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID string `json:"runId,omitempty"`
+	// SignedVersion is the card version a decision's signature names (1
+	// here); 0 on cards put up before versions were signed.
+	SignedVersion int `json:"signedVersion,omitempty"`
 }
 
 // Status answers the status query.
@@ -86,8 +89,11 @@ type Status struct {
 	// RunID is the run that shows the card; a signed decision names it.
 	RunID string `json:"runId"`
 	// Version counts the card's versions when an approver has edited it.
-	Version  int `json:"version,omitempty"`
-	resource policy.ResourceRef
+	Version int `json:"version,omitempty"`
+	// SignedVersion is the card version a decision's signature names; 0 on
+	// cards put up before versions were signed.
+	SignedVersion int `json:"signedVersion,omitempty"`
+	resource      policy.ResourceRef
 }
 
 // CredentialInput is the credential signal's payload.

@@ -57,6 +57,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	ttl, trust := held.TTL, held.Trust
 	upAt := workflow.Now(ctx)
 	expires := upAt.Add(ttl)
+	if held.Judging >= judgeVersioned {
+		c.status.SignedVersion = firstCardVersion
+	}
 	c.status.ApproverRole, c.status.ArgsHash = v.ApproverRole, hash
 	c.status.ExpiresAt = expires.UTC().Format(time.RFC3339)
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
@@ -64,7 +67,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	c.status.ApprovalsNeeded = need
 	card := activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
 		Args: action, ArgsHash: hash, Card: c.status.Card, ValueCents: c.status.ValueCents, ApproverRole: v.ApproverRole, ExpiresAt: c.status.ExpiresAt,
-		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: firstCardVersion, Editable: v.Editable}
+		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: need, CardVersion: firstCardVersion, SignedVersion: c.status.SignedVersion, Editable: v.Editable}
 	if c.decision.requester.Known() {
 		card.Requester = &c.decision.requester
 	}
@@ -88,11 +91,14 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		}
 	}
 	g := guard{Rules: policy.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
-		Card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt}, UpAt: upAt, Expires: expires,
+		Card: policy.Card{WorkflowID: c.key, RunID: c.status.RunID, ExpiresAt: c.status.ExpiresAt, Version: c.status.SignedVersion}, UpAt: upAt, Expires: expires,
 		Keys: trust.Keys, Issuers: trust.Issuers, Evidence: v.Evidence, Need: need, Requester: c.in.Session.UserID,
 		RequesterPerson: c.decision.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
 		escalateAfter: escalateAfter, pendingCard: card, version: firstCardVersion}
 	c.card.signedLock = held.Judging >= judgeSignedLock
+	if held.Judging >= judgeVersioned {
+		c.card.seen = map[string]bool{}
+	}
 	wctx, cancel := workflow.WithCancel(ctx)
 	g.startTimers(wctx, ttl, c.version >= shapeLean)
 	var decision policy.Approval
@@ -173,7 +179,7 @@ type heldSettings struct {
 	EscalateAfter time.Duration `json:"escalateAfter,omitempty"`
 	// Judging is the rules its decisions are judged by: 0 (by user ID, a
 	// rejection held to the approval's step-up) on cards recorded before
-	// the field, judgeBySignIn until judgeSignedLock.
+	// the field, then judgeBySignIn, judgeSignedLock and judgeVersioned.
 	Judging judging `json:"judging,omitempty"`
 }
 
@@ -193,6 +199,12 @@ const (
 	// not (unsigned, forged, undecodable) is audited up to
 	// MaxUnsignedAudited and dropped past it, never ending the card.
 	judgeSignedLock
+	// judgeVersioned is judgeSignedLock, and a decision's signature names
+	// the card's version (policy.Card.Version), so one signed for a
+	// version an edit has replaced never counts on a later one; and a
+	// signed decision counts once: received again, it is refused like an
+	// unsigned payload, never towards the lock.
+	judgeVersioned
 )
 
 // approvalSettings records the settings a card is held to: in one side
@@ -205,7 +217,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 	}
 	var held heldSettings
 	if c.version >= shapeLean {
-		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeSignedLock}
+		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeVersioned}
 		if v.EscalateTo != "" {
 			now.EscalateAfter = escalateAfter(frac, set)
 		}

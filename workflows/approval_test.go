@@ -392,8 +392,10 @@ func TestOutcomeIsAuditedWhenTheCallCannotRecordIt(t *testing.T) {
 func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 	f := newFixture(t)
 	var flood []policy.Approval
-	for range workflows.MaxRefusedDecisions + 1 {
-		flood = append(flood, approve(kofiID)) // signed, but the wrong role
+	for i := range workflows.MaxRefusedDecisions + 1 {
+		a := approve(kofiID) // signed, but the wrong role; each its own decision, as a repeat never counts
+		a.Reason = fmt.Sprintf("attempt %d", i)
+		flood = append(flood, a)
 	}
 	forged := approve(amaID)
 	forged.Signature = "unsigned"

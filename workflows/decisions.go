@@ -16,10 +16,11 @@ import (
 const MaxRefusedDecisions = 20
 
 // MaxUnsignedAudited is how many refused payloads whose signature does not
-// verify (unsigned, forged, undecodable) a card audits one by one; past it
-// they are dropped, and counted in one row when the card ends. They never
-// count towards the lock: anyone who may signal the workflow could send
-// them, and only a signed decision can end a card.
+// verify (unsigned, forged, undecodable), or that repeat a signed decision
+// the card has judged, a card audits one by one; past it they are dropped,
+// and counted in one row when the card ends. They never count towards the
+// lock: anyone who may signal the workflow could send them, and only a
+// signed decision, once, can end a card.
 const MaxUnsignedAudited = 20
 
 // batchSize bounds the decisions read in one wake-up, so a flood never
@@ -84,12 +85,14 @@ type received struct {
 	bad string
 }
 
-// refusal is a received payload that does not count, and why.
+// refusal is a received payload that does not count, and why; repeat
+// says it is a signed decision the card had already judged.
 type refusal struct {
 	received
 	code     policy.Code
 	why      string
 	verified bool
+	repeat   bool
 }
 
 // wait returns the first decision that counts, or ends with
@@ -136,7 +139,7 @@ func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
 				c.card.late = append(c.card.late, batch[i:]...)
 				break
 			}
-			f := g.judge(r, now)
+			f := c.once(g.judge(r, now))
 			if f.code == policy.CodeOK {
 				if r.a.Decision == policy.Approve && len(g.Approvals)+1 < g.Need {
 					// One of the approvals the card needs: counted, not yet enough.
@@ -174,6 +177,22 @@ func (g guard) judge(r received, now time.Time) refusal {
 	}
 	j := policy.Judge(g.Rules, r.a, now)
 	return refusal{received: r, code: j.Code, why: j.Why, verified: j.Verified}
+}
+
+// once lets a signed decision count once on a card that keeps track
+// (judgeVersioned): received again, the same signature is refused as a
+// repeat, which never counts towards the lock, whether it was counted,
+// refused or edited the card the first time.
+func (c *call) once(f refusal) refusal {
+	if c.card.seen == nil || !f.verified || f.code == policy.CodeExpired {
+		return f
+	}
+	if c.card.seen[f.a.Signature] {
+		return refusal{received: f.received, code: policy.CodeInvalidArguments, verified: true, repeat: true,
+			why: "this signed decision was received before, and a decision counts once"}
+	}
+	c.card.seen[f.a.Signature] = true
+	return f
 }
 
 // countApprovals records the approvals counted towards a card's quorum,
@@ -244,7 +263,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 		c.countApproval("refused_" + string(f.code))
 		key := ""
 		switch {
-		case c.card.signedLock && !f.verified && summary == "":
+		case c.card.signedLock && (!f.verified || f.repeat) && summary == "":
 			if c.card.unsigned++; c.card.unsigned > MaxUnsignedAudited {
 				c.card.dropped++
 				continue
@@ -275,7 +294,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	}
 	if c.card.dropped > 0 && summary != "" {
 		rows = append(rows, activities.AuditInput{Key: "refused-unsigned-past-cap", Event: activities.EventApprovalRefused, Reason: policy.CodeCredentialUnavailable,
-			Message:  fmt.Sprintf("%d more payloads whose signature did not verify (unsigned, forged or undecodable) arrived and were dropped unaudited, past the cap of %d; none counted, nor towards the lock", c.card.dropped, MaxUnsignedAudited),
+			Message:  fmt.Sprintf("%d more payloads whose signature did not verify (unsigned, forged or undecodable), or that repeated a signed decision, arrived and were dropped unaudited, past the cap of %d; none counted, nor towards the lock", c.card.dropped, MaxUnsignedAudited),
 			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
 		c.card.dropped = 0
 	}

@@ -72,6 +72,9 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	card.Args, card.ArgsHash, card.Card, card.ValueCents, card.ApproverRole = action, hash, pv.Card, pv.ValueCents, nv.ApproverRole
 	card.Evidence, card.ApprovalsNeeded, card.Approvals, card.CardVersion = nv.Evidence, need, nil, g.version+1
 	card.Justification = policy.JustificationOf(nv.Args)
+	if g.Card.Version > 0 {
+		card.SignedVersion = card.CardVersion
+	}
 	if g.Escalated && nv.EscalateTo != "" {
 		card.EscalatedTo = nv.EscalateTo
 	}
@@ -95,10 +98,10 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	*v = nv
 	c.decision.dryRun = &pv
 	g.Role, g.ArgsHash, g.Evidence, g.Need, g.Approvals, g.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
-	g.EscalateTo, g.version, g.pendingCard = nv.EscalateTo, card.CardVersion, card
+	g.EscalateTo, g.version, g.pendingCard, g.Card.Version = nv.EscalateTo, card.CardVersion, card, card.SignedVersion
 	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash
 	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
-	c.status.resource = nv.Resource
+	c.status.resource, c.status.SignedVersion = nv.Resource, card.SignedVersion
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	c.notify(activities.CardEventPending, card, "")
 	return nil

@@ -19,7 +19,7 @@ func edit(who policy.Identity, fields string) policy.Approval {
 
 // TestEditThenApprove: ama edits her 40-case card to 60; the workflow runs
 // the dry run again, revalues it at $576.00 and routes it to the area
-// manager; her approval of the old hash is refused, edits out of bounds or
+// manager; her approval signed for version 1 is refused, edits out of bounds or
 // of a field the row does not mark editable are refused and change
 // nothing, and kofi's approval of the new version runs 60 cases once.
 func TestEditThenApprove(t *testing.T) {
@@ -44,7 +44,7 @@ func TestEditThenApprove(t *testing.T) {
 		t.Fatalf("version 1 %+v\nversion 2 %+v", v1, v2)
 	}
 	got := events(f.audit(t, "toolcall-edit-e1"))
-	want := "needs_approval/ok edited/ok approval_refused/role approval_refused/over_limit approval_refused/invalid_arguments approval_refused/invalid_arguments approved/ok executed/ok"
+	want := "needs_approval/ok edited/ok approval_refused/invalid_arguments approval_refused/over_limit approval_refused/invalid_arguments approval_refused/invalid_arguments approved/ok executed/ok"
 	if got != want {
 		t.Fatalf("audit:\n got %s\nwant %s", got, want)
 	}

@@ -35,7 +35,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g11"
+const goldenGeneration = "g12"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -67,6 +67,11 @@ var goldenPaths = []struct {
 		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_unsigned_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, unsignedThenRejected()},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
+	{"transfer_repeated_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
+		[]policy.Approval{approve(kofiID), {Signature: goldenRepeat}, {Signature: goldenRepeat}, {Decision: policy.Reject, Approver: storeManager(114), Reason: "not after all"}}},
+	{"transfer_edited_stale_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
+		[]policy.Approval{edit(storeManager(115), `{"quantity":35}`), {Decision: policy.Approve, Approver: kofiID, Signature: goldenFirstVersion},
+			{Decision: policy.Reject, Approver: kofiID, Reason: "not after all"}}},
 	{"transfer_escalated_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":12,"reason":"stockout_risk"}`)},
 		[]policy.Approval{approve(kofiID)}},
 	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
@@ -138,6 +143,8 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(116), SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_repeated_then_rejected":        {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s11", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_stale_then_rejected":    {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s12", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"plancover_knowledge_read":               meera,
 	"plancover_portal_not_found":             meera,
 	"plancover_hospitals_invalid":            meera,
@@ -171,11 +178,21 @@ func unsignedThenRejected() []policy.Approval {
 // unsigned decisions locked a card too; it replays as it was.
 func lockingDecisions() []policy.Approval {
 	var out []policy.Approval
-	for range workflows.MaxRefusedDecisions + 1 {
-		out = append(out, approve(kofiID))
+	for i := range workflows.MaxRefusedDecisions + 1 {
+		a := approve(kofiID)
+		a.Reason = fmt.Sprintf("attempt %d", i) // each its own decision: a repeat never counts
+		out = append(out, a)
 	}
 	return append(out, approve(amaID))
 }
+
+// A decision whose Signature is goldenRepeat is the one before it, sent
+// again as it was; goldenFirstVersion is signed for the card's first
+// version, whatever version is up.
+const (
+	goldenRepeat       = "repeat"
+	goldenFirstVersion = "first version"
+)
 
 // TestGoldenHistoriesReplay replays every history under testdata/golden
 // with today's code. A non-deterministic change fails here.
@@ -270,8 +287,12 @@ func TestRecordGoldenHistories(t *testing.T) {
 				t.Fatalf("%s: %v %+v", p.name, err, first)
 			}
 			time.Sleep(goldenWaits[p.name])
-			hash, version := first.ArgsHash, 1
+			hash, version, card := first.ArgsHash, 1, first.CardRef()
+			var last policy.Approval
 			for _, a := range p.decisions {
+				if a.Signature == goldenRepeat {
+					a = last
+				}
 				a.ArgsHash = hash
 				if a.Evidence != nil && a.Evidence.AuthTime == "" {
 					// Evidence without a time is a sign-in as the decision goes.
@@ -279,18 +300,23 @@ func TestRecordGoldenHistories(t *testing.T) {
 					ev.AuthTime = time.Now().UTC().Format(time.RFC3339)
 					a.Evidence = &ev
 				}
-				if a.Signature == "unsigned" {
+				switch a.Signature {
+				case "unsigned":
 					a.Signature = ""
-				} else {
+				case goldenFirstVersion:
 					a = testenv.Sign(a, first.CardRef())
+				case "":
+					a = testenv.Sign(a, card)
 				}
+				last = a
 				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil && !strings.Contains(err.Error(), "already completed") {
 					t.Fatal(err)
 				}
 				if a.Decision == policy.Edit {
 					// The next decision is for the new version.
 					version++
-					hash = awaitVersion(t, s, run.GetID(), version).ArgsHash
+					st := awaitVersion(t, s, run.GetID(), version)
+					hash, card = st.ArgsHash, st.CardRef(run.GetID())
 				}
 			}
 			if err := run.Get(context.Background(), nil); err != nil {

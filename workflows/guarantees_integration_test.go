@@ -69,8 +69,8 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 	}
 }
 
-// TestFloodedCardLocks: 5,000 signed decisions that are refused (each for
-// another action) against one card lock it after MaxRefusedDecisions: it
+// TestFloodedCardLocks: 5,000 distinct signed decisions that are refused
+// (each for another action) against one card lock it after MaxRefusedDecisions: it
 // ends rejected/locked, audited once, its history stays bounded, and
 // nothing runs.
 func TestFloodedCardLocks(t *testing.T) {
@@ -88,8 +88,9 @@ func TestFloodedCardLocks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < signals; i += 16 {
-				// Decisions signed by ama for another action: each is refused (the hash is not the card's).
-				a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: strings.Repeat("0", 64), Approver: amaID, Reason: strings.Repeat("flood ", 40)}, first.CardRef())
+				// Decisions signed by ama for another action, each its own: each is refused (the hash is not the card's).
+				a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: strings.Repeat("0", 64), Approver: amaID,
+					Reason: fmt.Sprintf("flood %d ", i) + strings.Repeat("flood ", 40)}, first.CardRef())
 				if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 					closed.Add(1)
 					continue

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,91 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 	})
 	if st := status(); st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 1 {
 		t.Fatalf("after adwoa approved the new version: %+v", st)
+	}
+}
+
+// TestADecisionCountsOnlyOnItsVersionAndOnce, on the dev server: adwoa's
+// signed approval is the first of two on kofi's 200-case card, and yoofi's,
+// signed for the same version, is held back (captured in transit). akua
+// edits the card to 190 cases and back to 200, so version 3 shows version
+// 1's args hash with no approvals. yoofi's captured approval is refused as
+// signed for version 1, and adwoa's, sent again 26 times, is a repeat each
+// time, which neither counts nor locks the card: it takes two fresh
+// approvals of version 3.
+func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "quorum-versions", CredentialRef: "cred-kofi"}
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
+		Args: json.RawMessage(twoHundredCases), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	akuaID := policy.Identity{UserID: "akua", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113)}
+	status := func() workflows.Status {
+		t.Helper()
+		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+		var st workflows.Status
+		if err != nil || v.Get(&st) != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	signed := func(a policy.Approval) policy.Approval {
+		st := status()
+		a.ArgsHash, a.Evidence = st.ArgsHash, testenv.Evidence(a.Approver.UserID, time.Now())
+		return testenv.Sign(a, st.CardRef(run.GetID()))
+	}
+	send := func(a policy.Approval) {
+		t.Helper()
+		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(who, like string) int {
+		var n int
+		_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND coalesce(approver_id, '') = $2
+			AND message LIKE $3`, run.GetID(), who, like).Scan(&n)
+		return n
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: status %+v", what, status())
+			}
+		}
+	}
+	counted := signed(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
+	intercepted := signed(policy.Approval{Decision: policy.Approve, Approver: yoofiID})
+	send(counted)
+	waitFor("adwoa's approval counted", func() bool { return len(status().ApprovedBy) == 1 })
+	send(signed(policy.Approval{Decision: policy.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":190}`)}))
+	waitFor("the edit to 190", func() bool { return status().Version == 2 })
+	send(signed(policy.Approval{Decision: policy.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":200}`)}))
+	waitFor("the edit back to 200", func() bool { return status().Version == 3 })
+	if st := status(); st.ArgsHash != first.ArgsHash || len(st.ApprovedBy) != 0 {
+		t.Fatalf("version 3 should show version 1's args hash and no approvals: %+v", st)
+	}
+	send(intercepted)
+	waitFor("yoofi's captured approval refused", func() bool { return refused("yoofi", "%signed for version 1 of the card%") == 1 })
+	const replays = workflows.MaxRefusedDecisions + 6
+	for range replays {
+		send(counted)
+	}
+	waitFor("adwoa's repeats audited up to their cap", func() bool { return refused("adwoa", "%received before%") == workflows.MaxUnsignedAudited })
+	if st := status(); st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 0 {
+		t.Fatalf("decisions signed for version 1 counted on version 3, or their repeats locked it: %+v", st)
+	}
+	send(signed(policy.Approval{Decision: policy.Approve, Approver: adwoaID}))
+	waitFor("adwoa's fresh approval counted", func() bool { return len(status().ApprovedBy) == 1 })
+	send(signed(policy.Approval{Decision: policy.Approve, Approver: yoofiID}))
+	res := awaitResult(t, run, 30*time.Second, "the transfer approved afresh by adwoa and yoofi")
+	if res.Status != workflows.StatusExecuted {
+		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
+	}
+	if n := refused("", fmt.Sprintf("%d more payloads%%repeated a signed decision%%", replays-workflows.MaxUnsignedAudited)); n != 1 {
+		t.Fatalf("%d summary rows of the repeats past the cap, want 1", n)
 	}
 }
 

@@ -203,6 +203,9 @@ type cardState struct {
 	signedLock bool
 	unsigned   int
 	dropped    int
+	// seen holds the signatures of the signed decisions judged so far, on
+	// a card where each counts once (judgeVersioned); nil on earlier cards.
+	seen map[string]bool
 }
 
 // ledger is what the call has told others: its first outcome, whether card
@@ -671,7 +674,7 @@ func (c *call) finish(res ToolCallResult) {
 
 func (c *call) outcome(res ToolCallResult) *Outcome {
 	return &Outcome{ToolCallResult: res, ValueCents: c.status.ValueCents, ApproverRole: c.status.ApproverRole,
-		ExpiresAt: c.status.ExpiresAt, ArgsHash: c.status.ArgsHash, RunID: c.status.RunID}
+		ExpiresAt: c.status.ExpiresAt, ArgsHash: c.status.ArgsHash, RunID: c.status.RunID, SignedVersion: c.status.SignedVersion}
 }
 
 func (c *call) value() *int64 {
