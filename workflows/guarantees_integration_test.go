@@ -2,8 +2,12 @@ package workflows_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/codec"
+	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
@@ -292,4 +297,115 @@ func TestPerUserLimitCountsTheStoredUser(t *testing.T) {
 		}
 	}
 	t.Logf("allowed rows per stored user: %v", rows)
+}
+
+// TestAPlantedDevKeysFileSignsNothing: the real worker binary, started
+// outside dev mode in a folder holding a planted .dev/keys.env (a key pair
+// whoever planted it holds) and with no TOOLGATE_APPROVAL_KEYS of its own,
+// refuses every decision that key signs. The same binary in the same
+// folder in dev mode reads the file and takes the same key's decision on a
+// card it puts up, so the refusal is the mode's, not a file the worker
+// never saw.
+func TestAPlantedDevKeysFileSignsNothing(t *testing.T) {
+	bin := filepath.Join(testenv.Build(t, "./cmd/worker"), "worker")
+	s := testenv.NewStack(t)
+	s.StopWorker() // the worker is the binary, started below
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	planted := fmt.Sprintf("TOOLGATE_APPROVAL_KEYS=planted:%s\nTOOLGATE_APPROVAL_SIGNING_KEY=planted:%s\n",
+		base64.StdEncoding.EncodeToString(pub), base64.StdEncoding.EncodeToString(priv))
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(config.DevKeysFile)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, config.DevKeysFile), []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer := policy.Signer{KeyID: "planted", Key: priv}
+	logs, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(logs.Name()); t.Failed() {
+			t.Logf("the workers' logs:\n%s", b)
+		}
+	})
+	start := func(extra ...string) *exec.Cmd {
+		var env []string
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "TOOLGATE_") {
+				env = append(env, kv)
+			}
+		}
+		cmd := exec.Command(bin)
+		cmd.Dir = dir
+		cmd.Env = append(env, "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t), "TEMPORAL_NAMESPACE="+testenv.Namespace(),
+			"DATABASE_URL="+s.DatabaseURL, "UPSTREAM_URL="+s.Upstream.URL, "TOOLGATE_PACKS=mangrove", "TOOLGATE_TASK_QUEUES=mangrove="+s.TaskQueue,
+			"TOOLGATE_APPROVER_ISSUERS="+testenv.Issuer, "TOOLGATE_CODEC_KEYS="+testenv.CodecKeys,
+			"METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0", "CODEC_AUTH_TOKEN=a-codec-token-of-at-least-32-characters", "LOG_LEVEL=warn")
+		cmd.Env = append(cmd.Env, extra...)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	deployed := start()
+	// Outside dev mode a credential is one issued to a sign-in.
+	if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+		SELECT 'cred-ama-signed-in', user_id, client_secret, $1, 'ama-1', role, store_ids, 'mfa', now() FROM vault.credentials WHERE ref = 'cred-ama'`, testenv.Issuer); err != nil {
+		t.Fatal(err)
+	}
+	sess := ama("")
+	sess.CredentialRef = "cred-ama-signed-in"
+	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("planted", "c1", fortyCases, sess))
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, first)
+	}
+	send := func(reason string) {
+		t.Helper()
+		a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Reason: reason, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
+		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, signer.Sign(a, first.CardRef(), time.Now().UTC().Format(time.RFC3339))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("signed with the planted key")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var n int
+		_ = s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused' AND reason = 'credential_unavailable'
+			AND message LIKE '%unknown key%'`, run.GetID()).Scan(&n)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("outside dev mode, a decision signed with the planted key was not refused as signed with an unknown key")
+		}
+	}
+	v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
+	var st workflows.Status
+	if err != nil || v.Get(&st) != nil || st.Status != workflows.StatusPendingApproval {
+		t.Fatalf("after the planted key's decision: %v %+v", err, st)
+	}
+	_ = deployed.Process.Kill()
+	_ = deployed.Wait()
+	// A card keeps the keys in force when it went up; a new one, under a
+	// worker in dev mode, is held to the file's.
+	start("TOOLGATE_DEV=1")
+	second, run2, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn("planted", "c2", `{"articleId":40211,"quantity":41,"reason":"stockout_risk"}`, sess))
+	if err != nil || second.Status != workflows.StatusPendingApproval {
+		t.Fatalf("%v %+v", err, second)
+	}
+	a := policy.Approval{Decision: policy.Approve, ArgsHash: second.ArgsHash, Approver: amaID, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
+	if err := s.Client.SignalWorkflow(ctx, run2.GetID(), second.RunID, workflows.ApprovalSignal, signer.Sign(a, second.CardRef(), time.Now().UTC().Format(time.RFC3339))); err != nil {
+		t.Fatal(err)
+	}
+	if res := awaitResult(t, run2, time.Minute, "the card approved in dev mode"); res.Status != workflows.StatusExecuted {
+		t.Fatalf("in dev mode the worker should read %s and take its key's decision: %s/%s %s", config.DevKeysFile, res.Status, res.Code, res.Message)
+	}
 }
