@@ -80,6 +80,7 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.AuditAll, activity.RegisterOptions{Name: "AuditAll"})
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: "CallTool"})
 	w.RegisterActivityWithOptions(a.Preview, activity.RegisterOptions{Name: "Preview"})
+	w.RegisterActivityWithOptions(a.Accepted, activity.RegisterOptions{Name: "Accepted"})
 	w.RegisterActivityWithOptions(a.Project, activity.RegisterOptions{Name: "Project"})
 	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: "Record"})
 	w.RegisterActivityWithOptions(a.Revise, activity.RegisterOptions{Name: "Revise"})

@@ -251,14 +251,8 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 	if err != nil {
 		return nil, unreachable(target.Server, err)
 	}
-	def, ok, err := c.Definition(ctx, target.Tool)
-	if err != nil {
-		return nil, unlisted(target.Server, err)
-	}
-	if !ok || def.Pin() != target.Pin {
-		a.Logger.Warn("an MCP tool's definition is not the one accepted; the call is refused",
-			zap.String("server", target.Server), zap.String("tool", target.Tool), zap.String("accepted", target.Pin), zap.String("now", def.Pin()))
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s is no longer defined as a person accepted it, so it was not run; a person must read and accept the new definition first", target.Tool, target.Server), ErrDefinitionChanged, nil)
+	if err := a.checkPin(ctx, c, target.Server, target.Tool, target.Pin, "it was not run"); err != nil {
+		return nil, err
 	}
 	res, err := c.Call(ctx, target.Tool, in.Args, in.IdempotencyKey)
 	if errors.Is(err, mcpupstream.ErrAnswerTooLarge) {
@@ -278,6 +272,43 @@ func (a *Activities) callMCP(ctx context.Context, in CallInput, spec policy.Tool
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the MCP server %s answered with more than toolgate reads (%d bytes at most), or with what does not read as JSON", target.Server, maxAnswer), ErrUpstream, nil)
 	}
 	return answer, nil
+}
+
+// checkPin refuses, as ErrDefinitionChanged, a tool its server no longer
+// defines as a person accepted it (pin); what says what was not done.
+func (a *Activities) checkPin(ctx context.Context, c *mcpupstream.Conn, server, tool, pin, what string) error {
+	def, ok, err := c.Definition(ctx, tool)
+	if err != nil {
+		return unlisted(server, err)
+	}
+	if ok && def.Pin() == pin {
+		return nil
+	}
+	a.Logger.Warn("an MCP tool's definition is not the one accepted; refused",
+		zap.String("server", server), zap.String("tool", tool), zap.String("accepted", pin), zap.String("now", def.Pin()))
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s is no longer defined as a person accepted it, so %s; a person must read and accept the new definition first", tool, server, what),
+		ErrDefinitionChanged, nil)
+}
+
+// Accepted checks, as the person, that a team's MCP server still defines a
+// tool as a person accepted it. It runs before a card without a dry run
+// goes up, so nobody is asked to approve a call that cannot run; the call
+// checks again before it is sent.
+func (a *Activities) Accepted(ctx context.Context, in PreviewInput) error {
+	spec, _ := a.Policy.Spec(in.Tool)
+	if spec.MCP == nil || a.MCP == nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s is not a tool of an MCP server this worker holds", in.Tool), ErrBadInput, nil)
+	}
+	token, err := a.exchange(ctx, in.acting())
+	if err != nil {
+		return err
+	}
+	c, done, err := a.MCP.connFor(ctx, spec.MCP.Server, token)
+	if err != nil {
+		return unreachable(spec.MCP.Server, err)
+	}
+	defer done()
+	return a.checkPin(ctx, c, spec.MCP.Server, spec.MCP.Tool, spec.MCP.Pin, "no card was put up")
 }
 
 // maxAnswer bounds an MCP server's answer, as an HTTP upstream's is.
@@ -338,14 +369,13 @@ func (a *Activities) previewMCP(ctx context.Context, in PreviewInput, spec polic
 	if err != nil {
 		return PreviewResult{}, unreachable(target.Server, err)
 	}
-	def, ok, err := c.Definition(ctx, p.Tool)
-	if err != nil {
-		return PreviewResult{}, unlisted(target.Server, err)
+	// Both the tool and its dry run must still be as accepted: a card is
+	// never put up for a call that could not run once approved.
+	if err := a.checkPin(ctx, c, target.Server, target.Tool, target.Pin, "nothing was run and no card put up"); err != nil {
+		return PreviewResult{}, err
 	}
-	if !ok || def.Pin() != p.Pin {
-		a.Logger.Warn("an MCP preview tool's definition is not the one accepted; the dry run is refused",
-			zap.String("server", target.Server), zap.String("tool", p.Tool), zap.String("accepted", p.Pin), zap.String("now", def.Pin()))
-		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on %s, the dry run of %s, is no longer defined as a person accepted it, so nothing was run; a person must read and accept the new definition first", p.Tool, target.Server, target.Tool), ErrDefinitionChanged, nil)
+	if err := a.checkPin(ctx, c, target.Server, p.Tool, p.Pin, fmt.Sprintf("the dry run of %s was not run", target.Tool)); err != nil {
+		return PreviewResult{}, err
 	}
 	body, _ := json.Marshal(args)
 	// What the dry run reads is shown to the caller too: it must be theirs

@@ -45,6 +45,13 @@ type PreviewResult struct {
 	Shortfall string `json:"shortfall,omitempty"`
 }
 
+// acting is the person a dry run (or a check before a card) acts as, in a
+// call's terms.
+func (in PreviewInput) acting() CallInput {
+	return CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
+		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt, Verified: in.Verified, ConversationID: in.ConversationID}
+}
+
 // Preview runs a tool's read-only dry run (its pack's Previewer) as the
 // signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
@@ -52,8 +59,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if spec, _ := a.Policy.Spec(in.Tool); preview == nil && (spec.MCP == nil || spec.MCP.Preview == nil) {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	as := CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
-		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt, Verified: in.Verified, ConversationID: in.ConversationID}
+	as := in.acting()
 	token, err := a.exchange(ctx, as)
 	if err != nil {
 		return PreviewResult{}, err

@@ -423,6 +423,10 @@ type ToolFacts struct {
 	// PerRequester keys the call's intent by its requester too (the tool
 	// is not Shared); false on facts recorded before it was.
 	PerRequester bool `json:"perRequester,omitempty"`
+	// Pinned says the tool is a team's MCP server's, pinned to the
+	// definition a person accepted: its card goes up only once the server
+	// is seen to define it so (false on facts recorded before).
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // Allowed reports whether the call may proceed (now or after approval).
@@ -480,7 +484,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
 	}
 	v.Args = canonical
-	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout, PerRequester: !e.spec.Shared}
+	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout, PerRequester: !e.spec.Shared, Pinned: e.spec.MCP != nil}
 	if len(e.row.Limits) > 0 {
 		v.Limits = make([]LimitKey, 0, len(e.row.Limits))
 		for _, l := range e.row.Limits {

@@ -120,21 +120,37 @@ func (c *call) checkArgs(args json.RawMessage, value *int64) policy.Verdict {
 // instead of ending the call.
 func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResult, error) {
 	var pv activities.PreviewResult
-	opts := workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: summary,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
-			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
-	in := activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, Resource: v.Resource, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
-		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
-		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
+	opts := readOptions(summary)
+	in := c.previewInput(v)
 	if c.version >= shapeLean {
 		// A dry run changes nothing upstream: it runs in the workflow task.
-		lo := workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
-			RetryPolicy: opts.RetryPolicy, Summary: summary}
-		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, lo), acts.Preview, in).Get(c.ctx, &pv)
+		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, localRead(opts)), acts.Preview, in).Get(c.ctx, &pv)
 		return pv, err
 	}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
 	return pv, err
+}
+
+// readOptions are a read's before a card goes up (a dry run, a check of
+// a tool's accepted definition): retried a few times within a minute, never
+// when refused.
+func readOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second, ScheduleToCloseTimeout: time.Minute, Summary: summary,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
+			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}}
+}
+
+// localRead runs a read with opts in the workflow task itself.
+func localRead(opts workflow.ActivityOptions) workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
+		RetryPolicy: opts.RetryPolicy, Summary: opts.Summary}
+}
+
+// previewInput is who a read before the card acts as, and on what.
+func (c *call) previewInput(v policy.Verdict) activities.PreviewInput {
+	return activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, Resource: v.Resource, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
+		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
+		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
 }
 
 // editSummary says what an edit changes, as "quantity to 60", in key order.

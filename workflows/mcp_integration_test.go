@@ -206,11 +206,13 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 }
 
 // TestADefinitionChangedSinceAcceptanceIsNotRun: the pins file accepted
-// write_file with other words than the server now gives it (a server
-// update, or a rug pull rewriting a description to steer the model): the
-// model is offered only the accepted text, and an approved call is
-// refused unsent, the folder untouched; a call whose dry run's tool
-// changed is refused before any card.
+// write_file, move_file and list_directory with other words than the server
+// now gives them (a server update, or a rug pull rewriting a description to
+// steer the model): the model is offered only the accepted text; a write,
+// with a dry run (write_file) or without (move_file), ends
+// definition_changed before any card goes up, so nobody is asked to approve
+// a call that cannot run; a read is refused unsent; and a call whose dry
+// run's tool changed is refused before any card. The folder is untouched.
 func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	dir := t.TempDir()
 	file := referencePack(t, dir, nil)
@@ -218,10 +220,12 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	was := pins["files"]["write_file"]
-	was.Definition.Description = "Write a file. Accepted before the server's update."
-	was.Pin = was.Definition.Pin()
-	pins["files"]["write_file"] = was
+	for _, tool := range []string{"write_file", "move_file", "list_directory"} {
+		was := pins["files"][tool]
+		was.Definition.Description = "Accepted before the server's update."
+		was.Pin = was.Definition.Pin()
+		pins["files"][tool] = was
+	}
 	// The delete's dry run, open_nodes, was accepted otherwise too.
 	peek := pins["memory"]["open_nodes"]
 	peek.Definition.Description = "Open nodes. Accepted before the server's update."
@@ -233,27 +237,34 @@ func TestADefinitionChangedSinceAcceptanceIsNotRun(t *testing.T) {
 	}
 	s, scratch, writer := referenceStack(t, file)
 	for _, d := range s.Policy.DefinitionsFor("writer") {
-		if d.Name == "files__write_file" && d.Description != was.Definition.Description {
+		if d.Name == "files__write_file" && d.Description != "Accepted before the server's update." {
 			t.Fatalf("the model was offered %q, not the accepted text", d.Description)
 		}
 	}
 	target := filepath.Join(scratch, "plan.txt")
-	first := s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w1", Session: writer,
-		Args: json.RawMessage(`{"path":` + quoteJSON(target) + `,"content":"x"}`)})
-	if first.Status != workflows.StatusPendingApproval {
-		t.Fatalf("a write: %+v", first)
+	if err := os.WriteFile(filepath.Join(scratch, "old.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	res := decideCard(t, s, first, approve(keeperID))
-	if res.Status != workflows.StatusFailed || res.Code != policy.CodeDefinitionChanged || !strings.Contains(res.Message, "otherwise than a person accepted") {
-		t.Fatalf("a write whose definition changed: %s/%s %q", res.Status, res.Code, res.Message)
+	for _, in := range []workflows.ToolCallInput{
+		{Tool: "files__write_file", ToolCallID: "w1", Args: json.RawMessage(`{"path":` + quoteJSON(target) + `,"content":"x"}`)},
+		{Tool: "files__move_file", ToolCallID: "m1", Args: json.RawMessage(`{"source":` + quoteJSON(filepath.Join(scratch, "old.txt")) + `,"destination":` + quoteJSON(target) + `}`)},
+		{Tool: "files__list_directory", ToolCallID: "l1", Args: json.RawMessage(`{"path":` + quoteJSON(scratch) + `}`)},
+		// A dry run whose tool changed runs nothing, and puts up no card.
+		{Tool: "memory__delete_entities", ToolCallID: "d2", Args: json.RawMessage(`{"entityNames":["Ama"]}`)},
+	} {
+		in.Session = writer
+		res := s.First(t, in)
+		if res.Status != workflows.StatusFailed || res.Code != policy.CodeDefinitionChanged || res.Card != "" || !strings.Contains(res.Message, "otherwise than a person accepted") {
+			t.Fatalf("%s, whose definition changed: %s/%s %q card %q", in.Tool, res.Status, res.Code, res.Message, res.Card)
+		}
+	}
+	var cards int
+	_ = s.Owner.QueryRow(context.Background(), `SELECT count(*) FROM pending_action`).Scan(&cards)
+	if cards != 0 {
+		t.Fatalf("%d cards went up for calls that could not run", cards)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("a write whose definition changed left a file: %v", err)
-	}
-	// A dry run whose tool changed runs nothing, and puts up no card.
-	del := s.First(t, workflows.ToolCallInput{Tool: "memory__delete_entities", ToolCallID: "d2", Session: writer, Args: json.RawMessage(`{"entityNames":["Ama"]}`)})
-	if del.Status != workflows.StatusFailed || del.Code != policy.CodeDefinitionChanged || del.Card != "" || !strings.Contains(del.Message, "otherwise than a person accepted") {
-		t.Fatalf("a delete whose dry run changed: %s/%s %q card %q", del.Status, del.Code, del.Message, del.Card)
 	}
 	// The auditor's insights page flags the tool until it is accepted again.
 	r := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}

@@ -113,6 +113,11 @@ func (c *call) chain() (ToolCallResult, error) {
 			return c.failed(v, policy.CodeUpstreamError, fmt.Sprintf("Nothing can be planned: %s. Propose a smaller quantity, or tell the person.", pv.Shortfall), false, false)
 		}
 	}
+	if v.Allowed() && v.Decision == policy.DecisionApprove && c.decision.dryRun == nil && v.Tool != nil && v.Tool.Pinned {
+		if failed, err := c.accepted(v); err != nil || failed != nil {
+			return deref(failed), err
+		}
+	}
 	c.decision.argValue = v.ValueCents
 	if v.Allowed() {
 		var err error
@@ -329,6 +334,23 @@ func (c *call) preview(v policy.Verdict) (activities.PreviewResult, *ToolCallRes
 		res.Result = refusalResult(failure, res.Result)
 	}
 	return pv, &res, err
+}
+
+// accepted checks, before a card without a dry run goes up, that the
+// tool's MCP server still defines it as a person accepted it: a changed
+// definition ends the call before anyone is asked to approve it.
+func (c *call) accepted(v policy.Verdict) (*ToolCallResult, error) {
+	opts := readOptions("check that " + c.in.Tool + " is still defined as accepted")
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, localRead(opts)), acts.Accepted, c.previewInput(v)).Get(c.ctx, nil)
+	if err == nil {
+		return nil, nil
+	}
+	code, msg, retryable, auth := upstreamFailure(err, true, c.system())
+	if c.needSignIn(code, refusalResult(err, nil)) {
+		return &ToolCallResult{}, nil
+	}
+	res, err := c.failed(v, code, msg, retryable, auth)
+	return &res, err
 }
 
 // refusalResult is the result of a call the upstream refused: the
