@@ -364,7 +364,7 @@ func (r *reader) domain(f file, servers []mcpupstream.Server, pins Pins) (policy
 		d.Tools, d.Rows, d.Evidence = append(d.Tools, spec), append(d.Rows, row), append(d.Evidence, rules...)
 		d.Formats = append(d.Formats, formats...)
 	}
-	return d, r.previewRows(d.Tools)
+	return d, r.previewRows(d.Tools, d.Rows)
 }
 
 var (

@@ -230,10 +230,13 @@ func (r *reader) unlistedRow(s fileServer, def mcpupstream.Definition) (fileTool
 	return fileTool{Server: s.Name, Tool: def.Name, Tier: string(policy.TierWrite), Example: example, Policy: p}, nil
 }
 
-// previewRows gives each MCP dry run its preview tool's own row: a dry
-// run's reading goes on the card its caller is answered with, so the tool
-// must be one the caller may be offered, and is held to that row.
-func (r *reader) previewRows(tools []policy.ToolSpec) error {
+// previewRows gives each MCP dry run its preview tool's own row (rows[j]
+// is tools[j]'s): a dry run's reading goes on the card its caller is
+// answered with, so the tool must be one the caller may be offered, and is
+// held to that row. A dry run's read is not counted against that row's
+// limits, so a row with limits is no dry run's: else a caller at the
+// limit would read on, a card at a time.
+func (r *reader) previewRows(tools []policy.ToolSpec, rows []policy.Row) error {
 	for i, t := range tools {
 		if t.MCP == nil || t.MCP.Preview == nil {
 			continue
@@ -243,6 +246,11 @@ func (r *reader) previewRows(tools []policy.ToolSpec) error {
 		})
 		if j < 0 {
 			return r.errorf(fmt.Sprintf("tools[%d].preview.tool", i), "%s on %s is no row of this file: name it in a row of its own, with the roles that may read with it (what a dry run reads is shown to the caller)", t.MCP.Preview.Tool, t.MCP.Server)
+		}
+		if j < len(rows) && len(rows[j].Limits) > 0 {
+			return r.errorf(fmt.Sprintf("tools[%d].policy.limits", j), "%s is the dry run of %s (tools[%d].preview), and a dry run's read is not counted against a row's limits: "+
+				"drop this row's limits, or the preview of tools[%d] (its card then shows the exact args); a card's dry runs are bounded by the limits of the row that puts it up",
+				tools[j].Name, t.Name, i, i)
 		}
 		t.MCP.Preview.Row = tools[j].Name
 	}

@@ -142,8 +142,8 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 // exits at once saying what to run, and starts on the migrated one: on the
 // older table its inserts, which name no conflict target, would fail a
 // retried call instead of writing nothing; without the ledger it could
-// count no limit; and a temporary table of its own could stand in for one
-// the owner's functions write.
+// count no limit; without 031 it could write no card; and a temporary
+// table of its own could stand in for one the owner's functions write.
 func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	dir := build(t)
 	env := []string{"TEMPORAL_ADDRESS=127.0.0.1:1", "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0"}
@@ -154,6 +154,10 @@ func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 28)}, env...))
 	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 029") {
 		t.Errorf("the worker on a database at migration 028: running=%v:\n%.600s", running, out)
+	}
+	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 30)}, env...))
+	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 031") {
+		t.Errorf("the worker on a database at migration 030: running=%v:\n%.600s", running, out)
 	}
 	// A database whose owner could not take temporary tables from PUBLIC
 	// (migration 030 only warns when the owner does not own the database).
@@ -167,5 +171,46 @@ func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	}
 	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.Database(t)}, env...)); strings.Contains(out, "migration 0") {
 		t.Errorf("the worker on a migrated database refused it:\n%.600s", out)
+	}
+}
+
+// TestAPreviewRowWithLimitsIsRefusedAtStart: the worker binary, given the
+// reference pack with limits on read_text_file (write_file's dry run),
+// refuses to start, naming the row's limits and what to change: a dry
+// run's read is not counted against them, so a caller at the limit would
+// read on, a card at a time. The pack as published starts.
+func TestAPreviewRowWithLimitsIsRefusedAtStart(t *testing.T) {
+	dir := build(t)
+	packDir := t.TempDir()
+	body, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "packs", "reference.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "packs", "reference.pins.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const plain = "    policy: {roles: [writer, keeper], decision: allow}\n  - server: files\n    tool: list_directory\n"
+	limited := strings.Replace(string(body), plain,
+		"    policy: {roles: [writer, keeper], decision: allow, limits: [{scope: user, window: hour, maxCalls: 30}]}\n  - server: files\n    tool: list_directory\n", 1)
+	if limited == string(body) {
+		t.Fatal("the reference pack no longer reads as this test expects")
+	}
+	for name, text := range map[string]string{"published.yaml": string(body), "limited.yaml": limited} {
+		if err := os.WriteFile(filepath.Join(packDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(packDir, strings.TrimSuffix(name, ".yaml")+".pins.json"), pins, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"DATABASE_URL=" + testenv.Database(t), "TEMPORAL_ADDRESS=127.0.0.1:1", "METRICS_ADDR=127.0.0.1:0", "CODEC_ADDR=127.0.0.1:0",
+		"TOOLGATE_SCRATCH=" + t.TempDir()}
+	running, out := start(t, filepath.Join(dir, "worker"), append([]string{"TOOLGATE_PACKS=" + filepath.Join(packDir, "limited.yaml")}, env...))
+	if running || !strings.Contains(out, "tools[0].policy.limits") || !strings.Contains(out, "dry run of files__write_file") {
+		t.Errorf("the worker with a dry run's row that has limits: running=%v:\n%.800s", running, out)
+	}
+	if _, out := start(t, filepath.Join(dir, "worker"), append([]string{"TOOLGATE_PACKS=" + filepath.Join(packDir, "published.yaml")}, env...)); strings.Contains(out, "policy.limits") {
+		t.Errorf("the worker refused the published reference pack:\n%.800s", out)
 	}
 }
