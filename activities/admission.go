@@ -47,8 +47,18 @@ type AdmitInput struct {
 type PendingCard struct {
 	WorkflowID string `json:"pendingWorkflowId,omitempty"`
 	ExpiresAt  string `json:"expiresAt"`
-	// requester is who asked for the card (tool_calls.user_id).
-	requester string
+	// person is the sign-in behind the credential of who asked for the
+	// card (pending_action's requester_issuer and requester_subject), when
+	// the card names one.
+	person policy.Person
+}
+
+// askedBy reports whether the card was asked for by the person (nil when
+// their credential names none) now asking again: one issuer and subject,
+// whatever the user IDs; a card or a credential that names no person is
+// nobody's to be told of.
+func (p PendingCard) askedBy(person *policy.Person) bool {
+	return person != nil && person.Known() && *person == p.person
 }
 
 // AdmitResult is step 7's answer: the decision that stands (the recorded
@@ -251,8 +261,9 @@ func claimIntent(ctx context.Context, tx pgx.Tx, wf, run, intent string, ttl int
 	var p PendingCard
 	var holderRun string
 	var at time.Time
-	if err := tx.QueryRow(ctx, `SELECT i.workflow_id, i.run_id, i.expires_at, coalesce(c.user_id, '') FROM pending_intents i
-		LEFT JOIN tool_calls c USING (workflow_id) WHERE i.intent = $1 FOR UPDATE OF i`, intent).Scan(&p.WorkflowID, &holderRun, &at, &p.requester); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT i.workflow_id, i.run_id, i.expires_at, coalesce(a.requester_issuer, ''), coalesce(a.requester_subject, '')
+		FROM pending_intents i LEFT JOIN pending_action a USING (workflow_id)
+		WHERE i.intent = $1 FOR UPDATE OF i`, intent).Scan(&p.WorkflowID, &holderRun, &at, &p.person.Issuer, &p.person.Subject); err != nil {
 		return nil, fmt.Errorf("admit: read the intent's card: %w", err)
 	}
 	if running != nil && !running(ctx, p.WorkflowID, holderRun) {
@@ -288,10 +299,19 @@ func (a *Activities) running(ctx context.Context, wf, run string) bool {
 
 // alreadyPending denies an equivalent call, and nothing is counted against
 // the limits. The message says a card is waiting and until when; the
-// result names the card's workflow ID only to the requester who asked for
-// it, never another person.
+// result names the card's workflow ID only to the person who asked for
+// it, by the issuer and subject of the sign-in behind their credential,
+// never by user ID (a provider's display name, which two people may
+// share), and never to another person.
 func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, held PendingCard) (AdmitResult, error) {
-	if held.requester == "" || held.requester != clean(in.Session.UserID) {
+	asker, err := requesterOf(ctx, tx, in)
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	if asker != nil {
+		asker = &policy.Person{Issuer: clean(asker.Issuer), Subject: clean(asker.Subject)} // as the card row keeps them
+	}
+	if !held.askedBy(asker) {
 		held.WorkflowID = ""
 	}
 	msg := fmt.Sprintf("An equivalent request is already waiting for a person to approve it, until %s. Do not call again: tell the person it is waiting, and wait for that decision.",

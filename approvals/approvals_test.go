@@ -170,8 +170,9 @@ func (b *browserless) get(path string) (int, string) {
 }
 
 var (
-	csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-	hashRe = regexp.MustCompile(`name="argsHash" value="([^"]+)"`)
+	csrfRe    = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	hashRe    = regexp.MustCompile(`name="argsHash" value="([^"]+)"`)
+	versionRe = regexp.MustCompile(`name="signedVersion" value="([^"]+)"`)
 )
 
 // decide posts a decision from the card page's own form values.
@@ -184,6 +185,9 @@ func (b *browserless) decide(id, decision string) (int, string) {
 	if m := hashRe.FindStringSubmatch(page); m != nil {
 		form.Set("argsHash", m[1])
 	}
+	if m := versionRe.FindStringSubmatch(page); m != nil {
+		form.Set("signedVersion", m[1])
+	}
 	resp, err := b.c.PostForm(b.base+"/cards/"+id+"/decision", form)
 	if err != nil {
 		b.t.Fatal(err)
@@ -191,6 +195,49 @@ func (b *browserless) decide(id, decision string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// TestADecisionNamesTheVersionItsApproverSaw: a decision posted without the
+// card version its page showed, or with a version the card has not reached,
+// is refused with 400 and signs nothing: the version is the approver's, as
+// the args hash is. With the version shown, it runs.
+func TestADecisionNamesTheVersionItsApproverSaw(t *testing.T) {
+	u := newUI(t, 0)
+	u.request(t, "ver", "c1", 40)
+	id := workflows.WorkflowID("ver", "c1")
+	ama := u.signIn(t, "ama")
+	_, page := ama.get("/cards/" + id)
+	shown := versionRe.FindStringSubmatch(page)
+	if shown == nil || shown[1] != "1" {
+		t.Fatalf("the card page does not name version 1 for its decision:\n%s", page)
+	}
+	post := func(version string) int {
+		t.Helper()
+		form := url.Values{"decision": {policy.Approve}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]}}
+		if version != "" {
+			form.Set("signedVersion", version)
+		}
+		resp, err := ama.c.PostForm(u.URL+"/cards/"+id+"/decision", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, v := range []string{"", "2", "0", "one"} {
+		if code := post(v); code != http.StatusBadRequest {
+			t.Errorf("a decision naming version %q: %d, want 400", v, code)
+		}
+	}
+	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approval_refused', 'approved')`, id); n != 0 {
+		t.Fatalf("%d decisions reached the call, want none", n)
+	}
+	if code := post("1"); code != http.StatusOK && code != http.StatusSeeOther {
+		t.Fatalf("the decision naming the version shown: %d", code)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 1 {
+		t.Fatalf("%d transfers after the decision naming the version shown, want 1", n)
+	}
 }
 
 // TestTwoSessionsDoubleSubmitOneTransfer: the same approver, signed in

@@ -102,6 +102,9 @@ func TestRejectNeedsNoStepUp(t *testing.T) {
 	if m := hashRe.FindStringSubmatch(page); m != nil {
 		form.Set("argsHash", m[1])
 	}
+	if m := versionRe.FindStringSubmatch(page); m != nil {
+		form.Set("signedVersion", m[1])
+	}
 	kofi.step(kofi.c.PostForm(u.URL+"/cards/"+id+"/decision", form))
 	if !strings.Contains(kofi.page, "Rejected by kofi") {
 		t.Fatalf("a rejection by a password sign-in:\n%s", kofi.page)
@@ -393,7 +396,8 @@ func TestCardShowsTheAssistantsWords(t *testing.T) {
 		t.Fatalf("the assistant's words are in the card line: %q", first.Card)
 	}
 	_, page = ama.get("/cards/" + run.GetID())
-	form := url.Values{"decision": {policy.Reject}, "reason": {"Delivery due tomorrow."}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]}}
+	form := url.Values{"decision": {policy.Reject}, "reason": {"Delivery due tomorrow."}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]},
+		"signedVersion": {versionRe.FindStringSubmatch(page)[1]}}
 	ama.step(ama.c.PostForm(u.URL+"/cards/"+run.GetID()+"/decision", form))
 	var res workflows.ToolCallResult
 	if err := run.Get(context.Background(), &res); err != nil || res.Status != workflows.StatusRejected || !strings.Contains(string(res.Result), "Delivery due tomorrow.") {

@@ -531,8 +531,15 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	start := s.now()
 	ev := sess.Evidence
 	card := policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
-	if seen, err := strconv.Atoi(r.PostFormValue("signedVersion")); err == nil && seen >= 1 && card.Version > 0 {
-		card.Version = seen // the version the approver saw, as the args hash is theirs: a later one refuses it
+	if card.Version > 0 {
+		// The version the approver saw, as the args hash is theirs: a later
+		// version refuses it, even one that edits led back to that hash.
+		seen, err := strconv.Atoi(r.PostFormValue("signedVersion"))
+		if err != nil || seen < 1 || seen > card.Version {
+			http.Error(w, "This form does not say which version of the card you saw. Reload the card and decide again.", http.StatusBadRequest)
+			return
+		}
+		card.Version = seen
 	}
 	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
 		Approver: sess.User.Identity, Evidence: &ev, Edit: edit}, card, start.UTC().Format(time.RFC3339))

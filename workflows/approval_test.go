@@ -510,9 +510,14 @@ func TestOneCardPerIntentTimeSkipping(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `INSERT INTO pending_intents VALUES ($1, 'toolcall-holder-c1', 'r', '2099-01-01T00:00:00Z')`, intent); err != nil {
 		t.Fatal(err)
 	}
-	// The holder is ama's own call: her equivalent call is told its ID.
+	// The holder is ama's own call, its card (the ended one's row, taken
+	// over) naming her sign-in: her equivalent call is told its ID.
 	if _, err := pool.Exec(context.Background(), `INSERT INTO tool_calls (workflow_id, run_id, fingerprint, tool, user_id)
 		VALUES ('toolcall-holder-c1', 'r', 'f', 'request_stock_transfer', 'ama')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), `UPDATE pending_action SET workflow_id = 'toolcall-holder-c1' WHERE workflow_id = 'toolcall-held-c1'
+		AND requester_subject = 'ama'`); err != nil {
 		t.Fatal(err)
 	}
 	res = f.run(t, "again", "c2", "request_stock_transfer", fortyCases, ama(""), nil)

@@ -87,8 +87,10 @@ func checkIDs(in ToolCallInput) error {
 }
 
 // Decide sends an approval decision for the card a call shows now, signed
-// by signer for that run and expiry. An empty args hash is filled from the
-// card.
+// by signer for that run, expiry and version. An empty args hash is filled
+// from the card; a hash the card no longer shows is refused here, since
+// signing it for today's version would let a decision made on an earlier
+// version count on a later one that edits led back to it.
 func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
 	if err != nil {
@@ -101,8 +103,11 @@ func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Ap
 	if st.Status != StatusPendingApproval {
 		return fmt.Errorf("%s is %s, not pending approval", workflowID, st.Status)
 	}
-	if a.ArgsHash == "" {
+	switch {
+	case a.ArgsHash == "":
 		a.ArgsHash = st.ArgsHash
+	case a.ArgsHash != st.ArgsHash:
+		return fmt.Errorf("%s now shows another card (version %d, args hash %s): read it again and decide on what it shows", workflowID, max(1, st.Version), st.ArgsHash)
 	}
 	a = signer.Sign(a, st.CardRef(workflowID), time.Now().UTC().Format(time.RFC3339))
 	if err := c.SignalWorkflow(ctx, workflowID, st.RunID, ApprovalSignal, a); err != nil {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -187,11 +188,13 @@ func (c *call) once(f refusal) refusal {
 	if c.card.seen == nil || !f.verified || f.code == policy.CodeExpired {
 		return f
 	}
-	if c.card.seen[f.a.Signature] {
+	// By the signature's bytes: base64 has more than one spelling of them.
+	sig, _ := base64.StdEncoding.DecodeString(f.a.Signature)
+	if c.card.seen[string(sig)] {
 		return refusal{received: f.received, code: policy.CodeInvalidArguments, verified: true, repeat: true,
 			why: "this signed decision was received before, and a decision counts once"}
 	}
-	c.card.seen[f.a.Signature] = true
+	c.card.seen[string(sig)] = true
 	return f
 }
 

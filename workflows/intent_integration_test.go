@@ -162,3 +162,41 @@ func TestOneCardPerIntentPerRequester(t *testing.T) {
 		t.Fatalf("%d cards, want one per member", cards)
 	}
 }
+
+// TestAlreadyPendingNamesACallOnlyToItsPerson: two people share the user ID
+// ama at one identity provider (subjects ama-1 and ama-2, as a provider
+// whose preferred_username two accounts may hold). The second person's
+// equivalent call is already_pending but is not told the first person's
+// workflow ID; the first person, under another sign-in of theirs, is.
+func TestAlreadyPendingNamesACallOnlyToItsPerson(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	for ref, subject := range map[string]string{"cred-ama-1": "ama-1", "cred-ama-1b": "ama-1", "cred-ama-2": "ama-2"} {
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, store_ids, acr, auth_time)
+			SELECT $1, user_id, client_secret, $2, $3, role, store_ids, 'mfa', now() FROM vault.credentials WHERE ref = 'cred-ama'`, ref, testenv.Issuer, subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(conv, ref string) workflows.Outcome {
+		t.Helper()
+		sess := ama("")
+		sess.CredentialRef = ref
+		out, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, transferIn(conv, "c1", fortyCases, sess))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	card := as("first", "cred-ama-1")
+	if card.Status != workflows.StatusPendingApproval {
+		t.Fatalf("the first person's call: %+v", card.ToolCallResult)
+	}
+	other := as("second", "cred-ama-2")
+	if other.Code != policy.CodeAlreadyPending || strings.Contains(string(other.Result), "toolcall-") || strings.Contains(other.Message, "toolcall-") {
+		t.Fatalf("the second person named ama is told the first one's call: %q %s", other.Message, other.Result)
+	}
+	again := as("again", "cred-ama-1b")
+	if again.Code != policy.CodeAlreadyPending || !strings.Contains(string(again.Result), `"pendingWorkflowId":"`+card.IdempotencyKey+`"`) {
+		t.Fatalf("the first person asking again: %q %s", again.Message, again.Result)
+	}
+}

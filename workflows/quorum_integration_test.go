@@ -155,9 +155,9 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 // signed for the same version, is held back (captured in transit). akua
 // edits the card to 190 cases and back to 200, so version 3 shows version
 // 1's args hash with no approvals. yoofi's captured approval is refused as
-// signed for version 1, and adwoa's, sent again 26 times, is a repeat each
-// time, which neither counts nor locks the card: it takes two fresh
-// approvals of version 3.
+// signed for version 1, and adwoa's, sent again 26 times (its signature
+// spelled another way each time), is a repeat each time, which neither
+// counts nor locks the card: it takes two fresh approvals of version 3.
 func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
@@ -216,8 +216,12 @@ func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 	send(intercepted)
 	waitFor("yoofi's captured approval refused", func() bool { return refused("yoofi", "%signed for version 1 of the card%") == 1 })
 	const replays = workflows.MaxRefusedDecisions + 6
-	for range replays {
-		send(counted)
+	for i := range replays {
+		// The same signature spelled another way each time: base64 decoding
+		// skips line breaks, so each one still verifies.
+		again := counted
+		again.Signature += strings.Repeat("\n", i)
+		send(again)
 	}
 	waitFor("adwoa's repeats audited up to their cap", func() bool { return refused("adwoa", "%received before%") == workflows.MaxUnsignedAudited })
 	if st := status(); st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 0 {

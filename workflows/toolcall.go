@@ -208,8 +208,9 @@ type cardState struct {
 	signedLock bool
 	unsigned   int
 	dropped    int
-	// seen holds the signatures of the signed decisions judged so far, on
-	// a card where each counts once (judgeVersioned); nil on earlier cards.
+	// seen holds the signatures (their bytes) of the signed decisions
+	// judged so far, on a card where each counts once (judgeVersioned);
+	// nil on earlier cards.
 	seen map[string]bool
 }
 
