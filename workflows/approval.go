@@ -108,8 +108,9 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		if err != nil || ended != "" || decision.Decision != policy.Edit {
 			break
 		}
-		// An edit puts the card up again as a new version, or is refused.
-		if err = c.revise(&g, &v, decision); err != nil {
+		// An edit puts the card up again as a new version, or is refused,
+		// or finds the tool no longer as accepted, which ends the card.
+		if ended, err = c.revise(&g, &v, decision); err != nil || ended != "" {
 			break
 		}
 	}
@@ -124,6 +125,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		outcome = "locked"
 	case ended == StatusExpired:
 		outcome = "expired"
+	case ended == codeChanged:
+		outcome = "definition_changed"
 	case decision.Decision == policy.Reject:
 		outcome = "rejected"
 	}
@@ -133,6 +136,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		decided = activities.CardRejected
 	case "expired":
 		decided = activities.CardExpired
+	case "definition_changed":
+		decided = activities.CardFailed
 	}
 	if ended != "" {
 		by = ""
@@ -150,6 +155,8 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 	case ended == codeLocked:
 		res, err = c.end(card, StatusRejected, policy.CodeLocked, activities.EventRejected, nil,
 			fmt.Sprintf("The card was locked after %d refused decisions, so nothing ran and nobody can approve it now. Tell the person; if the move is still needed, it takes a new call with a new toolCallId.", c.card.refused))
+	case ended == codeChanged:
+		res, err = c.end(card, StatusFailed, policy.CodeDefinitionChanged, activities.EventFailed, nil, g.changed)
 	case ended == StatusExpired:
 		res, err = c.end(card, StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", ttl, c.in.Tool))

@@ -30,8 +30,13 @@ const MaxUnsignedAudited = 20
 const batchSize = 64
 
 // codeLocked marks a wait that ended in a lock (a card then ends rejected,
-// with code locked).
-const codeLocked CallStatus = "locked"
+// with code locked); codeChanged one that an edit ended on finding the
+// tool's MCP server no longer defines it as accepted (the card then ends
+// failed, definition_changed, as nothing can run).
+const (
+	codeLocked  CallStatus = "locked"
+	codeChanged CallStatus = "definition_changed"
+)
 
 // guard is a card's wait: the rules a decision must match to count on it
 // (policy.Rules, which policy.Judge holds it to), and the card, its
@@ -52,6 +57,8 @@ type guard struct {
 	timer, escalation workflow.Future
 	chained           bool
 	timerCtx          workflow.Context
+	// changed tells the model why the card ended codeChanged.
+	changed string
 }
 
 // startTimers starts the card's expiry timer and, if it escalates, its

@@ -23,10 +23,21 @@ const MaxEdits = 5
 // passes, puts the card up as a new version: a new args hash (the old one
 // is refused from then on), value, approver role and evidence, and no
 // approvals counted yet. An edit that fails is refused like any decision,
-// audited with its code, and the card stays as it was.
-func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
-	refuse := func(code policy.Code, why string) error {
-		return c.refuseAll([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
+// audited with its code, and the card stays as it was; one that finds a
+// pinned tool no longer as accepted ends the card (codeChanged).
+func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) (CallStatus, error) {
+	refuse := func(code policy.Code, why string) (CallStatus, error) {
+		return "", c.refuseAll([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
+	}
+	// A pinned tool (recorded so since the check before a card) found no
+	// longer as accepted ends the card: no version of it can run.
+	changed := func(err error, nv policy.Verdict) (CallStatus, bool) {
+		code, msg, _, _ := upstreamFailure(err, true, c.system())
+		if code != policy.CodeDefinitionChanged || nv.Tool == nil || !nv.Tool.Pinned {
+			return "", false
+		}
+		g.changed = msg
+		return codeChanged, true
 	}
 	if g.version > MaxEdits {
 		return refuse(policy.CodeInvalidArguments, fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits))
@@ -39,11 +50,24 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	var pv activities.PreviewResult
 	if nv.Allowed() && nv.NeedsPreview {
 		if pv, err = c.dryRun(nv, "dry run of the edited "+c.in.Tool); err != nil {
+			if ended, ok := changed(err, nv); ok {
+				return ended, nil
+			}
 			code, msg, _, _ := upstreamFailure(err, true, c.system())
 			return refuse(code, "its dry run failed: "+msg)
 		}
 		if nv = c.checkArgs(args, &pv.ValueCents); nv.Allowed() && pv.Shortfall != "" {
 			return refuse(policy.CodeUpstreamError, "nothing can be planned: "+pv.Shortfall)
+		}
+	}
+	if nv.Allowed() && !nv.NeedsPreview && nv.Tool != nil && nv.Tool.Pinned {
+		opts := readOptions("check that " + c.in.Tool + " is still defined as accepted")
+		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, localRead(opts)), acts.Accepted, c.previewInput(nv)).Get(c.ctx, nil); err != nil {
+			if ended, ok := changed(err, nv); ok {
+				return ended, nil
+			}
+			code, msg, _, _ := upstreamFailure(err, true, c.system())
+			return refuse(code, "its tool could not be checked: "+msg)
 		}
 	}
 	if !nv.NeedsPreview && nv.ValueCents != nil {
@@ -61,7 +85,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	}
 	hash, err := policy.ArgsHash(c.in.Tool, action)
 	if err != nil {
-		return fmt.Errorf("hash the edited action: %w", err)
+		return "", fmt.Errorf("hash the edited action: %w", err)
 	}
 	if hash == g.ArgsHash {
 		return refuse(policy.CodeInvalidArguments, "it changes nothing that would run")
@@ -89,7 +113,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 			Args: action, Resource: nv.Resource, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
 	var res activities.ReviseResult
 	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, fmt.Sprintf("revise the card to version %d", card.CardVersion)), acts.Revise, in).Get(c.ctx, &res); err != nil {
-		return fmt.Errorf("revise the card: %w", err)
+		return "", fmt.Errorf("revise the card: %w", err)
 	}
 	if res.Code != policy.CodeOK {
 		return refuse(res.Code, res.Message)
@@ -104,7 +128,7 @@ func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) error {
 	c.status.resource, c.status.SignedVersion = nv.Resource, card.SignedVersion
 	c.setStatus(StatusPendingApproval, policy.CodeOK)
 	c.notify(activities.CardEventPending, card, "")
-	return nil
+	return "", nil
 }
 
 // checkArgs runs steps 0-6 on other args of the same call (an edit's),

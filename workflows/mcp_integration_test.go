@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 )
 
@@ -487,6 +488,86 @@ func TestOneMCPServerCannotStallAnother(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the stalled server was never backed off")
+		}
+	}
+}
+
+// TestAnEditFindsAChangedDefinitionAndEndsTheCard: cards for write_file
+// (with a dry run) and move_file (without) are up; the pins file is then
+// changed to accept other words than the server gives, and the worker
+// restarts with it. A keeper's edit of either runs the chain again, finds
+// the tool no longer as accepted, and ends the card failed,
+// definition_changed: no new version goes up for a call that cannot run.
+func TestAnEditFindsAChangedDefinitionAndEndsTheCard(t *testing.T) {
+	dir := t.TempDir()
+	file := referencePack(t, dir, func(text string) string {
+		text = strings.Replace(text, "      evidence: [{acr: pwd, maxAge: 8h}]\n  - server: files\n    tool: move_file",
+			"      evidence: [{acr: pwd, maxAge: 8h}]\n      editable: [content]\n  - server: files\n    tool: move_file", 1)
+		return strings.Replace(text, "      evidence: [{acr: pwd, maxAge: 8h}]\n  - server: memory\n    tool: read_graph",
+			"      evidence: [{acr: pwd, maxAge: 8h}]\n      editable: [destination]\n  - server: memory\n    tool: read_graph", 1)
+	})
+	if b, _ := os.ReadFile(file); strings.Count(string(b), "editable:") != 2 {
+		t.Fatal("the reference pack no longer reads as this test expects")
+	}
+	s, scratch, writer := referenceStack(t, file)
+	if err := os.WriteFile(filepath.Join(scratch, "old.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	type pending struct {
+		first workflows.Outcome
+		run   client.WorkflowRun
+		edit  string
+	}
+	var cards []pending
+	for _, c := range []struct{ tool, id, args, edit string }{
+		{"files__write_file", "we1", `{"path":` + quoteJSON(filepath.Join(scratch, "plan.txt")) + `,"content":"x"}`, `{"content":"y"}`},
+		{"files__move_file", "me1", `{"source":` + quoteJSON(filepath.Join(scratch, "old.txt")) + `,"destination":` + quoteJSON(filepath.Join(scratch, "new.txt")) + `}`,
+			`{"destination":` + quoteJSON(filepath.Join(scratch, "newer.txt")) + `}`},
+	} {
+		first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: c.tool, ToolCallID: c.id, Session: writer, Args: json.RawMessage(c.args)})
+		if err != nil || first.Status != workflows.StatusPendingApproval {
+			t.Fatalf("%s: %v %+v", c.tool, err, first.ToolCallResult)
+		}
+		cards = append(cards, pending{first, run, c.edit})
+	}
+	pins, err := packs.ReadPins(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"write_file", "move_file"} {
+		was := pins["files"][tool]
+		was.Definition.Description = "Accepted before the server's update."
+		was.Pin = was.Definition.Pin()
+		pins["files"][tool] = was
+	}
+	b, _ := json.Marshal(pins)
+	if err := os.WriteFile(packs.PinsFile(file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := packs.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UsePolicy(t, changed.Policy)
+	for _, c := range cards {
+		a := policy.Approval{Decision: policy.Edit, ArgsHash: c.first.ArgsHash, Approver: keeperID, Edit: json.RawMessage(c.edit)}
+		if err := s.Client.SignalWorkflow(ctx, c.run.GetID(), c.first.RunID, workflows.ApprovalSignal, testenv.Sign(a, c.first.CardRef())); err != nil {
+			t.Fatal(err)
+		}
+		res := awaitResult(t, c.run, 30*time.Second, "the edited "+c.first.IdempotencyKey)
+		if res.Status != workflows.StatusFailed || res.Code != policy.CodeDefinitionChanged || !strings.Contains(res.Message, "otherwise than a person accepted") {
+			t.Fatalf("%s after the edit: %s/%s %q", c.run.GetID(), res.Status, res.Code, res.Message)
+		}
+	}
+	var versions, failed int
+	_ = s.Owner.QueryRow(ctx, `SELECT count(*) FILTER (WHERE card_version > 1), count(*) FILTER (WHERE status = 'failed') FROM pending_action`).Scan(&versions, &failed)
+	if versions != 0 || failed != 2 {
+		t.Fatalf("%d cards went up again as a new version, %d ended failed; want 0 and 2", versions, failed)
+	}
+	for _, name := range []string{"plan.txt", "new.txt", "newer.txt"} {
+		if _, err := os.Stat(filepath.Join(scratch, name)); !os.IsNotExist(err) {
+			t.Fatalf("%s exists: %v", name, err)
 		}
 	}
 }
