@@ -291,7 +291,7 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
 	var owner string
 	var secret, secretPack, grant, issuer, subject *string
-	var revoked, demo bool
+	var revoked, demo, seeded bool
 	var role, acr *string
 	var held policy.Resources
 	var authTime *time.Time
@@ -299,17 +299,18 @@ func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error)
 	// 022) is refused even if its row was not yet marked revoked.
 	err := a.Pool.QueryRow(ctx, `SELECT user_id, client_secret, secret_pack, grant_token, issuer, subject,
 		revoked OR (issuer IS NOT NULL AND subject IS NOT NULL AND vault.sign_in_revoked(issuer, subject, auth_time)),
-		demo, role, resources, acr, auth_time FROM vault.credentials WHERE ref = $1`,
-		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &issuer, &subject, &revoked, &demo, &role, &held, &acr, &authTime)
+		demo, role, resources, acr, auth_time, ref = 'cred-' || user_id AND NOT demo FROM vault.credentials WHERE ref = $1`,
+		in.CredentialRef).Scan(&owner, &secret, &secretPack, &grant, &issuer, &subject, &revoked, &demo, &role, &held, &acr, &authTime, &seeded)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (revoked || owner != in.UserID)) {
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is unknown, revoked or not the signed-in person's", ErrCredential, nil)
 	}
 	if err != nil {
 		return "", temporal.NewApplicationErrorWithCause("the vault is unreachable", ErrUnavailable, err)
 	}
-	if issuer == nil || subject == nil {
+	if issuer == nil || subject == nil || seeded {
 		// A seeded row is what sign-ins copy a secret from, never a
-		// credential itself: its readable ref names no sign-in.
+		// credential itself, even bound to its person (migration 032): its
+		// readable ref names no sign-in.
 		return "", temporal.NewNonRetryableApplicationError("the session's credential is bound to no sign-in", ErrCredential, nil)
 	}
 	if demo && !a.DevMode {

@@ -44,6 +44,7 @@ var (
 	authRequestIDRe = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
 	csrfRe          = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 	hashRe          = regexp.MustCompile(`name="argsHash" value="([^"]+)"`)
+	versionRe       = regexp.MustCompile(`name="signedVersion" value="([^"]+)"`)
 )
 
 // approveInTheCardUI signs user in at the card UI through the provider's
@@ -74,11 +75,12 @@ func (g *gate) approveInTheCardUI(user, workflowID string) error {
 	if err != nil {
 		return err
 	}
-	csrf, hash := csrfRe.FindStringSubmatch(card), hashRe.FindStringSubmatch(card)
-	if csrf == nil || hash == nil {
+	csrf, hash, version := csrfRe.FindStringSubmatch(card), hashRe.FindStringSubmatch(card), versionRe.FindStringSubmatch(card)
+	if csrf == nil || hash == nil || version == nil {
 		return fmt.Errorf("no decision form on the card: %.300s", card)
 	}
-	_, err = page(c.PostForm(g.cards+"/cards/"+workflowID+"/decision", url.Values{"csrf": {csrf[1]}, "argsHash": {hash[1]}, "decision": {"approve"}}))
+	_, err = page(c.PostForm(g.cards+"/cards/"+workflowID+"/decision", url.Values{"csrf": {csrf[1]}, "argsHash": {hash[1]}, "signedVersion": {version[1]},
+		"decision": {"approve"}}))
 	return err
 }
 

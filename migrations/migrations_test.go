@@ -112,6 +112,48 @@ func TestEarlierAndLaterVersionsReadEachOthersRows(t *testing.T) {
 	}
 }
 
+// TestASeededSecretIsOnePersons: alice's seeded secret, bound to her
+// sign-in (issuer and subject alice-1), is copied into her credential
+// alone. A second account named alice (subject alice-2) gets a credential
+// holding its grant and no secret, or none without a grant; a seeded
+// secret bound to no sign-in goes to nobody, saying how to bind it.
+func TestASeededSecretIsOnePersons(t *testing.T) {
+	ctx := context.Background()
+	owner := testenv.OwnerPool(t, testenv.Database(t))
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, issuer, subject)
+		VALUES ('cred-alice', 'alice', 'alices-secret', 'mangrove', 'https://id.test', 'alice-1'), ('cred-bob', 'bob', 'bobs-secret', 'mangrove', NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(user, subject, grant string) (string, error) {
+		var ref string
+		err := owner.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant($1, 'https://id.test', $2, 'store_manager', '{}', 'pwd', now(), nullif($3, ''))`, user, subject, grant).Scan(&ref)
+		return ref, err
+	}
+	secretOf := func(ref string) string {
+		var secret string
+		_ = owner.QueryRow(ctx, `SELECT coalesce(client_secret, '') FROM vault.credentials WHERE ref = $1`, ref).Scan(&secret)
+		return secret
+	}
+	if ref, err := issue("alice", "alice-1", ""); err != nil || secretOf(ref) != "alices-secret" {
+		t.Fatalf("alice's own sign-in: %v, secret %q", err, secretOf(ref))
+	}
+	if ref, err := issue("alice", "alice-2", "grant_other"); err != nil || secretOf(ref) != "" {
+		t.Fatalf("a second account named alice, with a grant: %v, secret %q", err, secretOf(ref))
+	}
+	if _, err := issue("alice", "alice-2", ""); err == nil || !strings.Contains(err.Error(), "no seeded secret of this sign-in") {
+		t.Fatalf("a second account named alice, without a grant: %v", err)
+	}
+	if _, err := issue("bob", "bob-1", ""); err == nil || !strings.Contains(err.Error(), "names no sign-in, so it goes to nobody") {
+		t.Fatalf("bob's unbound seeded secret: %v", err)
+	}
+	if _, err := owner.Exec(ctx, `UPDATE vault.credentials SET issuer = 'https://id.test', subject = 'bob-1' WHERE ref = 'cred-bob'`); err != nil {
+		t.Fatal(err)
+	}
+	if ref, err := issue("bob", "bob-1", ""); err != nil || secretOf(ref) != "bobs-secret" {
+		t.Fatalf("bob's secret once bound to his sign-in: %v, secret %q", err, secretOf(ref))
+	}
+}
+
 // TestACredentialHoldsASecretForOnePackOrAGrant: the demo rows' secrets
 // are the demo pack's, and a copy of one keeps its pack (an earlier
 // starter or MCP server copies without naming it); any other secret names
@@ -150,7 +192,7 @@ func TestACredentialHoldsASecretForOnePackOrAGrant(t *testing.T) {
 		t.Fatal("a credential holding neither a secret nor a grant was written")
 	}
 	if err := owner.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant('sam', 'https://id.test', 'sam', 'card_supervisor', '{}', 'pwd', now(), NULL)`).Scan(&ref); err == nil ||
-		!strings.Contains(err.Error(), "no seeded secret and no grant") {
+		!strings.Contains(err.Error(), "no seeded secret of this sign-in and no grant") {
 		t.Fatalf("a sign-in with neither a seeded secret nor a grant got a credential: %v", err)
 	}
 }

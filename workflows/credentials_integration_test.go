@@ -78,7 +78,6 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 	if res := read("seeded", seeded); res.Code != policy.CodeCredentialUnavailable {
 		t.Errorf("a seeded row named as a credential: %s/%s %s", res.Status, res.Code, res.Message)
 	}
-
 	// A requester tier: none in the shipped table, so set one here.
 	s.UsePolicy(t, mfaStock(t))
 	res := read("tier", real)
@@ -98,6 +97,18 @@ func TestCredentialsAreBoundToTheirSignIn(t *testing.T) {
 		workflows.WorkflowID("bound", "tier")).Scan(&audited)
 	if audited != 1 {
 		t.Fatalf("%d awaiting_sign_in/step_up_required rows audited, want 1", audited)
+	}
+	// A seeded row is never a credential, even bound to its person
+	// (migration 032) with all a sign-in's claims filled in and its secret
+	// good at the upstream: its readable ref is still no sign-in's.
+	if _, err := s.Owner.Exec(context.Background(), `UPDATE vault.credentials SET demo = false, issuer = 'https://id.toolgate.test', subject = 'ama-1',
+		role = 'store_manager', store_ids = '{112}', resources = '{"store": ["112"]}', acr = 'mfa', auth_time = now() WHERE ref = 'cred-ama'`); err != nil {
+		t.Fatal(err)
+	}
+	bound := ama("")
+	bound.CredentialRef = "cred-ama"
+	if res := read("bound_seeded", bound); res.Code != policy.CodeCredentialUnavailable {
+		t.Errorf("a seeded row bound to its person, named as a credential: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 }
 
