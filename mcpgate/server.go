@@ -290,7 +290,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if s.QueueFor != nil {
 			queue = s.QueueFor(tool)
 		}
-		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in)
+		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(policy.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil
@@ -479,7 +479,8 @@ func failure(msg string) *mcp.CallToolResult {
 }
 
 // status reads one of the caller's own calls: a call another person made
-// is not found.
+// is not found, by the issuer and subject of the sign-in that started it
+// (its memo), never by user ID alone, which two people may share.
 func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id, ok := identityOf(req.Extra.TokenInfo)
 	if !ok {
@@ -500,6 +501,10 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	by := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.RequestedByKey.GetName()]
 	var who string
 	if by == nil || json.Unmarshal(by.GetData(), &who) != nil || who != id.UserID {
+		return notFound, nil
+	}
+	var asker policy.Person
+	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (policy.Person{Issuer: id.Issuer, Subject: id.Subject}) {
 		return notFound, nil
 	}
 	if d.GetWorkflowExecutionInfo().GetCloseTime() != nil {

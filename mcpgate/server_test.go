@@ -86,6 +86,13 @@ func (g *gate) approveInTheCardUI(user, workflowID string) error {
 
 func newGate(t *testing.T, maxWait time.Duration) *gate {
 	t.Helper()
+	return newGateUser(t, maxWait, mcpgate.DefaultClaims(testenv.Policy).User)
+}
+
+// newGateUser is newGate with the MCP server taking a sign-in's user ID
+// from the claim userClaim.
+func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
+	t.Helper()
 	cards := &testenv.LateHandler{}
 	cardSrv := httptest.NewServer(cards)
 	t.Cleanup(cardSrv.Close)
@@ -104,7 +111,9 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 	}
 	cards.Set((&approvals.Server{Policy: s.Policy, Pool: testenv.ServicePool(t, s.DatabaseURL, "approvals"), Temporal: s.Client, Auth: auth,
 		Signer: testenv.ApprovalSigner, SessionKey: []byte(strings.Repeat("k", 32)), Logger: zaptest.NewLogger(t), DecisionWait: 15 * time.Second}).Handler())
-	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, mcpgate.DefaultClaims(testenv.Policy), 10*time.Second)
+	claims := mcpgate.DefaultClaims(testenv.Policy)
+	claims.User = userClaim
+	verify, err := mcpgate.NewVerifier(context.Background(), g.idp.URL, testenv.MCPAudience, claims, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,5 +636,45 @@ func TestEveryProtocolRevisionTheSDKSpeaks(t *testing.T) {
 			t.Errorf("%s: get_stock: %s", v, text(res))
 		}
 		_ = cs.Close()
+	}
+}
+
+// TestTheStatusToolShowsACallToItsPersonAlone: the MCP server takes user
+// IDs from a claim two people share (their role: ama and efua are both
+// store_manager), as a provider whose preferred_username two accounts may
+// hold. ama's waiting transfer is hers to read with the status tool; efua,
+// under the same user ID, is told it is not found.
+func TestTheStatusToolShowsACallToItsPersonAlone(t *testing.T) {
+	g := newGateUser(t, 0, "toolgate_role")
+	ctx := context.Background()
+	// The shared user ID's seeded secret, the demo's (dev mode): both get a credential.
+	if _, err := g.s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, demo, issuer, subject)
+		SELECT 'cred-store_manager', 'store_manager', client_secret, secret_pack, true, issuer, 'store_manager' FROM vault.credentials WHERE ref = 'cred-ama'`); err != nil {
+		t.Fatal(err)
+	}
+	ama, efua := g.connect(t, g.token(t, "ama", "")), g.connect(t, g.token(t, "efua", ""))
+	r, err := ama.CallTool(ctx, &mcp.CallToolParams{Name: "request_stock_transfer", Arguments: map[string]any{"articleId": 40211, "quantity": 40, "reason": "stockout_risk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call waits (the demo upstream knows no user store_manager, so it
+	// awaits a sign-in that will do): it is ama's, and it runs on.
+	callID, _ := structured(t, r)["callId"].(string)
+	if callID == "" {
+		t.Fatalf("ama's transfer named no call: %s %v", text(r), structured(t, r))
+	}
+	read := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.StatusTool, Arguments: map[string]any{"callId": callID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(r)
+	}
+	if got := read(ama); !strings.Contains(got, "Still ") {
+		t.Fatalf("ama reading her own call: %s", got)
+	}
+	if got := read(efua); !strings.Contains(got, "No call") || strings.Contains(got, "Still ") {
+		t.Fatalf("efua, under ama's user ID, read ama's call: %s", got)
 	}
 }

@@ -56,6 +56,10 @@ type ToolCallResult struct {
 	IdempotencyKey string          `json:"idempotencyKey"`
 }
 
+// RequesterMemo is the memo field naming the person (policy.Person) who
+// started a call through the MCP server (StartedBy).
+const RequesterMemo = "requester"
+
 // Outcome is the first outcome: a final result, or status pending_approval
 // with the card, its value, the approver role, the expiry and the args hash.
 type Outcome struct {

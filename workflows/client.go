@@ -43,13 +43,17 @@ func Start(ctx context.Context, c client.Client, p *policy.Policy, taskQueue str
 // for something else (another tool, other args, another session) gets
 // idempotency_conflict, never that call's outcome; and an ended call's ID
 // starts a run that answers with the first outcome or the conflict.
-func Call(ctx context.Context, c client.Client, p *policy.Policy, taskQueue string, in ToolCallInput) (Outcome, client.WorkflowRun, error) {
+func Call(ctx context.Context, c client.Client, p *policy.Policy, taskQueue string, in ToolCallInput, opts ...StartOption) (Outcome, client.WorkflowRun, error) {
 	if err := checkIDs(in); err != nil {
 		return Outcome{}, nil, err
 	}
 	in.Args = p.RedactPII(in.Tool, in.Args)
 	id := WorkflowID(in.Session.ConversationID, in.ToolCallID)
-	op := c.NewWithStartWorkflowOperation(startOptions(p, id, taskQueue, in), WorkflowType, in)
+	start := startOptions(p, id, taskQueue, in)
+	for _, o := range opts {
+		o(&start)
+	}
+	op := c.NewWithStartWorkflowOperation(start, WorkflowType, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: FirstOutcomeUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -153,6 +157,21 @@ func (s Status) CardRef(workflowID string) policy.Card {
 // CardRef names the card an outcome shows, for signing a decision on it.
 func (o Outcome) CardRef() policy.Card {
 	return policy.Card{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt, Version: o.SignedVersion}
+}
+
+// StartOption adds to how Call starts a call.
+type StartOption func(*client.StartWorkflowOptions)
+
+// StartedBy records the person who asks for the call (the issuer and
+// subject of their sign-in) in its memo (RequesterMemo), for readers that
+// must tell people apart where user IDs may be shared: the MCP server's
+// status tool shows a call to the person who started it alone.
+func StartedBy(p policy.Person) StartOption {
+	return func(o *client.StartWorkflowOptions) {
+		if p.Known() {
+			o.Memo = map[string]any{RequesterMemo: p}
+		}
+	}
 }
 
 // startOptions attach duplicates to the existing call, never run one twice,
