@@ -175,20 +175,22 @@ var (
 	versionRe = regexp.MustCompile(`name="signedVersion" value="([^"]+)"`)
 )
 
+// decisionForm is a decision with the card page's own form values (its
+// CSRF token, args hash and version), those the page shows.
+func decisionForm(page, decision string) url.Values {
+	form := url.Values{"decision": {decision}}
+	for name, re := range map[string]*regexp.Regexp{"csrf": csrfRe, "argsHash": hashRe, "signedVersion": versionRe} {
+		if m := re.FindStringSubmatch(page); m != nil {
+			form.Set(name, m[1])
+		}
+	}
+	return form
+}
+
 // decide posts a decision from the card page's own form values.
 func (b *browserless) decide(id, decision string) (int, string) {
 	_, page := b.get("/cards/" + id)
-	form := url.Values{"decision": {decision}}
-	if m := csrfRe.FindStringSubmatch(page); m != nil {
-		form.Set("csrf", m[1])
-	}
-	if m := hashRe.FindStringSubmatch(page); m != nil {
-		form.Set("argsHash", m[1])
-	}
-	if m := versionRe.FindStringSubmatch(page); m != nil {
-		form.Set("signedVersion", m[1])
-	}
-	resp, err := b.c.PostForm(b.base+"/cards/"+id+"/decision", form)
+	resp, err := b.c.PostForm(b.base+"/cards/"+id+"/decision", decisionForm(page, decision))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -213,7 +215,8 @@ func TestADecisionNamesTheVersionItsApproverSaw(t *testing.T) {
 	}
 	post := func(version string) int {
 		t.Helper()
-		form := url.Values{"decision": {policy.Approve}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]}}
+		form := decisionForm(page, policy.Approve)
+		form.Del("signedVersion")
 		if version != "" {
 			form.Set("signedVersion", version)
 		}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -95,16 +94,8 @@ func TestRejectNeedsNoStepUp(t *testing.T) {
 	id := workflows.WorkflowID("no", "c1")
 	kofi := u.signIn(t, "kofi")
 	_, page := kofi.get("/cards/" + id)
-	form := url.Values{"decision": {policy.Reject}, "reason": {"no festival this week"}}
-	if m := csrfRe.FindStringSubmatch(page); m != nil {
-		form.Set("csrf", m[1])
-	}
-	if m := hashRe.FindStringSubmatch(page); m != nil {
-		form.Set("argsHash", m[1])
-	}
-	if m := versionRe.FindStringSubmatch(page); m != nil {
-		form.Set("signedVersion", m[1])
-	}
+	form := decisionForm(page, policy.Reject)
+	form.Set("reason", "no festival this week")
 	kofi.step(kofi.c.PostForm(u.URL+"/cards/"+id+"/decision", form))
 	if !strings.Contains(kofi.page, "Rejected by kofi") {
 		t.Fatalf("a rejection by a password sign-in:\n%s", kofi.page)
@@ -396,8 +387,8 @@ func TestCardShowsTheAssistantsWords(t *testing.T) {
 		t.Fatalf("the assistant's words are in the card line: %q", first.Card)
 	}
 	_, page = ama.get("/cards/" + run.GetID())
-	form := url.Values{"decision": {policy.Reject}, "reason": {"Delivery due tomorrow."}, "csrf": {csrfRe.FindStringSubmatch(page)[1]}, "argsHash": {hashRe.FindStringSubmatch(page)[1]},
-		"signedVersion": {versionRe.FindStringSubmatch(page)[1]}}
+	form := decisionForm(page, policy.Reject)
+	form.Set("reason", "Delivery due tomorrow.")
 	ama.step(ama.c.PostForm(u.URL+"/cards/"+run.GetID()+"/decision", form))
 	var res workflows.ToolCallResult
 	if err := run.Get(context.Background(), &res); err != nil || res.Status != workflows.StatusRejected || !strings.Contains(string(res.Result), "Delivery due tomorrow.") {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
 )
 
 // TestTwoPersonRuleThroughTheStack, on the dev server: kofi asks for 200
@@ -87,21 +88,19 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	}
 }
 
-// TestAnEditClearsWhatWasApproved, on the dev server: adwoa's approval is
-// the first of two on kofi's 200-case card; yoofi's edit to 190 cases
-// (still two people) puts up a new version, and the card row, the card's
-// status and the count all start again from none: adwoa may approve the
-// new version and counts once.
-func TestAnEditClearsWhatWasApproved(t *testing.T) {
-	s := testenv.NewStack(t)
+// kofisBigCard puts up kofi's 200-case card, which two people must
+// approve, in conversation conv: its first outcome, its run, and a reader
+// of its status now.
+func kofisBigCard(t *testing.T, s *testenv.Stack, conv string) (workflows.Outcome, client.WorkflowRun, func() workflows.Status) {
+	t.Helper()
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "quorum-edit", CredentialRef: "cred-kofi"}
+	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: conv, CredentialRef: "cred-kofi"}
 	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
 		Args: json.RawMessage(twoHundredCases), Session: sess})
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, first)
 	}
-	status := func() workflows.Status {
+	return first, run, func() workflows.Status {
 		t.Helper()
 		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
 		var st workflows.Status
@@ -110,6 +109,17 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 		}
 		return st
 	}
+}
+
+// TestAnEditClearsWhatWasApproved, on the dev server: adwoa's approval is
+// the first of two on kofi's 200-case card; yoofi's edit to 190 cases
+// (still two people) puts up a new version, and the card row, the card's
+// status and the count all start again from none: adwoa may approve the
+// new version and counts once.
+func TestAnEditClearsWhatWasApproved(t *testing.T) {
+	s := testenv.NewStack(t)
+	ctx := context.Background()
+	_, run, status := kofisBigCard(t, s, "quorum-edit")
 	send := func(a policy.Approval) {
 		t.Helper()
 		st := status()
@@ -161,22 +171,8 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
-	sess := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "k1", ConversationID: "quorum-versions", CredentialRef: "cred-kofi"}
-	first, run, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "big",
-		Args: json.RawMessage(twoHundredCases), Session: sess})
-	if err != nil || first.Status != workflows.StatusPendingApproval {
-		t.Fatalf("%v %+v", err, first)
-	}
+	first, run, status := kofisBigCard(t, s, "quorum-versions")
 	akuaID := policy.Identity{UserID: "akua", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113)}
-	status := func() workflows.Status {
-		t.Helper()
-		v, err := s.Client.QueryWorkflow(ctx, run.GetID(), "", workflows.StatusQuery)
-		var st workflows.Status
-		if err != nil || v.Get(&st) != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
 	signed := func(a policy.Approval) policy.Approval {
 		st := status()
 		a.ArgsHash, a.Evidence = st.ArgsHash, testenv.Evidence(a.Approver.UserID, time.Now())
