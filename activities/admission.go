@@ -149,6 +149,9 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	}
 
 	if in.Intent != "" && pre.Decision == policy.DecisionApprove {
+		if in.Intent, err = personalIntent(ctx, tx, in); err != nil {
+			return AdmitResult{}, err
+		}
 		held, err := claimIntent(ctx, tx, wf, run, in.Intent, in.TTLSeconds, a.running)
 		if err != nil {
 			return AdmitResult{}, err
@@ -215,6 +218,38 @@ func (a *Activities) timing(ctx context.Context, name, tool string, d time.Durat
 	if activity.IsActivity(ctx) {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": clean(tool)}).Timer(name).Record(d)
 	}
+}
+
+// personalIntent is the intent a call claims. A tool whose intent is each
+// requester's own (recorded facts: PerRequester) keys it by the person
+// behind the requester's credential, the issuer and subject of their
+// sign-in, where the vault names one: one person under two user IDs asks
+// for one thing, and two people under one user ID for two. Else it is the
+// workflow's, keyed by user ID.
+func personalIntent(ctx context.Context, tx pgx.Tx, in AdmitInput) (string, error) {
+	if in.Verdict.Tool == nil || !in.Verdict.Tool.PerRequester {
+		return in.Intent, nil
+	}
+	p, err := requesterOf(ctx, tx, in)
+	if err != nil || p == nil {
+		return in.Intent, err
+	}
+	action := in.Verdict.Args
+	if len(in.Action) > 0 {
+		action = in.Action
+	}
+	return intentOf(in.Tool, in.Verdict.Resource, action, *p, in.Intent)
+}
+
+// intentOf is a per-requester intent keyed by the person p (never a user
+// ID: "person:" holds a byte no user ID does), or else when the action
+// cannot be read.
+func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, p policy.Person, orElse string) (string, error) {
+	k, err := policy.Intent(tool, resource, action, "person:"+p.Issuer+"\x00"+p.Subject)
+	if err != nil {
+		return orElse, nil
+	}
+	return k, nil
 }
 
 // requesterOf is the person whose sign-in issued the call's credential (a

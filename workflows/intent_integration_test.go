@@ -200,3 +200,64 @@ func TestAlreadyPendingNamesACallOnlyToItsPerson(t *testing.T) {
 		t.Fatalf("the first person asking again: %q %s", again.Message, again.Result)
 	}
 }
+
+// TestAnIntentIsItsPersons: for a tool whose resource is each requester's
+// own (a library loan), the intent is the person's, by the issuer and
+// subject of their sign-in: ama renewing under a second user ID (ama.k, the
+// same sign-in's subject) is already_pending, told her own card; a second
+// person under the user ID ama (subject ama-2) gets a card of her own.
+func TestAnIntentIsItsPersons(t *testing.T) {
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: testenv.WithLibrary})
+	ctx := context.Background()
+	for _, c := range []struct{ ref, user, subject string }{{"cred-lib-1", "ama", "ama-1"}, {"cred-lib-2", "ama.k", "ama-1"}, {"cred-lib-3", "ama", "ama-2"}} {
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, acr, auth_time)
+			SELECT $1, $2, client_secret, $3, $4, 'member', 'mfa', now() FROM vault.credentials WHERE ref = 'cred-ama'`, c.ref, c.user, testenv.Issuer, c.subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew := func(user, ref, id string) workflows.Outcome {
+		t.Helper()
+		in := workflows.ToolCallInput{Tool: testenv.LibraryRenew, ToolCallID: id, Args: json.RawMessage(`{"loanId":"LN-2041","weeks":2}`),
+			Session: policy.Session{UserID: user, Role: testenv.LibraryMember, SessionID: "s-" + id, ConversationID: "loans", CredentialRef: ref}}
+		f, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	first := renew("ama", "cred-lib-1", "a1")
+	if first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("ama's renewal: %+v %s", first.ToolCallResult, first.Result)
+	}
+	again := renew("ama.k", "cred-lib-2", "a2")
+	if again.Code != policy.CodeAlreadyPending || !strings.Contains(string(again.Result), `"pendingWorkflowId":"`+first.IdempotencyKey+`"`) {
+		t.Fatalf("ama renewing again under another user ID: %+v %s", again.ToolCallResult, again.Result)
+	}
+	other := renew("ama", "cred-lib-3", "b1")
+	if other.Status != workflows.StatusPendingApproval || other.IdempotencyKey == first.IdempotencyKey {
+		t.Fatalf("a second person under the user ID ama: %+v %s", other.ToolCallResult, other.Result)
+	}
+	// A librarian's edit to 3 weeks keeps the card ama's: asking for 3
+	// weeks under her other user ID finds it.
+	librarian := policy.Identity{UserID: "lena", Role: testenv.LibraryStaff}
+	edit := policy.Approval{Decision: policy.Edit, ArgsHash: first.ArgsHash, Approver: librarian, Edit: json.RawMessage(`{"weeks":3}`)}
+	if err := s.Client.SignalWorkflow(ctx, first.IdempotencyKey, first.RunID, workflows.ApprovalSignal, testenv.Sign(edit, first.CardRef())); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var version int
+		_ = s.Owner.QueryRow(ctx, `SELECT card_version FROM pending_action WHERE workflow_id = $1`, first.IdempotencyKey).Scan(&version)
+		if version == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the librarian's edit did not put up version 2")
+		}
+	}
+	in := workflows.ToolCallInput{Tool: testenv.LibraryRenew, ToolCallID: "a3", Args: json.RawMessage(`{"loanId":"LN-2041","weeks":3}`),
+		Session: policy.Session{UserID: "ama.k", Role: testenv.LibraryMember, SessionID: "s-a3", ConversationID: "loans", CredentialRef: "cred-lib-2"}}
+	edited, _, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, in)
+	if err != nil || edited.Code != policy.CodeAlreadyPending || !strings.Contains(string(edited.Result), `"pendingWorkflowId":"`+first.IdempotencyKey+`"`) {
+		t.Fatalf("ama asking for the edited renewal under another user ID: %v %+v %s", err, edited.ToolCallResult, edited.Result)
+	}
+}

@@ -46,7 +46,8 @@ func LibraryDomain() policy.Domain {
 		},
 		Rows: []policy.Row{
 			{Tool: LibraryTool, Roles: []policy.Role{LibraryMember, LibraryStaff}, Decision: policy.DecisionAllow},
-			{Tool: LibraryRenew, Roles: []policy.Role{LibraryMember}, Decision: policy.DecisionApprove, Approvers: []policy.Approver{{Role: LibraryStaff}}},
+			{Tool: LibraryRenew, Roles: []policy.Role{LibraryMember}, Decision: policy.DecisionApprove, Approvers: []policy.Approver{{Role: LibraryStaff}},
+				Editable: []string{"weeks"}},
 		},
 		Evidence: []policy.EvidenceRule{{Tool: LibraryRenew, ACR: policy.ACRPassword, MaxAge: 8 * time.Hour}},
 		Formats:  []policy.Format{{Tag: "loanid", Pattern: loanID, Rule: `must be a loan id such as "LN-2041"`}},
