@@ -154,6 +154,37 @@ func TestASeededSecretIsOnePersons(t *testing.T) {
 	}
 }
 
+// TestCopiesOfAnUnboundSecretAreRevoked: before migration 032 a second
+// account named carol could copy carol's seeded secret; 032 revokes every
+// copy of a seeded secret that names no sign-in (nothing tells whose a copy
+// is), and leaves other credentials alone.
+func TestCopiesOfAnUnboundSecretAreRevoked(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.DatabaseAt(t, 31)
+	owner := testenv.OwnerPool(t, url)
+	if _, err := owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, secret_pack, issuer, subject, role, acr, auth_time) VALUES
+		('cred-carol', 'carol', 'carols-secret', 'mangrove', NULL, NULL, NULL, NULL, NULL),
+		('cr_carol_1', 'carol', 'carols-secret', 'mangrove', 'https://id.test', 'carol-1', 'store_manager', 'pwd', now()),
+		('cr_carol_2', 'carol', 'carols-secret', 'mangrove', 'https://id.test', 'carol-2', 'store_manager', 'pwd', now()),
+		('cr_dan_1', 'dan', 'dans-secret', 'mangrove', 'https://id.test', 'dan-1', 'store_manager', 'pwd', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Migrate(url); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := owner.Query(ctx, `SELECT ref || ' ' || revoked::text FROM vault.credentials WHERE ref IN ('cred-carol', 'cr_carol_1', 'cr_carol_2', 'cr_dan_1', 'cred-ama') ORDER BY ref`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "cr_carol_1 true,cr_carol_2 true,cr_dan_1 false,cred-ama false,cred-carol false"; strings.Join(got, ",") != want {
+		t.Fatalf("after migration 032: %s, want %s", strings.Join(got, ","), want)
+	}
+}
+
 // TestACredentialHoldsASecretForOnePackOrAGrant: the demo rows' secrets
 // are the demo pack's, and a copy of one keeps its pack (an earlier
 // starter or MCP server copies without naming it); any other secret names

@@ -92,9 +92,10 @@ func checkIDs(in ToolCallInput) error {
 
 // Decide sends an approval decision for the card a call shows now, signed
 // by signer for that run, expiry and version. An empty args hash is filled
-// from the card; a hash the card no longer shows is refused here, since
-// signing it for today's version would let a decision made on an earlier
-// version count on a later one that edits led back to it.
+// from the card; a hash the card no longer shows is refused here rather
+// than signed for today's version. (A hash that edits led back to is the
+// card's again, and is signed for today's version: the operator decides on
+// what the card shows now.)
 func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
 	if err != nil {

@@ -8,6 +8,16 @@
 -- goes to nobody until an operator binds it:
 --   UPDATE vault.credentials SET issuer = '<issuer>', subject = '<sub>' WHERE ref = 'cred-<user>';
 -- The demo rows (demo, usable in dev mode alone) still go by user ID.
+--
+-- A credential copied before this from a row that names no sign-in may be
+-- another person's copy, and nothing tells which: each is revoked, so its
+-- person signs in again once the operator has bound the row.
+UPDATE vault.credentials c SET revoked = true
+FROM vault.credentials s
+WHERE s.ref = 'cred-' || s.user_id AND NOT s.demo AND (s.issuer IS NULL OR s.subject IS NULL)
+  AND c.user_id = s.user_id AND c.ref <> s.ref AND NOT c.demo AND NOT c.revoked
+  AND c.client_secret IS NOT NULL AND c.client_secret = s.client_secret;
+
 CREATE OR REPLACE FUNCTION vault.issue_for_sign_in_grant(p_user text, p_issuer text, p_subject text, p_role text, p_resources jsonb, p_acr text, p_auth_time timestamptz, p_grant text)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, vault, pg_temp AS $$
 DECLARE
