@@ -238,18 +238,18 @@ func personalIntent(ctx context.Context, tx pgx.Tx, in AdmitInput) (string, erro
 	if len(in.Action) > 0 {
 		action = in.Action
 	}
-	return intentOf(in.Tool, in.Verdict.Resource, action, *p, in.Intent)
+	return intentOf(in.Tool, in.Verdict.Resource, action, *p, in.Intent), nil
 }
 
 // intentOf is a per-requester intent keyed by the person p (never a user
 // ID: "person:" holds a byte no user ID does), or else when the action
 // cannot be read.
-func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, p policy.Person, orElse string) (string, error) {
+func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, p policy.Person, orElse string) string {
 	k, err := policy.Intent(tool, resource, action, "person:"+p.Issuer+"\x00"+p.Subject)
 	if err != nil {
-		return orElse, nil
+		return orElse
 	}
-	return k, nil
+	return k
 }
 
 // requesterOf is the person whose sign-in issued the call's credential (a

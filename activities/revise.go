@@ -72,7 +72,7 @@ func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, 
 	}
 	if in.Intent != "" && in.Verdict.Tool != nil && in.Verdict.Tool.PerRequester && in.Card.Requester != nil && in.Card.Requester.Known() {
 		// Keyed as admission keyed the card's first version.
-		in.Intent, _ = intentOf(in.Card.Tool, in.Verdict.Resource, in.Card.Args, *in.Card.Requester, in.Intent)
+		in.Intent = intentOf(in.Card.Tool, in.Verdict.Resource, in.Card.Args, *in.Card.Requester, in.Intent)
 	}
 	if in.Intent != "" {
 		held, err := claimIntent(ctx, tx, wf, run, in.Intent, 0, a.running)
