@@ -112,15 +112,17 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		return AdmitResult{}, a.secondRun(ctx, wf, sr)
 	}
 
-	keys := slices.Clone(pre.Limits)
-	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
-	locking := time.Now()
-	for _, k := range keys {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
-			return AdmitResult{}, fmt.Errorf("admit: lock %s: %w", k.Key, err)
-		}
+	// Who asks: the person a per-user limit counts, a per-requester intent
+	// is keyed by and the card names, read once.
+	who, err := requesterOf(ctx, tx, in)
+	if err != nil {
+		return AdmitResult{}, err
 	}
-	if len(keys) > 0 {
+	locking := time.Now()
+	if err := lockBuckets(ctx, tx, pre.Limits, who); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: %w", err)
+	}
+	if len(pre.Limits) > 0 {
 		a.timing(ctx, MetricAdmissionLockWait, in.Tool, time.Since(locking))
 	}
 	var event, reason, message string
@@ -130,9 +132,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	if err == nil {
 		r := recorded(event, reason, message, result)
 		if r.Decision == policy.DecisionApprove {
-			if r.Requester, err = requesterOf(ctx, tx, in); err != nil {
-				return AdmitResult{}, err
-			}
+			r.Requester = who
 		}
 		return r, nil
 	}
@@ -145,26 +145,24 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	if short, err := a.shortOf(ctx, tx, in.Tool, pre.Verified, in.CredentialRef, in.Session.UserID, in.Session.ConversationID); err != nil {
 		return AdmitResult{}, fmt.Errorf("admit: %w", err)
 	} else if short != nil {
-		return a.unverified(ctx, tx, wf, run, in, *short)
+		return a.unverified(ctx, tx, wf, run, in, who, *short)
 	}
 
 	if in.Intent != "" && pre.Decision == policy.DecisionApprove {
-		if in.Intent, err = personalIntent(ctx, tx, in); err != nil {
-			return AdmitResult{}, err
-		}
+		in.Intent = personalIntent(in, who)
 		held, err := claimIntent(ctx, tx, wf, run, in.Intent, in.TTLSeconds, a.running)
 		if err != nil {
 			return AdmitResult{}, err
 		}
 		if held != nil {
-			return a.alreadyPending(ctx, tx, wf, run, in, *held)
+			return a.alreadyPending(ctx, tx, wf, run, in, who, *held)
 		}
 	}
 
 	usage := make([]policy.Usage, 0, len(pre.Limits))
 	counting := time.Now()
 	for _, k := range pre.Limits {
-		u, err := countUsage(ctx, tx, k)
+		u, err := countUsage(ctx, tx, k, who)
 		if err != nil {
 			return AdmitResult{}, err
 		}
@@ -182,7 +180,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		decided = EventNeedsApproval
 	}
 	row := AuditInput{Key: "decision", Event: decided, Reason: v.Code, Tool: in.Tool, Session: in.Session,
-		Args: pre.Args, Resource: pre.Resource, Value: in.ValueCents, Message: v.Message}
+		Args: pre.Args, Resource: pre.Resource, Value: in.ValueCents, Message: v.Message, Requester: who}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
 	}
@@ -202,9 +200,7 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 	}
 	res := AdmitResult{Decision: v.Decision, Code: v.Code, Message: v.Message, Step: v.Step}
 	if v.Decision == policy.DecisionApprove {
-		if res.Requester, err = requesterOf(ctx, tx, in); err != nil {
-			return AdmitResult{}, err
-		}
+		res.Requester = who
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return AdmitResult{}, fmt.Errorf("admit: commit: %w", err)
@@ -222,23 +218,19 @@ func (a *Activities) timing(ctx context.Context, name, tool string, d time.Durat
 
 // personalIntent is the intent a call claims. A tool whose intent is each
 // requester's own (recorded facts: PerRequester) keys it by the person
-// behind the requester's credential, the issuer and subject of their
+// behind the requester's credential (who), the issuer and subject of their
 // sign-in, where the vault names one: one person under two user IDs asks
 // for one thing, and two people under one user ID for two. Else it is the
 // workflow's, keyed by user ID.
-func personalIntent(ctx context.Context, tx pgx.Tx, in AdmitInput) (string, error) {
-	if in.Verdict.Tool == nil || !in.Verdict.Tool.PerRequester {
-		return in.Intent, nil
-	}
-	p, err := requesterOf(ctx, tx, in)
-	if err != nil || p == nil {
-		return in.Intent, err
+func personalIntent(in AdmitInput, who *policy.Person) string {
+	if in.Verdict.Tool == nil || !in.Verdict.Tool.PerRequester || who == nil {
+		return in.Intent
 	}
 	action := in.Verdict.Args
 	if len(in.Action) > 0 {
 		action = in.Action
 	}
-	return intentOf(in.Tool, in.Verdict.Resource, action, *p, in.Intent), nil
+	return intentOf(in.Tool, in.Verdict.Resource, action, *who, in.Intent)
 }
 
 // intentOf is a per-requester intent keyed by the person p (never a user
@@ -338,11 +330,8 @@ func (a *Activities) running(ctx context.Context, wf, run string) bool {
 // it, by the issuer and subject of the sign-in behind their credential,
 // never by user ID (a provider's display name, which two people may
 // share), and never to another person.
-func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, held PendingCard) (AdmitResult, error) {
-	asker, err := requesterOf(ctx, tx, in)
-	if err != nil {
-		return AdmitResult{}, err
-	}
+func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *policy.Person, held PendingCard) (AdmitResult, error) {
+	asker := who
 	if asker != nil {
 		asker = &policy.Person{Issuer: clean(asker.Issuer), Subject: clean(asker.Subject)} // as the card row keeps them
 	}
@@ -353,7 +342,7 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 		held.ExpiresAt)
 	result, _ := json.Marshal(held)
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeAlreadyPending, Tool: in.Tool, Session: in.Session,
-		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result}
+		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result, Requester: who}
 	if len(in.Action) > 0 {
 		row.Args = in.Action
 	}
@@ -368,14 +357,14 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 
 // unverified denies a call whose caller holds less than its row's tier,
 // with its decision row; nothing is counted against the limits.
-func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, u Unverified) (AdmitResult, error) {
+func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *policy.Person, u Unverified) (AdmitResult, error) {
 	msg := u.Message(a.Policy.System(in.Tool))
 	result, _ := json.Marshal(u)
 	if err := a.discardFactor(ctx, tx, in); err != nil {
 		return AdmitResult{}, err
 	}
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeStepUpRequired, Tool: in.Tool, Session: in.Session,
-		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result}
+		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result, Requester: who}
 	if _, err := a.insertAudit(ctx, tx, wf, run, row); err != nil {
 		return AdmitResult{}, err
 	}
@@ -417,9 +406,9 @@ const windowStart = `now() - make_interval(secs => $3)`
 
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.
-func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage, error) {
+func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *policy.Person) (policy.Usage, error) {
 	var u policy.Usage
-	sql, args, err := UsageQuery(k)
+	sql, args, err := UsageQuery(k, who)
 	if err != nil {
 		return u, err
 	}
@@ -431,37 +420,75 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey) (policy.Usage
 
 // countUsageExcept is countUsage leaving out one run's calls (an edited
 // card's own).
-func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, wf, run string) (policy.Usage, error) {
+func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *policy.Person, wf, run string) (policy.Usage, error) {
 	var u policy.Usage
-	sql, args, err := UsageQuery(k)
+	sql, args, err := usageQuery(k, who)
 	if err != nil {
 		return u, err
 	}
-	sql += fmt.Sprintf(` AND NOT (a.workflow_id = $%d AND a.run_id = $%d)`, len(args)+1, len(args)+2)
+	sql = strings.ReplaceAll(sql, exceptRun, fmt.Sprintf(` AND NOT (a.workflow_id = $%d AND a.run_id = $%d)`, len(args)+1, len(args)+2))
 	if err := tx.QueryRow(ctx, sql, append(args, wf, run)...).Scan(&u.Calls, &u.Cents); err != nil {
 		return u, fmt.Errorf("revise: count %s: %w", k.Key, err)
 	}
 	return u, nil
 }
 
+// A per-user limit counts a person: the issuer and subject of the sign-in
+// behind the call's credential (who), never its user ID alone, which a
+// provider lets two people share and one person hold twice (OIDC Core
+// 5.7). A row that names no person (its credential named none, or it was
+// written before migration 033) counts against every call under its user
+// ID, so a call that names a person counts its own rows and those; a call
+// that names none counts those alone.
+const (
+	personRows  = `a.tool = $1 AND a.requester_issuer = $4 AND a.requester_subject = $5`
+	unnamedRows = `a.tool = $1 AND a.user_id = $2 AND a.requester_subject IS NULL`
+	// exceptRun is where a count that leaves one run out says so.
+	exceptRun = `{except}`
+)
+
 // UsageQuery is the query that counts a limit bucket's window, and its
 // values, from limit_usage (migration 029): the calls the log admitted that
 // still hold what they reserved, each at its current value, kept by a
-// trigger on the log's insert. Admission runs it; tests read its plan and
-// its counts.
-func UsageQuery(k policy.LimitKey) (string, []any, error) {
-	const count = `SELECT count(*), coalesce(sum(a.value_cents), 0)::bigint FROM limit_usage a`
+// trigger on the log's insert. who is the person asking (nil when their
+// credential names none), whose rows a per-user limit counts. Admission
+// runs it; tests read its plan and its counts.
+func UsageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
+	sql, args, err := usageQuery(k, who)
+	return strings.ReplaceAll(sql, exceptRun, ""), args, err
+}
+
+func usageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
+	const window = ` AND a.at > ` + windowStart + exceptRun
 	switch k.Scope {
 	case policy.PerResource:
-		return count + `
-			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4 AND a.at > ` + windowStart,
+		return `SELECT count(*), coalesce(sum(a.value_cents), 0)::bigint FROM limit_usage a
+			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4` + window,
 			[]any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
 	case policy.PerUser:
-		return count + `
-			WHERE a.tool = $1 AND a.user_id = $2 AND a.at > ` + windowStart,
-			[]any{k.Tool, k.UserID, int64(k.Window)}, nil
+		p, named := person(who)
+		if !named {
+			return `SELECT count(*), coalesce(sum(a.value_cents), 0)::bigint FROM limit_usage a
+			WHERE ` + unnamedRows + window, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+		}
+		// Two index ranges, summed: the person's rows, and the user ID's
+		// rows that name nobody.
+		return `SELECT sum(n)::bigint, sum(c)::bigint FROM (
+			SELECT count(*) n, coalesce(sum(a.value_cents), 0) c FROM limit_usage a WHERE ` + personRows + window + `
+			UNION ALL
+			SELECT count(*), coalesce(sum(a.value_cents), 0) FROM limit_usage a WHERE ` + unnamedRows + window + `) u`,
+			[]any{k.Tool, k.UserID, int64(k.Window), p.Issuer, p.Subject}, nil
 	}
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
+}
+
+// person is who as the log keeps it (clean, as every text column), and
+// whether it names one.
+func person(who *policy.Person) (policy.Person, bool) {
+	if who == nil || !who.Known() {
+		return policy.Person{}, false
+	}
+	return policy.Person{Issuer: clean(who.Issuer), Subject: clean(who.Subject)}, true
 }
 
 // UsageFromLog is what UsageQuery must count, read from the log itself:
@@ -469,24 +496,53 @@ func UsageQuery(k policy.LimitKey) (string, []any, error) {
 // what they reserved (a card rejected or expired, a call released), each
 // card at its latest edit's value. Tests compare the two; nothing admits
 // by it, since it reads every counted row's run again.
-func UsageFromLog(k policy.LimitKey) (string, []any, error) {
+func UsageFromLog(k policy.LimitKey, who *policy.Person) (string, []any, error) {
 	const count = `SELECT count(*), coalesce(sum(CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
 			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
 			  ELSE a.value_cents END), 0)::bigint FROM audit_log a`
 	const freed = `
 			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
 			                  AND d.event IN ('rejected', 'expired', 'released'))`
+	// Read from the row's JSON, so a log from before migration 033, whose
+	// rows name nobody, is counted too (an upgrade's test counts it).
+	const unnamed = `a.user_id = $2 AND (coalesce(to_jsonb(a) ->> 'requester_issuer', '') = '' OR coalesce(to_jsonb(a) ->> 'requester_subject', '') = '')`
+	admitted := ` AND a.event IN ('allowed', 'needs_approval') AND a.at > ` + windowStart + freed
 	switch k.Scope {
 	case policy.PerResource:
 		return count + `
-			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4 AND a.event IN ('allowed', 'needs_approval')
-			  AND a.at > ` + windowStart + freed, []any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
+			WHERE a.tool = $1 AND a.resource_kind = $2 AND a.resource_id = $4` + admitted, []any{k.Tool, k.Resource.Kind, int64(k.Window), k.Resource.ID}, nil
 	case policy.PerUser:
+		if p, named := person(who); named {
+			return count + `
+			WHERE a.tool = $1 AND (a.requester_issuer = $4 AND a.requester_subject = $5 OR ` + unnamed + `)` + admitted,
+				[]any{k.Tool, k.UserID, int64(k.Window), p.Issuer, p.Subject}, nil
+		}
 		return count + `
-			WHERE a.tool = $1 AND a.user_id = $2 AND a.event IN ('allowed', 'needs_approval')
-			  AND a.at > ` + windowStart + freed, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+			WHERE a.tool = $1 AND ` + unnamed + admitted, []any{k.Tool, k.UserID, int64(k.Window)}, nil
 	}
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
+}
+
+// lockBuckets takes, in one order every admission shares, the advisory lock
+// of each bucket the limits count: a per-user limit's user ID, whose
+// unnamed rows every call under it counts, and its person's, when who
+// names one. N concurrent calls can never pass a limit of N-1.
+func lockBuckets(ctx context.Context, tx pgx.Tx, limits []policy.LimitKey, who *policy.Person) error {
+	var keys []string
+	for _, k := range limits {
+		keys = append(keys, k.Key)
+		if p, named := person(who); named && k.Scope == policy.PerUser {
+			// The person's, whichever user ID they call under.
+			keys = append(keys, fmt.Sprintf("%s/person/%d/%s\x00%s", k.Tool, k.Window, p.Issuer, p.Subject))
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k)); err != nil {
+			return fmt.Errorf("lock %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // LockID is the advisory lock that serializes admissions to one limit bucket.

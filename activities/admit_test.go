@@ -72,6 +72,58 @@ func TestAdmitIsRaceFree(t *testing.T) {
 	}
 }
 
+// TestAPersonsLimitIsRaceFree: one person calling under two user IDs at
+// once, 40 admissions against a per-user limit of 5, admits exactly 5.
+// Each user ID's bucket has its own key; the person's lock is what the two
+// share. A race is a matter of timing, so eight people each try.
+func TestAPersonsLimitIsRaceFree(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	in := func(person, user string) activities.AdmitInput {
+		k := policy.LimitKey{Key: "search_procedures/user/" + user + "/3600", Tool: mangrove.ToolSearchProcedures, Scope: policy.PerUser, UserID: user,
+			Window: policy.Hour, MaxCalls: 5}
+		return activities.AdmitInput{Tool: mangrove.ToolSearchProcedures, Verdict: policy.Verdict{Decision: policy.DecisionAllow, Code: policy.CodeOK,
+			Limits: []policy.LimitKey{k}, Args: json.RawMessage(`{"query":"cold chain"}`)},
+			Session: policy.Session{UserID: user, Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1",
+				CredentialRef: "cred-" + person + "-" + user}}
+	}
+	for p := range 8 {
+		person := fmt.Sprint("person", p)
+		users := []string{person + ".a", person + ".b"}
+		for _, u := range users {
+			if _, err := testenv.OwnerPool(t, url).Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, acr, auth_time)
+				VALUES ('cred-' || $1 || '-' || $2, $2, 'secret', $3, $1, 'store_manager', 'mfa', now())`, person, u, testenv.Issuer); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		codes := map[policy.Code]int{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				v, err := a.AdmitRun(ctx, fmt.Sprint("race-", person, "-", i), "run", in(person, users[i%2]))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				codes[v.Code]++
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if codes[policy.CodeOK] != 5 || codes[policy.CodeRateLimit] != 35 {
+			t.Fatalf("%s, under two user IDs at once: admitted %v, want 5 ok and 35 rate_limit", person, codes)
+		}
+	}
+}
+
 // TestAdmitRetryReturnsTheRecordedDecision: a retried admission neither
 // counts its own row nor writes a second one.
 func TestAdmitRetryReturnsTheRecordedDecision(t *testing.T) {

@@ -40,6 +40,10 @@ type AuditInput struct {
 	// Claim, on a run's first write, claims the call for this run.
 	Claim  *Claim          `json:"claim,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
+	// Requester, on a decision row, is the person behind the call's
+	// credential, whom its per-user limits count (admission reads it from
+	// the vault); nil when the credential names none.
+	Requester *policy.Person `json:"requester,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,
@@ -167,14 +171,19 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 		claimed = clean(in.ClaimedBy)
 	}
 	kind, id := resourceColumns(in.EarlierResource.Or(in.Resource))
+	var requesterIssuer, requesterSubject any
+	if p, named := person(in.Requester); named {
+		requesterIssuer, requesterSubject = p.Issuer, p.Subject
+	}
 	tag, err := db.Exec(ctx, `
 		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, resource_kind, resource_id, value_cents,
 		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id,
-		                       approver_issuer, approver_subject, approver_acr, approver_auth_time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22)`,
+		                       approver_issuer, approver_subject, approver_acr, approver_auth_time, requester_issuer, requester_subject)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22, $24, $25)`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
 		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, kind, in.Value,
-		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id)
+		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id,
+		requesterIssuer, requesterSubject)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.Routine == noPartitionRoutine {

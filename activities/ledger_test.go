@@ -18,7 +18,8 @@ import (
 // over two days, each admitted or denied, some cards edited (once, twice,
 // or to no value), some rejected, expired or released, the rest run, are
 // written to the log in their order, each row replayed; then every bucket
-// is counted both ways.
+// is counted both ways. Calls name one of two people behind their user IDs,
+// or nobody, and a per-user bucket is counted for each.
 func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Database(t)
@@ -36,12 +37,19 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	written := 0
 	// Each row is written twice, as a retried activity would: the second
 	// must reach neither the log nor the ledger.
+	people := []*policy.Person{nil, {Issuer: testenv.Issuer, Subject: "person-1"}, {Issuer: testenv.Issuer, Subject: "person-2"}}
+	var person *policy.Person
 	insert := func(wf, key, event, tool, store, user string, cents *int64, at time.Time) {
 		t.Helper()
+		var iss, sub any
+		if person != nil && key == "decision" {
+			iss, sub = person.Issuer, person.Subject
+		}
 		for range 2 {
 			if _, err := tx.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id,
-				value_cents, workflow_id, run_id, event_key) VALUES ($1, $2, 'ok', $3, $4, 'store_manager', 's', 'c', 'store', $5, $6, $7, 'run', $8)`,
-				at, event, tool, user, store, cents, wf, key); err != nil {
+				value_cents, workflow_id, run_id, event_key, requester_issuer, requester_subject)
+				VALUES ($1, $2, 'ok', $3, $4, 'store_manager', 's', 'c', 'store', $5, $6, $7, 'run', $8, $9, $10)`,
+				at, event, tool, user, store, cents, wf, key, iss, sub); err != nil {
 				t.Fatalf("%s %s: %v", wf, event, err)
 			}
 		}
@@ -51,6 +59,7 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	ended := map[string]int{}
 	for i := range 600 {
 		wf, tool, store, user := fmt.Sprint("ledger-", i), tools[rng.IntN(2)], stores[rng.IntN(3)], users[rng.IntN(3)]
+		person = people[rng.IntN(len(people))]
 		at := now.Add(-time.Duration(rng.Int64N(int64(48 * time.Hour))))
 		decision := []string{"allowed", "needs_approval", "denied"}[rng.IntN(3)]
 		insert(wf, "decision", decision, tool, store, user, cents(), at)
@@ -81,20 +90,26 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	if ended["released"] == 0 || ended["rejected"] == 0 || ended["expired"] == 0 {
 		t.Fatalf("the calls end %v: some give nothing back, so this proves nothing", ended)
 	}
-	var keys []policy.LimitKey
+	type bucket struct {
+		policy.LimitKey
+		who *policy.Person
+	}
+	var keys []bucket
 	for _, tool := range tools {
 		for _, w := range []policy.Window{policy.Hour, policy.Day, 2 * policy.Day} {
 			for _, s := range stores {
-				keys = append(keys, policy.LimitKey{Key: "r", Tool: tool, Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: s}, Window: w})
+				keys = append(keys, bucket{LimitKey: policy.LimitKey{Key: "r", Tool: tool, Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: s}, Window: w}})
 			}
 			for _, u := range users {
-				keys = append(keys, policy.LimitKey{Key: "u", Tool: tool, Scope: policy.PerUser, UserID: u, Window: w})
+				for _, who := range people {
+					keys = append(keys, bucket{LimitKey: policy.LimitKey{Key: "u", Tool: tool, Scope: policy.PerUser, UserID: u, Window: w}, who: who})
+				}
 			}
 		}
 	}
-	count := func(query func(policy.LimitKey) (string, []any, error), k policy.LimitKey) policy.Usage {
+	count := func(query func(policy.LimitKey, *policy.Person) (string, []any, error), k bucket) policy.Usage {
 		t.Helper()
-		sql, args, err := query(k)
+		sql, args, err := query(k.LimitKey, k.who)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,15 +119,15 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 		}
 		return u
 	}
-	counted := 0
+	counted := map[bool]int{}
 	for _, k := range keys {
 		ledger, log := count(activities.UsageQuery, k), count(activities.UsageFromLog, k)
 		if ledger != log {
-			t.Errorf("%s %s %s%s over %ds: the ledger counts %+v, the log %+v", k.Tool, k.Scope, k.Resource.ID, k.UserID, k.Window, ledger, log)
+			t.Errorf("%s %s %s%s %v over %ds: the ledger counts %+v, the log %+v", k.Tool, k.Scope, k.Resource.ID, k.UserID, k.who, k.Window, ledger, log)
 		}
-		counted += ledger.Calls
+		counted[k.who != nil] += ledger.Calls
 	}
-	if counted == 0 {
-		t.Fatal("no bucket counts a call, so this proves nothing")
+	if counted[false] == 0 || counted[true] == 0 {
+		t.Fatalf("buckets count %v calls (by whether they name a person): some count none, so this proves nothing", counted)
 	}
 }

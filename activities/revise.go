@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
@@ -41,12 +39,11 @@ func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, 
 		return ReviseResult{}, fmt.Errorf("revise: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a committed tx ignores it
-	keys := slices.Clone(in.Verdict.Limits)
-	slices.SortFunc(keys, func(x, y policy.LimitKey) int { return strings.Compare(x.Key, y.Key) })
-	for _, k := range keys {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k.Key)); err != nil {
-			return ReviseResult{}, fmt.Errorf("revise: lock %s: %w", k.Key, err)
-		}
+	// The card's requester, as admission named them: their per-user limits
+	// count their own calls.
+	who := in.Card.Requester
+	if err := lockBuckets(ctx, tx, in.Verdict.Limits, who); err != nil {
+		return ReviseResult{}, fmt.Errorf("revise: %w", err)
 	}
 	var one int
 	err = tx.QueryRow(ctx, `SELECT 1 FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = $3`, wf, run, in.Audit.Key).Scan(&one)
@@ -61,7 +58,7 @@ func (a *Activities) Revise(ctx context.Context, in ReviseInput) (ReviseResult, 
 		// Every other call the bucket holds; the card itself is counted
 		// once, at its new value, by Admit, whether or not the window still
 		// holds the row that admitted it.
-		u, err := countUsageExcept(ctx, tx, k, wf, run)
+		u, err := countUsageExcept(ctx, tx, k, who, wf, run)
 		if err != nil {
 			return ReviseResult{}, err
 		}

@@ -64,3 +64,50 @@ func TestAnEditCountsEveryOtherCallInItsWindow(t *testing.T) {
 		t.Fatalf("a refused edit wrote %d edited rows (%v)", edits, err)
 	}
 }
+
+// TestAnEditCountsItsPersonsCalls: an edited card's per-user limit counts
+// the person who asked for it (the card's requester), under whatever user
+// ID they made their other calls. ama asked under the user ID ama, and has
+// made the hour's two other transfers under kofi: her edit is refused.
+func TestAnEditCountsItsPersonsCalls(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Database(t)
+	owner := testenv.OwnerPool(t, url)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	const tool = mangrove.ToolRequestStockTransfer
+	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id,
+		value_cents, workflow_id, run_id, event_key, requester_issuer, requester_subject)
+		VALUES (now() - interval '30 minutes', 'needs_approval', 'ok', $1, 'ama', 'store_manager', 's', 'c', 'store', '112', 100, 'default-test-workflow-id', 'default-test-run-id', 'decision', $2, 'ama-1'),
+		       (now() - interval '20 minutes', 'allowed', 'ok', $1, 'kofi', 'area_manager', 's', 'c', 'store', '112', 100, 'other-1', 'run', 'decision', $2, 'ama-1'),
+		       (now() - interval '10 minutes', 'allowed', 'ok', $1, 'kofi', 'area_manager', 's', 'c', 'store', '112', 100, 'other-2', 'run', 'decision', $2, 'ama-1')`,
+		tool, testenv.Issuer); err != nil {
+		t.Fatal(err)
+	}
+	store := policy.ResourceRef{Kind: mangrove.KindStore, ID: "112"}
+	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}
+	value := int64(100)
+	args := json.RawMessage(`{"articleId":40211,"quantity":2,"reason":"stockout_risk"}`)
+	in := activities.ReviseInput{
+		Verdict: policy.Verdict{Decision: policy.DecisionApprove, Code: policy.CodeOK, Resource: store, Args: args,
+			Limits: []policy.LimitKey{{Key: "transfers-ama-hour", Tool: tool, Scope: policy.PerUser, UserID: "ama", Window: policy.Hour, MaxCalls: 2}}},
+		ValueCents: value, PrevValueCents: value,
+		Audit: activities.AuditInput{Key: "edit-1", Event: activities.EventEdited, Reason: policy.CodeOK, Tool: tool, Session: session, Args: args, Resource: store, Value: &value},
+		Card: activities.ProjectInput{Version: 2, Status: activities.CardPending, Tool: tool, Session: session, Resource: store, Args: args, ArgsHash: "h",
+			Card: "2 cases", ValueCents: value, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-31T12:00:00Z",
+			Requester: &policy.Person{Issuer: testenv.Issuer, Subject: "ama-1"}},
+	}
+	v, err := env.ExecuteActivity(a.Revise, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.ReviseResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != policy.CodeRateLimit {
+		t.Fatalf("an edit of ama's card with her hour's two other transfers made under kofi: %+v, want %s", res, policy.CodeRateLimit)
+	}
+}

@@ -16,32 +16,48 @@ import (
 // older than its window and 10 inside it is counted; the plan's scans of
 // the limit ledger may touch the window's rows, and must not read (and
 // then filter away) the history, as a volatile window start makes every
-// scan do.
+// scan do. Two calls in three name a person (p<n> behind the user ID u<n>),
+// and a per-user bucket is counted for a call that names one and for one
+// that names none.
 func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
 	const history, window = 20_000, 10
 	ctx := context.Background()
 	url := testenv.Database(t)
 	owner := testenv.OwnerPool(t, url)
 	if _, err := owner.Exec(ctx, `
-		INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, workflow_id, run_id, event_key)
+		INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, workflow_id, run_id, event_key,
+		                       requester_issuer, requester_subject)
 		SELECT clock_timestamp() - make_interval(days => 2) - make_interval(secs => g), 'allowed', 'ok', 'request_stock_transfer', 'u' || (g % 50), 'area_manager', 's', 'c',
-		       'store', '112', 100, 'old-' || g, 'run', 'decision'
+		       'store', '112', 100, 'old-' || g, 'run', 'decision', CASE WHEN g % 3 <> 0 THEN $3 END, CASE WHEN g % 3 <> 0 THEN 'p' || (g % 50) END
 		FROM generate_series(1, $1) g
 		UNION ALL
 		SELECT clock_timestamp() - make_interval(secs => g), 'allowed', 'ok', 'request_stock_transfer', 'u' || (g % 50), 'area_manager', 's', 'c',
-		       'store', '112', 100, 'new-' || g, 'run', 'decision'
-		FROM generate_series(1, $2) g`, history, window); err != nil {
+		       'store', '112', 100, 'new-' || g, 'run', 'decision', CASE WHEN g % 3 <> 0 THEN $3 END, CASE WHEN g % 3 <> 0 THEN 'p' || (g % 50) END
+		FROM generate_series(1, $2) g`, history, window, testenv.Issuer); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := owner.Exec(ctx, `ANALYZE audit_log`); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []policy.LimitKey{
-		{Key: "r", Tool: "request_stock_transfer", Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, Window: policy.Day},
-		{Key: "u", Tool: "request_stock_transfer", Scope: policy.PerUser, UserID: "u7", Window: policy.Day},
+	p7 := &policy.Person{Issuer: testenv.Issuer, Subject: "p7"}
+	for _, c := range []struct {
+		name string
+		k    policy.LimitKey
+		who  *policy.Person
+		// counts is whether the bucket counts call g of the window.
+		counts func(g int) bool
+	}{
+		{"resource", policy.LimitKey{Key: "r", Tool: "request_stock_transfer", Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, Window: policy.Day},
+			nil, func(int) bool { return true }},
+		// p7's calls, and the calls under u7 that name nobody.
+		{"person", policy.LimitKey{Key: "u", Tool: "request_stock_transfer", Scope: policy.PerUser, UserID: "u7", Window: policy.Day},
+			p7, func(g int) bool { return g%50 == 7 }},
+		{"unnamed", policy.LimitKey{Key: "u", Tool: "request_stock_transfer", Scope: policy.PerUser, UserID: "u7", Window: policy.Day},
+			nil, func(g int) bool { return g%50 == 7 && g%3 == 0 }},
 	} {
-		t.Run(string(k.Scope), func(t *testing.T) {
-			sql, args, err := activities.UsageQuery(k)
+		k := c.k
+		t.Run(c.name, func(t *testing.T) {
+			sql, args, err := activities.UsageQuery(k, c.who)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,13 +74,10 @@ func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
 			if err := tx.QueryRow(ctx, sql, args...).Scan(&calls, new(int64)); err != nil {
 				t.Fatal(err)
 			}
-			want := int64(window)
-			if k.Scope == policy.PerUser {
-				want = 0
-				for g := 1; g <= window; g++ {
-					if g%50 == 7 {
-						want++
-					}
+			var want int64
+			for g := 1; g <= window; g++ {
+				if c.counts(g) {
+					want++
 				}
 			}
 			if calls != want {

@@ -52,11 +52,11 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 		{Key: "quiet", Tool: "get_stock", Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: "300"}, Window: policy.Day},
 		{Key: "user", Tool: "get_stock", Scope: policy.PerUser, UserID: "user-1", Window: policy.Day},
 	}
-	usage := func(query func(policy.LimitKey) (string, []any, error)) []policy.Usage {
+	usage := func(query func(policy.LimitKey, *policy.Person) (string, []any, error)) []policy.Usage {
 		t.Helper()
 		var out []policy.Usage
 		for _, k := range buckets {
-			sql, args, err := query(k)
+			sql, args, err := query(k, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 	if err := migrations.Apply(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	if n, d := snapshot("seconds", "version_by"); n != rows || d != digest { // the columns the upgrade adds
+	if n, d := snapshot("seconds", "version_by", "requester_issuer", "requester_subject"); n != rows || d != digest { // the columns the upgrade adds
 		t.Fatalf("after the upgrade %d rows (digest %s), before %d (%s): a row was lost or changed", n, d, rows, digest)
 	}
 	// Admission counts from the ledger the upgrade fills (migration 029).

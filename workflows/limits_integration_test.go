@@ -212,3 +212,54 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 		t.Fatalf("released rows: %d (%v), want one per call that ran nothing", released, err)
 	}
 }
+
+// TestAPerUserLimitIsAPersons: a per-user limit counts the person behind
+// the call's credential (the issuer and subject of their sign-in), never
+// the user ID, which a provider lets two people share (OIDC Core 5.7).
+// ama, at her limit of find_book calls under the user ID ama, is refused
+// under her other user ID kofi; a second person whose user ID is also ama
+// is not refused for ama's calls, and has a limit of their own.
+func TestAPerUserLimitIsAPersons(t *testing.T) {
+	s := testenv.NewStackWith(t, testenv.StackOptions{Policy: testenv.WithLibrary})
+	ctx := context.Background()
+	for _, c := range []struct{ ref, user, subject string }{{"cred-find-1", "ama", "ama-1"}, {"cred-find-2", "kofi", "ama-1"}, {"cred-find-3", "ama", "ama-2"}} {
+		if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, acr, auth_time)
+			SELECT $1, $2, client_secret, $3, $4, 'member', 'mfa', now() FROM vault.credentials WHERE ref = 'cred-' || $2`, c.ref, c.user, testenv.Issuer, c.subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	find := func(user, ref string) workflows.ToolCallResult {
+		t.Helper()
+		n++
+		return s.First(t, workflows.ToolCallInput{Tool: testenv.LibraryTool, ToolCallID: fmt.Sprint("find.", n), Args: json.RawMessage(`{"title":"Middlemarch"}`),
+			Session: policy.Session{UserID: user, Role: testenv.LibraryMember, SessionID: "s-" + ref, ConversationID: "books", CredentialRef: ref}}).ToolCallResult
+	}
+	// The library's upstream is Mangrove's, which knows no books: each
+	// search is admitted, counted and then refused upstream.
+	for i := range testenv.LibrarySearches {
+		if res := find("ama", "cred-find-1"); res.Code != policy.CodeUpstreamError {
+			t.Fatalf("ama's search %d of %d: %+v", i+1, testenv.LibrarySearches, res)
+		}
+	}
+	if res := find("kofi", "cred-find-2"); res.Code != policy.CodeRateLimit {
+		t.Fatalf("ama at her limit, searching under her other user ID kofi, was not refused: %+v", res)
+	}
+	for i := range testenv.LibrarySearches {
+		if res := find("ama", "cred-find-3"); res.Code != policy.CodeUpstreamError {
+			t.Fatalf("a second person under the user ID ama, search %d of %d, was refused for ama's: %+v", i+1, testenv.LibrarySearches, res)
+		}
+	}
+	if res := find("ama", "cred-find-3"); res.Code != policy.CodeRateLimit {
+		t.Fatalf("the second person past their own limit was not refused: %+v", res)
+	}
+	// Each decision row names the person it counted.
+	var ama, other int
+	if err := s.Owner.QueryRow(ctx, `SELECT count(*) FILTER (WHERE requester_subject = 'ama-1'), count(*) FILTER (WHERE requester_subject = 'ama-2')
+		FROM audit_log WHERE tool = $1 AND event_key = 'decision' AND requester_issuer = $2`, testenv.LibraryTool, testenv.Issuer).Scan(&ama, &other); err != nil {
+		t.Fatal(err)
+	}
+	if want := testenv.LibrarySearches + 1; ama != want || other != want {
+		t.Fatalf("the decision rows name ama %d and the other person %d times, want %d each", ama, other, want)
+	}
+}

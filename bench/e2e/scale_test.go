@@ -43,6 +43,14 @@ func scaleSizes(t *testing.T) []int64 {
 	return out
 }
 
+// The person whose per-user bucket the scale run admits to: a synthetic
+// user, signed in at the synthetic history's provider (synth.Issuer).
+const (
+	scaleUser       = "user-7"
+	scaleCredential = "cred-scale-person"
+	scaleIssuer     = "https://id.synth.example"
+)
+
 // TestScale measures what toolgate's reads of the audit log and the cards
 // cost as the log grows: the same database is loaded with a retailer's
 // history (synth.Retail, calls at a steady rate going back in time, so the
@@ -78,6 +86,10 @@ func TestScale(t *testing.T) {
 		m := &measure{name: name, unit: unit}
 		table = append(table, m)
 		return m
+	}
+	if _, err := s.Owner.Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, acr, auth_time)
+		VALUES ($1, $2, 'bench', $3, 'subject-' || $2, 'store_manager', 'mfa', now())`, scaleCredential, scaleUser, scaleIssuer); err != nil {
+		t.Fatal(err)
 	}
 	var loaded, calls int64
 	n := 0
@@ -133,13 +145,30 @@ func TestScale(t *testing.T) {
 			}
 			return time.Since(begin)
 		}
-		var hot, quiet series
+		// A per-user limit counts the person behind the credential: a
+		// synthetic user's history names them (from migration 033), and
+		// their admission reads the vault for who they are.
+		personal := func(i int) time.Duration {
+			k := policy.LimitKey{Key: "bench-scale-user:" + scaleUser, Tool: "get_stock", Scope: policy.PerUser, UserID: scaleUser, Window: policy.Day, MaxCalls: 1_000_000}
+			sess := policy.Session{UserID: scaleUser, Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "b", ConversationID: "scale", CredentialRef: scaleCredential}
+			in := activities.AdmitInput{Tool: "get_stock", Session: sess,
+				Verdict: policy.Verdict{Decision: policy.DecisionAllow, Code: policy.CodeOK, Limits: []policy.LimitKey{k}, Args: json.RawMessage(`{}`)}}
+			begin := time.Now()
+			res, err := s.Activities.AdmitRun(ctx, fmt.Sprintf("scale-%d-user-%d", size, i), "run", in)
+			if err != nil || !res.Allowed() {
+				t.Fatalf("admission: %v %+v", err, res)
+			}
+			return time.Since(begin)
+		}
+		var hot, quiet, person series
 		for i := range 200 {
 			hot = append(hot, admit(shape.HotStore, i))
 			quiet = append(quiet, admit("300", i))
+			person = append(person, personal(i))
 		}
 		get("admission, hot bucket (a store's ~400 transfers a day)", "ms").at = append(get("admission, hot bucket (a store's ~400 transfers a day)", "ms").at, ms(hot.pct(.5)))
 		get("admission, quiet bucket", "ms").at = append(get("admission, quiet bucket", "ms").at, ms(quiet.pct(.5)))
+		get("admission, a person's bucket (per-user limit)", "ms").at = append(get("admission, a person's bucket (per-user limit)", "ms").at, ms(person.pct(.5)))
 
 		for _, pending := range []int{0, 10_000, 100_000} {
 			if err := shape.SetPending(ctx, s.Owner, time.Now(), pending); err != nil {

@@ -141,14 +141,18 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 // without the limit ledger (029), which admission counts from; and one
 // where the service's role may make temporary tables (030 revokes it), so
 // that a table of its own could stand in for one the owner's functions
-// write. The worker, the card UI and the MCP server check it at start.
+// write; and one whose limits count user IDs rather than people (033),
+// where a decision row that names its person could not be written (033
+// comes after 031's signed card versions and 032's bound seeded secrets).
+// The worker, the card UI and the MCP server check it at start.
 func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var partitioned, ledger, temporary, versioned bool
+	var partitioned, ledger, temporary, versioned, personal bool
 	var db string
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL,
 		has_database_privilege(current_database(), 'TEMPORARY'), current_database(),
-		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.pending_action') AND attname = 'signed_version' AND NOT attisdropped)`).
-		Scan(&partitioned, &ledger, &temporary, &db, &versioned); err != nil {
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.pending_action') AND attname = 'signed_version' AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.limit_usage') AND attname = 'requester_subject' AND NOT attisdropped)`).
+		Scan(&partitioned, &ledger, &temporary, &db, &versioned, &personal); err != nil {
 		return fmt.Errorf("read the database's schema: %w", err)
 	}
 	if !partitioned {
@@ -159,6 +163,9 @@ func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if !versioned {
 		return errors.New("the database is older than this service: its cards do not say which version a decision's signature names (migration 031); run starter migrate (make migrate) as the owner first")
+	}
+	if !personal {
+		return errors.New("the database is older than this service: its limits count user IDs, not people (migration 033); run starter migrate (make migrate) as the owner first")
 	}
 	if temporary {
 		return fmt.Errorf("this service's role may make temporary tables in database %s, so a table of its own could stand in for one the owner's functions write: run starter migrate (make migrate) as the owner (migration 030 revokes it), and where the owner does not own the database, run as the database's owner: REVOKE TEMPORARY ON DATABASE %s FROM PUBLIC",

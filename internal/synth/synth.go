@@ -70,12 +70,12 @@ WITH calls AS (
   FROM generate_series($2::bigint, $3::bigint - 1) g
 ), audit AS (
   INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, args, resource_kind, resource_id,
-                         value_cents, workflow_id, run_id, event_key, approver_id, approver_role, message, result{derived})
+                         value_cents, workflow_id, run_id, event_key, approver_id, approver_role, message, result{derived}{person})
   SELECT c.at + e.after, e.event, e.reason, c.tool, c.user_id, 'store_manager', 'session-' || c.user_id, 'conversation-' || (c.g / 7),
          jsonb_build_object('articleId', 40000 + c.g % 500, 'quantity', 1 + c.g % 40, 'reason', 'stockout_risk'),
          'store', c.store, CASE WHEN c.kind >= 18 OR c.tool = $11 THEN 960 * (1 + c.g % 40) END,
          'synth-' || c.g, 'run-' || c.g, e.key, e.approver, CASE WHEN e.approver IS NOT NULL THEN 'area_manager' END, e.message,
-         CASE WHEN e.event = 'executed' THEN jsonb_build_object('number', 'TR-' || c.g, 'status', 'created', 'etaHours', c.g % 48) END{seconds}
+         CASE WHEN e.event = 'executed' THEN jsonb_build_object('number', 'TR-' || c.g, 'status', 'created', 'etaHours', c.g % 48) END{seconds}{personValues}
   FROM calls c CROSS JOIN LATERAL (VALUES
       (0, 'allowed', 'ok', 'decision', interval '0', NULL::text, NULL::text, NULL::float8),
       (0, 'executed', 'ok', 'outcome', interval '200 milliseconds', NULL, NULL, 0.2),
@@ -107,20 +107,43 @@ SELECT (SELECT count(*) FROM audit), (SELECT count(*) FROM cards)`
 // itself with the triggers off for its own transaction: the trigger's
 // look-up of each outcome's start, planned for a month still empty, would
 // read the whole month a row. So is the limit ledger's row of each call
-// admitted in the days it keeps whose card was not rejected (migration 029).
+// admitted in the days it keeps whose card was not rejected (migration 029),
+// and from migration 033 the person each decision row names (Issuer, and
+// "subject-" and the user ID).
 var (
-	oneTableSQL = strings.NewReplacer("{derived}", "", "{seconds}", "", "{returning}", "1", "{keys}", "").Replace(callsSQL)
-	byMonth     = strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds",
-		"{returning}", "workflow_id, run_id, event_key, at, id, event, tool, resource_kind, resource_id, user_id, value_cents",
-		"{keys}", `, keys AS (INSERT INTO audit_keys (key, at) SELECT audit_key(a.workflow_id, a.run_id, a.event_key), a.at FROM audit a RETURNING 1){ledger}`)
-	byMonthSQL    = strings.NewReplacer("{ledger}", "").Replace(byMonth.Replace(callsSQL))
-	withLedgerSQL = strings.NewReplacer("{ledger}", `, ledger AS (
-  INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, resource_kind, resource_id, user_id, admitted_cents, value_cents)
-  SELECT a.workflow_id, a.run_id, a.id, a.at, a.event, a.tool, a.resource_kind, a.resource_id, a.user_id, a.value_cents, a.value_cents
+	oneTableSQL = strings.NewReplacer("{derived}", "", "{seconds}", "", "{returning}", "1", "{keys}", "", "{person}", "", "{personValues}", "").Replace(callsSQL)
+	byMonthSQL  = byMonth(false, false)
+	ledgerSQL   = byMonth(true, false)
+	personSQL   = byMonth(true, true)
+)
+
+// Issuer is the provider the people of a synthetic history signed in at.
+const Issuer = "https://id.synth.example"
+
+// byMonth is callsSQL for a log by month, with the ledger's rows (ledger)
+// and the person each decision row names (person).
+func byMonth(ledger, person bool) string {
+	returning := "workflow_id, run_id, event_key, at, id, event, tool, resource_kind, resource_id, user_id, value_cents"
+	columns, values, whose := "", "", ""
+	if person {
+		columns = ", requester_issuer, requester_subject"
+		values = `, CASE WHEN e.key = 'decision' THEN '` + Issuer + `' END, CASE WHEN e.key = 'decision' THEN 'subject-' || c.user_id END`
+		whose = ", a.requester_issuer, a.requester_subject"
+		returning += columns
+	}
+	rows := ""
+	if ledger {
+		rows = `, ledger AS (
+  INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, resource_kind, resource_id, user_id, admitted_cents, value_cents` + columns + `)
+  SELECT a.workflow_id, a.run_id, a.id, a.at, a.event, a.tool, a.resource_kind, a.resource_id, a.user_id, a.value_cents, a.value_cents` + whose + `
   FROM audit a WHERE a.event IN ('allowed', 'needs_approval') AND a.at > now() - limit_usage_keep()
     AND NOT EXISTS (SELECT 1 FROM audit r WHERE r.workflow_id = a.workflow_id AND r.run_id = a.run_id AND r.event IN ('rejected', 'expired', 'released'))
-  RETURNING 1)`).Replace(byMonth.Replace(callsSQL))
-)
+  RETURNING 1)`
+	}
+	return strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds", "{person}", columns, "{personValues}", values,
+		"{returning}", returning,
+		"{keys}", `, keys AS (INSERT INTO audit_keys (key, at) SELECT audit_key(a.workflow_id, a.run_id, a.event_key), a.at FROM audit a RETURNING 1)`+rows).Replace(callsSQL)
+}
 
 // LoadCalls writes calls [from, to) of the history that ends at anchor, as
 // their audit rows and cards, making the months of the audit log they fall
@@ -132,9 +155,10 @@ func (s Shape) LoadCalls(ctx context.Context, db interface {
 }, anchor time.Time, from, to int64) (int64, error) {
 	var rows, cards int64
 	oldest := anchor.Add(-time.Duration(float64(to) * float64(24*time.Hour) / float64(s.CallsPerDay)))
-	var partitioned, ledger bool
-	if err := db.QueryRow(ctx, `SELECT to_regprocedure('audit_log_partition(date)') IS NOT NULL, to_regclass('limit_usage') IS NOT NULL`).
-		Scan(&partitioned, &ledger); err != nil {
+	var partitioned, ledger, person bool
+	if err := db.QueryRow(ctx, `SELECT to_regprocedure('audit_log_partition(date)') IS NOT NULL, to_regclass('limit_usage') IS NOT NULL,
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('limit_usage') AND attname = 'requester_subject' AND NOT attisdropped)`).
+		Scan(&partitioned, &ledger, &person); err != nil {
 		return 0, fmt.Errorf("synth: %w", err)
 	}
 	if _, err := db.Exec(ctx, `SELECT audit_log_partition(m::date) FROM generate_series(date_trunc('month', $1::timestamptz AT TIME ZONE 'UTC'),
@@ -148,9 +172,13 @@ func (s Shape) LoadCalls(ctx context.Context, db interface {
 	defer tx.Rollback(ctx) //nolint:errcheck // after commit it does nothing
 	sql := oneTableSQL
 	if partitioned {
-		sql = byMonthSQL
-		if ledger {
-			sql = withLedgerSQL
+		switch {
+		case person:
+			sql = personSQL
+		case ledger:
+			sql = ledgerSQL
+		default:
+			sql = byMonthSQL
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return 0, fmt.Errorf("synth: the triggers off: %w", err)

@@ -16,6 +16,8 @@ const (
 	LibraryRenew  = "renew_loan"
 	LibraryMember = policy.Role("member")
 	LibraryStaff  = policy.Role("librarian")
+	// LibrarySearches is how many find_book calls a person makes in an hour.
+	LibrarySearches = 3
 )
 
 // FindBookArgs are the arguments of find_book.
@@ -45,7 +47,8 @@ func LibraryDomain() policy.Domain {
 				Route: policy.Route{Method: "POST", Path: "/v1/loans/{loanId}/renewals", Body: []string{"weeks"}, Keyed: true}},
 		},
 		Rows: []policy.Row{
-			{Tool: LibraryTool, Roles: []policy.Role{LibraryMember, LibraryStaff}, Decision: policy.DecisionAllow},
+			{Tool: LibraryTool, Roles: []policy.Role{LibraryMember, LibraryStaff}, Decision: policy.DecisionAllow,
+				Limits: []policy.Limit{{Scope: policy.PerUser, Window: policy.Hour, MaxCalls: LibrarySearches}}},
 			{Tool: LibraryRenew, Roles: []policy.Role{LibraryMember}, Decision: policy.DecisionApprove, Approvers: []policy.Approver{{Role: LibraryStaff}},
 				Editable: []string{"weeks"}},
 		},
