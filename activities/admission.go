@@ -112,32 +112,30 @@ func (a *Activities) AdmitRun(ctx context.Context, wf, run string, in AdmitInput
 		return AdmitResult{}, a.secondRun(ctx, wf, sr)
 	}
 
-	// Who asks: the person a per-user limit counts, a per-requester intent
-	// is keyed by and the card names, read once.
-	who, err := requesterOf(ctx, tx, in)
+	locking := time.Now()
+	if err := lockKeys(ctx, tx, limitKeys(pre.Limits)); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: %w", err)
+	}
+	waited := time.Since(locking)
+	// Who asks (the person a per-user limit counts, a per-requester intent
+	// is keyed by and the card names), and the decision a previous attempt
+	// committed, in one read.
+	who, prior, err := requesterAndDecision(ctx, tx, wf, run, in)
 	if err != nil {
 		return AdmitResult{}, err
 	}
-	locking := time.Now()
-	if err := lockBuckets(ctx, tx, pre.Limits, who); err != nil {
+	if prior != nil {
+		if prior.Decision == policy.DecisionApprove {
+			prior.Requester = who
+		}
+		return *prior, nil
+	}
+	locking = time.Now()
+	if err := lockKeys(ctx, tx, personKeys(pre.Limits, who)); err != nil {
 		return AdmitResult{}, fmt.Errorf("admit: %w", err)
 	}
 	if len(pre.Limits) > 0 {
-		a.timing(ctx, MetricAdmissionLockWait, in.Tool, time.Since(locking))
-	}
-	var event, reason, message string
-	var result []byte
-	err = tx.QueryRow(ctx, `SELECT event, reason, coalesce(message, ''), result FROM audit_log WHERE workflow_id = $1 AND run_id = $2 AND event_key = 'decision'`, wf, run).
-		Scan(&event, &reason, &message, &result)
-	if err == nil {
-		r := recorded(event, reason, message, result)
-		if r.Decision == policy.DecisionApprove {
-			r.Requester = who
-		}
-		return r, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return AdmitResult{}, fmt.Errorf("admit: look up decision: %w", err)
+		a.timing(ctx, MetricAdmissionLockWait, in.Tool, waited+time.Since(locking))
 	}
 
 	// The caller's verified tier, read in the transaction that writes the
@@ -244,23 +242,35 @@ func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, 
 	return k
 }
 
-// requesterOf is the person whose sign-in issued the call's credential (a
-// revoked one names them still), or nil when the vault names nobody.
-func requesterOf(ctx context.Context, tx pgx.Tx, in AdmitInput) (*policy.Person, error) {
+// requesterAndDecision reads the person whose sign-in issued the call's
+// credential (a revoked one names them still; nil when the vault names
+// nobody) and the decision row a previous attempt of this run committed
+// (the truth, since counting again would count that row itself; nil when
+// there is none), in one round trip.
+func requesterAndDecision(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput) (*policy.Person, *AdmitResult, error) {
 	ref := in.CredentialRef
 	if ref == "" {
 		ref = in.Session.CredentialRef
 	}
 	var p policy.Person
-	err := tx.QueryRow(ctx, `SELECT coalesce(issuer, ''), coalesce(subject, '') FROM vault.credentials WHERE ref = $1 AND user_id = $2`,
-		ref, in.Session.UserID).Scan(&p.Issuer, &p.Subject)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && !p.Known() {
-		return nil, nil
+	var event, reason, message *string
+	var result []byte
+	if err := tx.QueryRow(ctx, `SELECT coalesce(c.issuer, ''), coalesce(c.subject, ''), d.event, d.reason, coalesce(d.message, ''), d.result
+		FROM (VALUES (1)) AS one (x)
+		LEFT JOIN vault.credentials c ON c.ref = $3 AND c.user_id = $4
+		LEFT JOIN audit_log d ON d.workflow_id = $1 AND d.run_id = $2 AND d.event_key = 'decision'`, wf, run, ref, in.Session.UserID).
+		Scan(&p.Issuer, &p.Subject, &event, &reason, &message, &result); err != nil {
+		return nil, nil, fmt.Errorf("admit: the requester's sign-in and a recorded decision: %w", err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("admit: the requester's sign-in: %w", err)
+	var who *policy.Person
+	if p.Known() {
+		who = &p
 	}
-	return &p, nil
+	if event == nil {
+		return who, nil, nil
+	}
+	r := recorded(*event, *reason, *message, result)
+	return who, &r, nil
 }
 
 // claimIntent claims an intent for this run, or returns the card that
@@ -374,8 +384,7 @@ func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, 
 	return AdmitResult{Decision: policy.DecisionDeny, Code: policy.CodeStepUpRequired, Message: msg, Step: policy.StepRateLimit, Unverified: &u}, nil
 }
 
-// recorded rebuilds the decision a previous attempt committed: the decision
-// row is the truth, since counting again would count that row itself.
+// recorded rebuilds the decision a previous attempt committed.
 func recorded(event, reason, message string, result []byte) AdmitResult {
 	r := AdmitResult{Code: policy.Code(reason), Message: message, Decision: policy.DecisionAllow}
 	switch Event(event) {
@@ -523,19 +532,46 @@ func UsageFromLog(k policy.LimitKey, who *policy.Person) (string, []any, error) 
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 }
 
-// lockBuckets takes, in one order every admission shares, the advisory lock
-// of each bucket the limits count: a per-user limit's user ID, whose
-// unnamed rows every call under it counts, and its person's, when who
-// names one. N concurrent calls can never pass a limit of N-1.
+// lockBuckets takes the advisory lock of each bucket the limits count: a
+// limit's own (a per-user limit's is its user ID's, whose unnamed rows
+// every call under it counts), then its person's, when who names one. N
+// concurrent calls can never pass a limit of N-1.
 func lockBuckets(ctx context.Context, tx pgx.Tx, limits []policy.LimitKey, who *policy.Person) error {
-	var keys []string
+	if err := lockKeys(ctx, tx, limitKeys(limits)); err != nil {
+		return err
+	}
+	return lockKeys(ctx, tx, personKeys(limits, who))
+}
+
+// limitKeys are the limits' own buckets' keys.
+func limitKeys(limits []policy.LimitKey) []string {
+	keys := make([]string, 0, len(limits))
 	for _, k := range limits {
 		keys = append(keys, k.Key)
-		if p, named := person(who); named && k.Scope == policy.PerUser {
-			// The person's, whichever user ID they call under.
+	}
+	return keys
+}
+
+// personKeys are the keys of the person's buckets of the per-user limits,
+// whichever user ID they call under; none when who names nobody.
+func personKeys(limits []policy.LimitKey, who *policy.Person) []string {
+	p, named := person(who)
+	if !named {
+		return nil
+	}
+	var keys []string
+	for _, k := range limits {
+		if k.Scope == policy.PerUser {
 			keys = append(keys, fmt.Sprintf("%s/person/%d/%s\x00%s", k.Tool, k.Window, p.Issuer, p.Subject))
 		}
 	}
+	return keys
+}
+
+// lockKeys locks the keys in sorted order. Every admission and edit locks
+// its limits' keys first and its person's second, each set sorted: one
+// order for all, so no two ever wait on each other in a cycle.
+func lockKeys(ctx context.Context, tx pgx.Tx, keys []string) error {
 	slices.Sort(keys)
 	for _, k := range slices.Compact(keys) {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockID(k)); err != nil {
