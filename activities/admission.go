@@ -447,11 +447,13 @@ func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *po
 // provider lets two people share and one person hold twice (OIDC Core
 // 5.7). A row that names no person (its credential named none, or it was
 // written before migration 033) counts against every call under its user
-// ID, so a call that names a person counts its own rows and those; a call
-// that names none counts those alone.
+// ID, so a call that names a person counts its own rows and those. A call
+// that names nobody counts every row under its user ID, named or not: a
+// person who signs out never starts their limit afresh.
 const (
 	personRows  = `a.tool = $1 AND a.requester_issuer = $4 AND a.requester_subject = $5`
 	unnamedRows = `a.tool = $1 AND a.user_id = $2 AND a.requester_subject IS NULL`
+	userRows    = `a.tool = $1 AND a.user_id = $2`
 	// exceptRun is where a count that leaves one run out says so.
 	exceptRun = `{except}`
 )
@@ -478,7 +480,7 @@ func usageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
 		p, named := person(who)
 		if !named {
 			return `SELECT count(*), coalesce(sum(a.value_cents), 0)::bigint FROM limit_usage a
-			WHERE ` + unnamedRows + window, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+			WHERE ` + userRows + window, []any{k.Tool, k.UserID, int64(k.Window)}, nil
 		}
 		// Two index ranges, summed: the person's rows, and the user ID's
 		// rows that name nobody.
@@ -491,13 +493,14 @@ func usageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 }
 
-// person is who as the log keeps it (clean, as every text column), and
-// whether it names one.
+// person is who as the log keeps it, and whether it names one: exactly as
+// the vault holds it (text the sign-in wrote), never cleaned, since two
+// subjects that clean to one text would be one person's limit.
 func person(who *policy.Person) (policy.Person, bool) {
 	if who == nil || !who.Known() {
 		return policy.Person{}, false
 	}
-	return policy.Person{Issuer: clean(who.Issuer), Subject: clean(who.Subject)}, true
+	return *who, true
 }
 
 // UsageFromLog is what UsageQuery must count, read from the log itself:
@@ -527,7 +530,7 @@ func UsageFromLog(k policy.LimitKey, who *policy.Person) (string, []any, error) 
 				[]any{k.Tool, k.UserID, int64(k.Window), p.Issuer, p.Subject}, nil
 		}
 		return count + `
-			WHERE a.tool = $1 AND ` + unnamed + admitted, []any{k.Tool, k.UserID, int64(k.Window)}, nil
+			WHERE a.tool = $1 AND a.user_id = $2` + admitted, []any{k.Tool, k.UserID, int64(k.Window)}, nil
 	}
 	return "", nil, fmt.Errorf("admit: unknown limit scope %q", k.Scope)
 }
@@ -553,7 +556,8 @@ func limitKeys(limits []policy.LimitKey) []string {
 }
 
 // personKeys are the keys of the person's buckets of the per-user limits,
-// whichever user ID they call under; none when who names nobody.
+// whichever user ID they call under and whatever the limit's window (a
+// count reads the person's rows of the tool); none when who names nobody.
 func personKeys(limits []policy.LimitKey, who *policy.Person) []string {
 	p, named := person(who)
 	if !named {
@@ -562,7 +566,7 @@ func personKeys(limits []policy.LimitKey, who *policy.Person) []string {
 	var keys []string
 	for _, k := range limits {
 		if k.Scope == policy.PerUser {
-			keys = append(keys, fmt.Sprintf("%s/person/%d/%s\x00%s", k.Tool, k.Window, p.Issuer, p.Subject))
+			keys = append(keys, fmt.Sprintf("%s/person/%s\x00%s", k.Tool, p.Issuer, p.Subject))
 		}
 	}
 	return keys

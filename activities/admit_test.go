@@ -124,6 +124,51 @@ func TestAPersonsLimitIsRaceFree(t *testing.T) {
 	}
 }
 
+// TestSigningOutStartsNoLimitAfresh: a call that names nobody (no
+// credential, or one the vault names no person for) counts every call
+// under its user ID, so a person at their per-user limit who calls again
+// signed out is refused, and one who called signed out first is counted
+// when they sign in.
+func TestSigningOutStartsNoLimitAfresh(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	if _, err := testenv.OwnerPool(t, url).Exec(ctx, `INSERT INTO vault.credentials (ref, user_id, client_secret, issuer, subject, role, acr, auth_time)
+		VALUES ('cred-out-1', 'efua', 'secret', $1, 'efua-1', 'store_manager', 'mfa', now())`, testenv.Issuer); err != nil {
+		t.Fatal(err)
+	}
+	in := func(tool, ref string) activities.AdmitInput {
+		k := policy.LimitKey{Key: tool + "/user/efua/3600", Tool: tool, Scope: policy.PerUser, UserID: "efua", Window: policy.Hour, MaxCalls: 2}
+		return activities.AdmitInput{Tool: tool, Verdict: policy.Verdict{Decision: policy.DecisionAllow, Code: policy.CodeOK,
+			Limits: []policy.LimitKey{k}, Args: json.RawMessage(`{"query":"cold chain"}`)},
+			Session: policy.Session{UserID: "efua", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: ref}}
+	}
+	n := 0
+	admit := func(tool, ref string) policy.Code {
+		t.Helper()
+		n++
+		v, err := a.AdmitRun(ctx, fmt.Sprint("out-", n), "run", in(tool, ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Code
+	}
+	for _, c := range []struct {
+		tool  string
+		refs  []string
+		final string
+	}{{"search_procedures", []string{"cred-out-1", "cred-out-1"}, ""}, {"get_stock", []string{"", ""}, "cred-out-1"}} {
+		for i, ref := range c.refs {
+			if code := admit(c.tool, ref); code != policy.CodeOK {
+				t.Fatalf("%s, call %d (credential %q): %s", c.tool, i+1, ref, code)
+			}
+		}
+		if code := admit(c.tool, c.final); code != policy.CodeRateLimit {
+			t.Fatalf("%s: after %d calls, the next (credential %q) was %s, want %s", c.tool, len(c.refs), c.final, code, policy.CodeRateLimit)
+		}
+	}
+}
+
 // TestAdmitRetryReturnsTheRecordedDecision: a retried admission neither
 // counts its own row nor writes a second one.
 func TestAdmitRetryReturnsTheRecordedDecision(t *testing.T) {

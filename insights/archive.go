@@ -24,7 +24,8 @@ import (
 
 // An archive is one month of the audit log as a file, kept when the month
 // is dropped (migration 028, docs/operating.md): every row of the month as
-// one JSON object a line (the row as PostgreSQL's to_jsonb writes it), in
+// one JSON object a line (the row as PostgreSQL's to_jsonb writes it, less
+// the columns of migration 033 where the row names no person: audit_row_text), in
 // the order written, gzipped, in <partition>.jsonl.gz, beside a
 // <partition>.jsonl.gz.sha256 that sha256sum -c checks. audit_archives
 // records each file's rows and SHA-256 before the month may be dropped.
@@ -108,7 +109,7 @@ func WriteArchive(ctx context.Context, q interface {
 	start := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
 	err = func() error {
 		defer tmp.Close()
-		lines, err := q.Query(ctx, `SELECT to_jsonb(a)::text FROM audit_log a WHERE a.at >= $1 AND a.at < $2 ORDER BY a.id`, start, start.AddDate(0, 1, 0))
+		lines, err := q.Query(ctx, `SELECT audit_row_text(a) FROM audit_log a WHERE a.at >= $1 AND a.at < $2 ORDER BY a.id`, start, start.AddDate(0, 1, 0))
 		if err != nil {
 			return err
 		}

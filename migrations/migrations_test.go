@@ -227,3 +227,53 @@ func TestACredentialHoldsASecretForOnePackOrAGrant(t *testing.T) {
 		t.Fatalf("a sign-in with neither a seeded secret nor a grant got a credential: %v", err)
 	}
 }
+
+// TestAMonthArchivedBefore033KeepsItsDigest: migration 033 adds columns to
+// the audit log, and a month's digest hashes each row's JSON; a month
+// archived before it must still match the digest its archive recorded, or
+// it could never be dropped without archiving it again. A row that names a
+// person (from 033) is archived with them.
+func TestAMonthArchivedBefore033KeepsItsDigest(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.DatabaseAt(t, 32)
+	owner := testenv.OwnerPool(t, url)
+	month := time.Now().UTC().AddDate(0, -2, 0)
+	starts := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
+	ends := starts.AddDate(0, 1, 0)
+	if _, err := owner.Exec(ctx, `SELECT audit_log_partition($1::date)`, starts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key)
+		SELECT $1::timestamptz + make_interval(hours => g), 'allowed', 'ok', 'get_stock', 'ama', 'store_manager', 's', 'c', 'wf-' || g, 'run', 'decision'
+		FROM generate_series(1, 20) g`, starts); err != nil {
+		t.Fatal(err)
+	}
+	digest := func() string {
+		t.Helper()
+		var d string
+		if err := owner.QueryRow(ctx, `SELECT audit_rows_digest($1, $2)`, starts, ends).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := digest()
+	if err := testenv.Migrate(url); err != nil {
+		t.Fatal(err)
+	}
+	if after := digest(); after != before {
+		t.Fatalf("the month's digest was %s before migration 033 and is %s after: its archive no longer matches", before, after)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key,
+		requester_issuer, requester_subject) VALUES ($1::timestamptz + interval '30 hours', 'allowed', 'ok', 'get_stock', 'ama', 'store_manager', 's', 'c', 'wf-named', 'run', 'decision',
+		'https://id.test', 'ama-1')`, starts); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if err := owner.QueryRow(ctx, `SELECT audit_row_text(a) FROM audit_log a WHERE workflow_id = 'wf-named'`).Scan(&text); err != nil ||
+		!strings.Contains(text, `"requester_subject": "ama-1"`) || !strings.Contains(text, `"requester_issuer": "https://id.test"`) {
+		t.Fatalf("a row that names a person, as archived: %v %s", err, text)
+	}
+	if digest() == before {
+		t.Fatal("a row added to the month left its digest as it was")
+	}
+}

@@ -7,8 +7,12 @@
 --
 -- A row that names no person (written before this migration, or by a call
 -- whose credential names none) counts against every call under its user
--- ID: erring towards refusing, a person's calls of the last 32 days count
--- from the first day.
+-- ID, and a call that names no person counts every row under its user ID:
+-- erring towards refusing, a person's calls of the last 32 days count from
+-- the first day, and signing out never starts a limit afresh.
+--
+-- Adding the columns takes the log's lock for this migration's short
+-- transaction; nothing here reads or rewrites a row.
 SET LOCAL lock_timeout = '10s';
 ALTER TABLE audit_log ADD COLUMN requester_issuer text, ADD COLUMN requester_subject text;
 COMMENT ON COLUMN audit_log.requester_issuer IS 'On a decision row, the issuer of the sign-in behind the call''s credential (vault.credentials), when it names one.';
@@ -17,14 +21,33 @@ GRANT INSERT (requester_issuer, requester_subject) ON audit_log TO toolgate_app,
 
 ALTER TABLE limit_usage ADD COLUMN requester_issuer text, ADD COLUMN requester_subject text;
 COMMENT ON COLUMN limit_usage.requester_subject IS 'The person the call counts against (with requester_issuer); NULL when its credential named none, and then it counts against its user ID.';
--- A person's bucket; and a user ID's rows that name nobody, which both a
--- call naming no person and a call naming one count. Every row is in one
--- of the two, as every row was in limit_usage_by_user.
+-- A person's bucket. A user ID's rows, named or not, stay in
+-- limit_usage_by_user (029): a call that names nobody counts them all, one
+-- that names a person those that name nobody. Empty when it is made.
 CREATE INDEX limit_usage_by_person ON limit_usage (tool, requester_issuer, requester_subject, at) INCLUDE (value_cents)
   WHERE requester_subject IS NOT NULL;
-CREATE INDEX limit_usage_by_unnamed_user ON limit_usage (tool, user_id, at) INCLUDE (value_cents)
-  WHERE requester_subject IS NULL;
-DROP INDEX limit_usage_by_user;
+
+-- A row as its month's archive holds it (insights.Archive writes it, and
+-- audit_rows_digest hashes it): the columns this migration adds appear only
+-- when the row names a person, so a month archived before it keeps the
+-- digest its archive recorded, and can still be dropped.
+CREATE FUNCTION audit_row_text(a audit_log) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
+  SELECT (to_jsonb(a) - CASE WHEN a.requester_issuer IS NULL AND a.requester_subject IS NULL
+                             THEN ARRAY['requester_issuer', 'requester_subject'] ELSE '{}'::text[] END)::text
+$$;
+REVOKE ALL ON FUNCTION audit_row_text(audit_log) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION audit_row_text(audit_log) TO toolgate_retention;
+
+CREATE OR REPLACE FUNCTION audit_rows_digest(p_starts timestamptz, p_ends timestamptz) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
+  SELECT encode(sha256(coalesce(string_agg(c.h, ''::bytea ORDER BY c.chunk), ''::bytea)), 'hex')
+  FROM (SELECT r.chunk, sha256(string_agg(r.rh, ''::bytea ORDER BY r.id)) AS h
+        FROM (SELECT a.id, (row_number() OVER (ORDER BY a.id) - 1) / 100000 AS chunk,
+                     sha256(convert_to(public.audit_row_text(a), 'UTF8')) AS rh
+              FROM public.audit_log a WHERE a.at >= p_starts AND a.at < p_ends) r
+        GROUP BY r.chunk) c
+$$;
 
 CREATE OR REPLACE FUNCTION limit_usage_keep_row() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
