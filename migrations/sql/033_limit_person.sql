@@ -11,8 +11,8 @@
 -- erring towards refusing, a person's calls of the last 32 days count from
 -- the first day, and signing out never starts a limit afresh.
 --
--- Adding the columns takes the log's lock for this migration's short
--- transaction; nothing here reads or rewrites a row.
+-- Adding the columns takes the log's lock for this migration's
+-- transaction; nothing here rewrites a row.
 SET LOCAL lock_timeout = '10s';
 ALTER TABLE audit_log ADD COLUMN requester_issuer text, ADD COLUMN requester_subject text;
 COMMENT ON COLUMN audit_log.requester_issuer IS 'On a decision row, the issuer of the sign-in behind the call''s credential (vault.credentials), when it names one.';
@@ -21,11 +21,16 @@ GRANT INSERT (requester_issuer, requester_subject) ON audit_log TO toolgate_app,
 
 ALTER TABLE limit_usage ADD COLUMN requester_issuer text, ADD COLUMN requester_subject text;
 COMMENT ON COLUMN limit_usage.requester_subject IS 'The person the call counts against (with requester_issuer); NULL when its credential named none, and then it counts against its user ID.';
--- A person's bucket. A user ID's rows, named or not, stay in
--- limit_usage_by_user (029): a call that names nobody counts them all, one
--- that names a person those that name nobody. Empty when it is made.
+-- A person's bucket, empty when it is made; and a user ID's rows that name
+-- nobody, which a call that names a person counts besides its own (every
+-- row the ledger holds when it is made: building it holds the ledger, and
+-- so admissions, for a few seconds at a retailer's 32 days). A user ID's
+-- rows, named or not, stay in limit_usage_by_user (029), which a call that
+-- names nobody counts.
 CREATE INDEX limit_usage_by_person ON limit_usage (tool, requester_issuer, requester_subject, at) INCLUDE (value_cents)
   WHERE requester_subject IS NOT NULL;
+CREATE INDEX limit_usage_by_unnamed_user ON limit_usage (tool, user_id, at) INCLUDE (value_cents)
+  WHERE requester_subject IS NULL;
 
 -- A row as its month's archive holds it (insights.Archive writes it, and
 -- audit_rows_digest hashes it): the columns this migration adds appear only
