@@ -30,27 +30,20 @@ func checked(req policy.Request, value *int64) activities.AdmitInput {
 	return activities.AdmitInput{Verdict: testenv.Policy.Check(req, value), Tool: req.Tool, Session: req.Session, ValueCents: value}
 }
 
-// TestAdmitIsRaceFree: 60 admissions at once with 25 of 30 used admit
-// exactly 5, and each writes exactly one decision row.
-func TestAdmitIsRaceFree(t *testing.T) {
-	url := testenv.Database(t)
-	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
-	ctx := context.Background()
-	for i := range 25 {
-		if v, err := a.AdmitRun(ctx, fmt.Sprint("seed-", i), "run", admitIn("Seed")); err != nil || v.Code != policy.CodeOK {
-			t.Fatalf("seed %d: %v %s", i, err, v.Code)
-		}
-	}
+// atOnce runs n admissions at once, released together, and counts their
+// codes.
+func atOnce(t *testing.T, n int, admit func(i int) (activities.AdmitResult, error)) map[policy.Code]int {
+	t.Helper()
 	var mu sync.Mutex
 	codes := map[policy.Code]int{}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for i := range 60 {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			v, err := a.AdmitRun(ctx, fmt.Sprint("race-", i), "run", admitIn("Race"))
+			v, err := admit(i)
 			if err != nil {
 				t.Error(err)
 				return
@@ -62,6 +55,23 @@ func TestAdmitIsRaceFree(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	return codes
+}
+
+// TestAdmitIsRaceFree: 60 admissions at once with 25 of 30 used admit
+// exactly 5, and each writes exactly one decision row.
+func TestAdmitIsRaceFree(t *testing.T) {
+	url := testenv.Database(t)
+	a := testenv.NewActivities(testenv.AppPool(t, url), "http://unused", zap.NewNop())
+	ctx := context.Background()
+	for i := range 25 {
+		if v, err := a.AdmitRun(ctx, fmt.Sprint("seed-", i), "run", admitIn("Seed")); err != nil || v.Code != policy.CodeOK {
+			t.Fatalf("seed %d: %v %s", i, err, v.Code)
+		}
+	}
+	codes := atOnce(t, 60, func(i int) (activities.AdmitResult, error) {
+		return a.AdmitRun(ctx, fmt.Sprint("race-", i), "run", admitIn("Race"))
+	})
 	if codes[policy.CodeOK] != 5 || codes[policy.CodeRateLimit] != 55 {
 		t.Fatalf("admitted %v, want 5 ok and 55 rate_limit", codes)
 	}
@@ -97,27 +107,9 @@ func TestAPersonsLimitIsRaceFree(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var mu sync.Mutex
-		codes := map[policy.Code]int{}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range 40 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				v, err := a.AdmitRun(ctx, fmt.Sprint("race-", person, "-", i), "run", in(person, users[i%2]))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				codes[v.Code]++
-				mu.Unlock()
-			}()
-		}
-		close(start)
-		wg.Wait()
+		codes := atOnce(t, 40, func(i int) (activities.AdmitResult, error) {
+			return a.AdmitRun(ctx, fmt.Sprint("race-", person, "-", i), "run", in(person, users[i%2]))
+		})
 		if codes[policy.CodeOK] != 5 || codes[policy.CodeRateLimit] != 35 {
 			t.Fatalf("%s, under two user IDs at once: admitted %v, want 5 ok and 35 rate_limit", person, codes)
 		}
