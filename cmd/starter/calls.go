@@ -94,25 +94,35 @@ func dial(cfg config.Config) (client.Client, error) {
 }
 
 // callFlags are the flags naming one call.
-func callFlags(fs *flag.FlagSet) (conv, callID *string) {
-	return fs.String("conversation", "", "conversation ID"), fs.String("call-id", "", "tool-call ID")
+func callFlags(fs *flag.FlagSet) callFlagSet {
+	return callFlagSet{fs.String("conversation", "", "conversation ID"), fs.String("call-id", "", "tool-call ID"),
+		fs.String("workflow-id", "", "the call's workflow ID, as starter pending and the card UI show it (instead of --conversation and --call-id)")}
 }
 
-func callID(conv, id string) (string, error) {
-	if conv == "" || id == "" {
-		return "", errors.New("--conversation and --call-id are required")
+// callFlagSet names a call: by its conversation and tool-call ID, or by
+// its workflow ID (an MCP caller learns only its call ID until the end).
+type callFlagSet struct{ conv, id, workflowID *string }
+
+func (f callFlagSet) workflow() (string, error) {
+	switch {
+	case *f.workflowID != "" && (*f.conv != "" || *f.id != ""):
+		return "", errors.New("name the call once: --workflow-id, or --conversation and --call-id")
+	case *f.workflowID != "":
+		return *f.workflowID, nil
+	case *f.conv == "" || *f.id == "":
+		return "", errors.New("--conversation and --call-id are required, or --workflow-id")
 	}
-	return workflows.WorkflowID(conv, id), nil
+	return workflows.WorkflowID(*f.conv, *f.id), nil
 }
 
 // openCall reads a command's call flags and dials Temporal.
 func openCall(cfg config.Config, name string, args []string) (string, client.Client, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	conv, id := callFlags(fs)
+	call := callFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", nil, err
 	}
-	wf, err := callID(*conv, *id)
+	wf, err := call.workflow()
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -135,12 +145,12 @@ func waitCmd(cfg config.Config, args []string, out io.Writer) error {
 
 func resumeCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
-	conv, id := callFlags(fs)
+	call := callFlags(fs)
 	ref := fs.String("credential", "", "the credential handle of the person's new sign-in (starter credential mints one in dev mode)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	wf, err := callID(*conv, *id)
+	wf, err := call.workflow()
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}

@@ -32,11 +32,12 @@ import (
 const usage = `usage:
   starter call    --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] | --resources KIND=ID[,KIND=ID] --conversation C [--session S] [--credential REF] [--wait]
   starter call    --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}' [--wait]
-  starter status  --conversation C --call-id ID
-  starter wait    --conversation C --call-id ID
-  starter approve --conversation C --call-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
-  starter reject  --conversation C --call-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
-  starter resume  --conversation C --call-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
+  starter status  --conversation C --call-id ID | --workflow-id ID
+  starter wait    --conversation C --call-id ID | --workflow-id ID
+  starter pending --role R [--stores 112[,118] | --resources KIND=ID[,…]] [--format text|json]   (the cards an approver of role R over those resources may decide)
+  starter approve --conversation C --call-id ID | --workflow-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter reject  --conversation C --call-id ID | --workflow-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter resume  --conversation C --call-id ID | --workflow-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
   starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
   starter explain --store 112 | --resource KIND=ID --day YYYY-MM-DD [--tool NAME]   (every call that ran upstream for a resource that day, and their stories)
@@ -93,6 +94,8 @@ func run(args []string, out io.Writer) error {
 		return waitCmd(cfg, args[1:], out)
 	case "approve", "reject":
 		return decideCmd(cfg, args[0], args[1:], out)
+	case "pending":
+		return pendingCmd(cfg, args[1:], out)
 	case "resume":
 		return resumeCmd(cfg, args[1:], out)
 	case "tools":
@@ -149,6 +152,10 @@ func run(args []string, out io.Writer) error {
 	case "hand-back":
 		return handBackCmd(cfg, args[1:], out)
 	case "migrate":
+		// It creates cluster-wide roles: never on a server nobody named.
+		if os.Getenv("DATABASE_URL") == "" {
+			return errors.New("migrate: DATABASE_URL is unset: name the database to migrate (make dev migrates its own private cluster; beside it, this command reads .dev/env)")
+		}
 		// As long as it takes: migration 028 rewrites the audit log (about
 		// 17 s a million rows on two cores). Ctrl-C rolls back.
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
