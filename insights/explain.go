@@ -65,6 +65,42 @@ type Story struct {
 	// Archived names the archive files the rows were read from, when their
 	// month has been dropped from the log.
 	Archived string `json:"archived,omitempty"`
+	// KeySent is how the call's idempotency key (its workflow ID) goes
+	// upstream: "Idempotency-Key" (the HTTP header), "_meta.<field>" (an
+	// MCP server's keyMeta), or "none"; KeyWhy says why none is sent.
+	KeySent string `json:"keySent"`
+	KeyWhy  string `json:"keyWhy,omitempty"`
+}
+
+// keySent is how tool's calls carry their idempotency key upstream, and
+// why they carry none.
+func (r Reader) keySent(tool string) (string, string) {
+	if r.Policy == nil {
+		return "Idempotency-Key", ""
+	}
+	spec, ok := r.Policy.Spec(tool)
+	switch {
+	case !ok:
+		return "Idempotency-Key", ""
+	case spec.MCP != nil && spec.MCP.KeyMeta == "":
+		return "none", "its MCP server takes none (no keyMeta)"
+	case spec.MCP != nil:
+		return "_meta." + spec.MCP.KeyMeta, ""
+	case !spec.Route.Keyed:
+		return "none", "its route sends none (a " + spec.Route.Method + ", not keyed)"
+	}
+	return "Idempotency-Key", ""
+}
+
+// withKey says how a call went upstream with its key, for a sentence.
+func (s Story) withKey() string {
+	switch {
+	case s.KeySent == "none":
+		return "with no idempotency key: " + s.KeyWhy
+	case strings.HasPrefix(s.KeySent, "_meta."):
+		return fmt.Sprintf("with idempotency key %s in the MCP call's %s", s.WorkflowID, s.KeySent)
+	}
+	return "with Idempotency-Key " + s.WorkflowID
 }
 
 // describeValue writes an event's value in its tool's unit and names what
@@ -90,7 +126,7 @@ FROM audit_log WHERE workflow_id = $1 ORDER BY id`
 // Explain reads a call's story: its audit rows through the reader, and its
 // history from Temporal when c is not nil.
 func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string) (Story, error) {
-	s := Story{WorkflowID: workflowID}
+	s := Story{WorkflowID: workflowID, KeySent: "Idempotency-Key"}
 	rows, err := r.Pool.Query(ctx, storySQL, workflowID)
 	if err != nil {
 		return s, fmt.Errorf("explain %s: %w", workflowID, err)
@@ -132,6 +168,7 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 		}
 		return s, fmt.Errorf("%s: %w (check the ID: toolcall-<conversationId>-<toolCallId>)", workflowID, ErrNoSuchCall)
 	}
+	s.KeySent, s.KeyWhy = r.keySent(s.Events[0].Tool)
 	if c != nil {
 		if s.History, err = historyOf(ctx, c, workflowID); err != nil {
 			s.HistoryError = err.Error()
@@ -221,7 +258,14 @@ func (s Story) Text(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%s: %s for %s\n", s.WorkflowID, first.Tool, about)
 	fmt.Fprintf(&b, "Asked by %s (%s), session %s, conversation %s, at %s\n", first.UserID, first.Role, first.SessionID, first.Conversation, stamp(first.At))
-	fmt.Fprintf(&b, "Idempotency-Key sent upstream: %s\n", s.WorkflowID)
+	switch {
+	case s.KeySent == "none":
+		fmt.Fprintf(&b, "No idempotency key sent upstream: %s\n", s.KeyWhy)
+	case strings.HasPrefix(s.KeySent, "_meta."):
+		fmt.Fprintf(&b, "Idempotency key sent upstream in the MCP call's %s: %s\n", s.KeySent, s.WorkflowID)
+	default:
+		fmt.Fprintf(&b, "Idempotency-Key sent upstream: %s\n", s.WorkflowID)
+	}
 	if s.Archived != "" {
 		fmt.Fprintf(&b, "Read from the archive of a month dropped from the audit log: %s (its SHA-256 and rows checked against audit_archives)\n", s.Archived)
 	}
@@ -273,9 +317,9 @@ func (s Story) Answer() string {
 	switch {
 	case len(ran) == 1:
 		if ran[0].Receipt != "" {
-			return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s: %s.", s.WorkflowID, ran[0].Receipt)
+			return fmt.Sprintf("it ran once upstream, %s: %s.", s.withKey(), ran[0].Receipt)
 		}
-		return fmt.Sprintf("it ran once upstream, with Idempotency-Key %s.", s.WorkflowID)
+		return fmt.Sprintf("it ran once upstream, %s.", s.withKey())
 	case len(ran) > 1:
 		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the upstream must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
 	case last.Event == "failed":
@@ -287,7 +331,7 @@ func (s Story) Answer() string {
 		if len(s.History) > 0 && s.History[len(s.History)-1].What == "completed" {
 			done = "its history shows it completed"
 		}
-		return fmt.Sprintf("it was allowed and runs upstream with Idempotency-Key %s; a read that succeeds writes no outcome row, and %s.", s.WorkflowID, done)
+		return fmt.Sprintf("it was allowed and runs upstream %s; a read that succeeds writes no outcome row, and %s.", s.withKey(), done)
 	}
 	return fmt.Sprintf("nothing ran upstream: the call ended %s (%s).", last.Event, last.Reason)
 }

@@ -92,6 +92,9 @@ type MCPTarget struct {
 	Server string
 	Tool   string
 	Pin    string
+	// KeyMeta is the _meta field the server takes an idempotency key in
+	// (its keyMeta), "" when it takes none: then no key is sent.
+	KeyMeta string
 	// Preview, when set, is the tool's dry run: a read-only tool of the
 	// same server whose answer the card shows beside the exact args.
 	Preview *MCPPreview

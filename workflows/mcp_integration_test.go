@@ -184,6 +184,20 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	if b, err := os.ReadFile(target); err != nil || string(b) != "Order 40 cases." {
 		t.Fatalf("the file after the approved write: %q %v", b, err)
 	}
+	// The reference servers take no idempotency key (no keyMeta), and the
+	// story says so rather than naming a key that was never sent.
+	story, err := (insights.Reader{Pool: s.Owner, Policy: s.Policy}).Explain(context.Background(), nil, workflows.WorkflowID("reference", "w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told strings.Builder
+	if err := story.Text(&told); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(told.String(), "No idempotency key sent upstream: its MCP server takes none (no keyMeta)") ||
+		!strings.Contains(story.Answer(), "it ran once upstream, with no idempotency key") || strings.Contains(told.String(), "Idempotency-Key") {
+		t.Fatalf("the write's story names a key its server never took:\n%s", told.String())
+	}
 
 	rejected := filepath.Join(scratch, "rejected.txt")
 	first = s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w2", Session: writer,

@@ -112,7 +112,7 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-read"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if text := out.String(); !strings.Contains(text, "it was allowed and runs upstream with Idempotency-Key toolcall-friday-read; a read that succeeds writes no outcome row, and its history shows it completed") {
+	if text := out.String(); !strings.Contains(text, "it was allowed and runs upstream with no idempotency key: its route sends none (a GET, not keyed); a read that succeeds writes no outcome row, and its history shows it completed") {
 		t.Fatalf("a read's story:\n%s", text)
 	}
 	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-nosuch"}, &out); err == nil || !strings.Contains(err.Error(), "no row of this call") {

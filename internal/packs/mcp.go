@@ -406,7 +406,8 @@ func (r *reader) mcpTool(at, packName string, t fileTool, servers []mcpupstream.
 		return spec, nil, err
 	}
 	spec.Args = args
-	spec.MCP = &policy.MCPTarget{Server: t.Server, Tool: t.Tool, Pin: accepted.Pin}
+	server := servers[slices.IndexFunc(servers, func(s mcpupstream.Server) bool { return s.Name == t.Server })]
+	spec.MCP = &policy.MCPTarget{Server: t.Server, Tool: t.Tool, Pin: accepted.Pin, KeyMeta: server.KeyMeta}
 	if t.Preview != nil {
 		if spec.MCP.Preview, err = r.mcpPreview(at+".preview", t, def, pins); err != nil {
 			return spec, nil, err
