@@ -62,8 +62,10 @@ node:
 # make test always runs its own dev server: the Temporal client configuration of your shell (TEMPORAL_*, a
 # profile in your temporal.toml) is for make test-cluster, so every process the tests start is kept from it.
 NO_TEMPORAL_ENV = env $$(compgen -e | sed -n 's/^\(TEMPORAL_.*\)$$/-u \1/p') -u TOOLGATE_TEST_TEMPORAL TEMPORAL_CONFIG_FILE=$(CURDIR)/internal/testenv/no-temporal-config.toml
+# -vet=off: lint has run go vet over everything; -ldflags=-w: no test reads DWARF, whose writing is a
+# third or more of linking each test binary.
 test-all:
-	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 ./...
+	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 -vet=off -ldflags=-w ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x
 	$(MAKE) chaos CHAOS_CALLS=60
 
@@ -103,7 +105,8 @@ tools: temporal bin/staticcheck bin/workflowcheck
 temporal:
 	@mkdir -p bin; if [ -x bin/temporal ]; then echo "using bin/temporal"; \
 	elif command -v temporal >/dev/null 2>&1; then ln -sf "$$(command -v temporal)" bin/temporal; echo "using $$(command -v temporal) (as bin/temporal)"; \
-	else echo "building the Temporal CLI $(TEMPORAL_VERSION) into bin/"; go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION); fi
+	else echo "building the Temporal CLI $(TEMPORAL_VERSION) into bin/: the first build takes 5 to 15 minutes on two cores, later ones a few seconds from Go's build cache"; \
+	./scripts/progress.sh go install -v github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION); fi
 
 bin/staticcheck:
 	go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
