@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -469,5 +470,22 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	var seeded int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM vault.credentials WHERE user_id = 'cara' AND client_secret IS NOT NULL`).Scan(&seeded); err != nil || seeded != 0 {
 		t.Fatalf("cara has %d credentials holding a secret (%v): hers should hold the provider's grant alone", seeded, err)
+	}
+}
+
+// TestMakeDevStopsWhenMakeIsStopped: make passes no signal on, so a TERM
+// to make reaches make dev only as make's end, and stops it all the same:
+// no process of it runs on, its private cluster is stopped and its
+// settings file removed.
+func TestMakeDevStopsWhenMakeIsStopped(t *testing.T) {
+	d := testenv.MakeDev(t, testenv.MakeDevOptions{UnderMake: true})
+	if err := syscall.Kill(d.Parent, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if left := d.Stopped(); left != "" {
+		t.Fatalf("make dev, its make stopped by TERM, left %s behind\n%s", left, d.Printed())
+	}
+	if !strings.Contains(d.Printed(), "stopped") {
+		t.Fatalf("make dev did not say it stopped:\n%s", d.Printed())
 	}
 }

@@ -1,12 +1,15 @@
 package idp
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/pquerna/otp"
@@ -69,45 +72,183 @@ var seed = []User{
 // DemoUsers returns the seed users with fresh random passwords and TOTP
 // secrets.
 func DemoUsers() ([]User, error) {
-	users := make([]User, len(seed))
-	for i, u := range seed {
-		key, err := totp.Generate(totp.GenerateOpts{Issuer: "toolgate demo", AccountName: u.ID, Rand: rand.Reader})
-		if err != nil {
-			return nil, fmt.Errorf("TOTP secret for %s: %w", u.ID, err)
+	users := slices.Clone(seed)
+	for i := range users {
+		if err := users[i].withSecrets(); err != nil {
+			return nil, err
 		}
-		u.Password = rand.Text()[:12]
-		u.TOTPSecret = key.Secret()
-		users[i] = u
 	}
 	return users, nil
 }
 
+// withSecrets gives the user a random password and TOTP secret where they
+// have none.
+func (u *User) withSecrets() error {
+	if u.Password == "" {
+		u.Password = rand.Text()[:12]
+	}
+	if u.TOTPSecret == "" {
+		key, err := totp.Generate(totp.GenerateOpts{Issuer: "toolgate demo", AccountName: u.ID, Rand: rand.Reader})
+		if err != nil {
+			return fmt.Errorf("TOTP secret for %s: %w", u.ID, err)
+		}
+		u.TOTPSecret = key.Secret()
+	}
+	return nil
+}
+
+// userID is what a user ID may hold: it is typed at the sign-in form and
+// named in commands.
+var userID = regexp.MustCompile(`^[a-z][a-z0-9._-]{0,31}$`)
+
+// check says what a user lacks; a new person's ID must also be one
+// userID allows (a users file's own may be any the operator wrote).
+func (u User) check(path string, person bool) error {
+	if u.ID == "" || person && !userID.MatchString(u.ID) {
+		return fmt.Errorf("%s: user ID %q: use 1 to 32 lowercase letters, digits, '.', '_' or '-', starting with a letter", path, u.ID)
+	}
+	if u.Role == "" {
+		return fmt.Errorf("%s: user %q needs a role (the pack's role name, e.g. member)", path, u.ID)
+	}
+	return nil
+}
+
 // LoadOrCreateUsers reads the users file, or writes one with DemoUsers
-// (mode 0600) when it does not exist. created says which.
+// (mode 0600) when it does not exist. A user the file lists without a
+// password or TOTP secret is given random ones, written back. created says
+// whether the file was made.
 func LoadOrCreateUsers(path string) (users []User, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if users, err = DemoUsers(); err != nil {
 			return nil, false, err
 		}
-		b, _ = json.MarshalIndent(users, "", "  ")
-		if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
-			return nil, false, fmt.Errorf("write %s: %w", path, err)
-		}
-		return users, true, nil
+		return users, true, writeUsers(path, users)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	if err := json.Unmarshal(b, &users); err != nil {
-		return nil, false, fmt.Errorf("%s: want a JSON list of users (id, name, password, role, stores, totpSecret): %w", path, err)
+		return nil, false, fmt.Errorf("%s: want a JSON list of users (id, name, role, stores, claims; password and totpSecret are made when missing): %w", path, err)
 	}
-	for _, u := range users {
-		if u.ID == "" || u.Password == "" || u.TOTPSecret == "" || u.Role == "" {
-			return nil, false, fmt.Errorf("%s: user %q needs an id, a password, a role and a totpSecret", path, u.ID)
+	filled := false
+	for i := range users {
+		if err := users[i].check(path, false); err != nil {
+			return nil, false, err
+		}
+		if users[i].Password == "" || users[i].TOTPSecret == "" {
+			if err := users[i].withSecrets(); err != nil {
+				return nil, false, err
+			}
+			filled = true
 		}
 	}
+	if filled {
+		return users, false, writeUsers(path, users)
+	}
 	return users, false, nil
+}
+
+func writeUsers(path string, users []User) error {
+	b, _ := json.MarshalIndent(users, "", "  ")
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// AddUsers adds the people of a people file (a JSON list of users: id,
+// name, role and a pack's resource claims, or stores; no secrets) to the
+// users file at path, made with DemoUsers when missing. A person already
+// there keeps their password and TOTP secret and takes the file's name,
+// role, stores and claims; a new one gets random ones. Every auditor in
+// the users file is granted what the people hold (each claim's values,
+// each store), so the insights page shows their calls. It returns the
+// people as written, with their secrets.
+func AddUsers(path, peopleFile string) ([]User, error) {
+	b, err := os.ReadFile(peopleFile)
+	if err != nil {
+		return nil, fmt.Errorf("people: %w", err)
+	}
+	var people []User
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&people); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON list of people, e.g. [{\"id\": \"hana\", \"name\": \"Hana Sato\", \"role\": \"member\", \"claims\": {\"mine_accounts\": [\"A-1\"]}}]: %w", peopleFile, err)
+	}
+	users, _, err := LoadOrCreateUsers(path)
+	if err != nil {
+		return nil, err
+	}
+	var added []User
+	for _, p := range people {
+		if err := p.check(peopleFile, true); err != nil {
+			return nil, err
+		}
+		if p.Password != "" || p.TOTPSecret != "" {
+			return nil, fmt.Errorf("%s: %s: leave password and totpSecret out; they are made at random and printed", peopleFile, p.ID)
+		}
+		if p.Role == auditorRole {
+			return nil, fmt.Errorf("%s: %s: an auditor is granted every person's resources here; add auditors to %s itself", peopleFile, p.ID, path)
+		}
+		if i := slices.IndexFunc(users, func(u User) bool { return u.ID == p.ID }); i >= 0 {
+			p.Password, p.TOTPSecret = users[i].Password, users[i].TOTPSecret
+			users[i] = p
+		} else {
+			if err := p.withSecrets(); err != nil {
+				return nil, err
+			}
+			users = append(users, p)
+		}
+		added = append(added, p)
+	}
+	for i := range users {
+		if users[i].Role == auditorRole {
+			for _, p := range added {
+				users[i].grant(p)
+			}
+		}
+	}
+	return added, writeUsers(path, users)
+}
+
+// auditorRole is the card UI's auditor, who reads the insights page over
+// the resources they hold.
+const auditorRole = "auditor"
+
+// grant adds what p holds to u's stores and claims.
+func (u *User) grant(p User) {
+	for _, s := range p.Stores {
+		if !slices.Contains(u.Stores, s) {
+			u.Stores = append(u.Stores, s)
+		}
+	}
+	for claim, v := range p.Claims {
+		values, ok := v.([]any)
+		if !ok {
+			continue
+		}
+		if u.Claims == nil {
+			u.Claims = map[string]any{}
+		}
+		held, _ := u.Claims[claim].([]any)
+		if list, ok := u.Claims[claim].([]string); ok {
+			for _, s := range list {
+				held = append(held, s)
+			}
+		}
+		for _, x := range values {
+			switch x.(type) {
+			case string, float64, bool: // comparable: an ID
+			default:
+				continue
+			}
+			if !slices.Contains(held, x) {
+				held = append(held, x)
+			}
+		}
+		u.Claims[claim] = held
+	}
 }
 
 // OTPAuthURL is the otpauth:// URL an authenticator app reads (as a QR

@@ -18,8 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
-address="$(bin/starter temporal-config --prop address)"
-namespace="$(bin/starter temporal-config --prop namespace)"
+# (Before the exchange's secrets are set: an exchange pack named in the environment waits for them.)
+address="$(env -u TOOLGATE_EXCHANGE_PACKS bin/starter temporal-config --prop address)"
+namespace="$(env -u TOOLGATE_EXCHANGE_PACKS bin/starter temporal-config --prop namespace)"
 export UPSTREAM_ADDR="${UPSTREAM_ADDR:-127.0.0.1:8081}"
 export UPSTREAM_URL="${UPSTREAM_URL:-http://$UPSTREAM_ADDR}"
 ui_port="${TOOLGATE_TEMPORAL_UI_PORT:-8233}"
@@ -39,6 +40,25 @@ if [ -z "${TOOLGATE_PACKS:-}" ]; then
   # Each pack on its own task queue; Mangrove on TOOLGATE_TASK_QUEUE.
   export TOOLGATE_TASK_QUEUES="${TOOLGATE_TASK_QUEUES:-carddesk=toolgate-carddesk,plancover=toolgate-plancover,northgate=toolgate-northgate,reference=toolgate-reference}"
 fi
+# A team's own packs beside those (make dev PACKS=my.yaml UPSTREAMS=mine=http://127.0.0.1:9000 PEOPLE=people.json,
+# docs/packs.md): PACKS joins TOOLGATE_PACKS; each of UPSTREAMS (pack=URL, comma-separated) is that pack's
+# upstream, which takes the demo provider's tokens for its own audience, its URL (RFC 8693); PEOPLE are
+# people files the demo provider adds (bin/idp users add).
+team_upstreams=""
+if [ -n "${PACKS:-}" ]; then
+  export TOOLGATE_PACKS="$TOOLGATE_PACKS,$PACKS"
+fi
+upstreams="${UPSTREAMS:-}"
+for pair in ${upstreams//,/ }; do
+  name="${pair%%=*}" url="${pair#*=}"
+  if [ "$name" = "$pair" ] || [ -z "$name" ] || [[ "$url" != http://* && "$url" != https://* ]]; then
+    echo "UPSTREAMS: \"$pair\": want pack=URL, e.g. mine=http://127.0.0.1:9000 (the pack's name is its file's pack:)" >&2
+    exit 2
+  fi
+  team_upstreams="$team_upstreams,$pair"
+done
+team_upstreams="${team_upstreams#,}"
+[ -z "$team_upstreams" ] || export TOOLGATE_UPSTREAMS="${TOOLGATE_UPSTREAMS:+$TOOLGATE_UPSTREAMS,}$team_upstreams"
 # Dev mode: the demo upstream key and the card UI's demo sign-in work only with it.
 export TOOLGATE_DEV=1
 cluster="${TOOLGATE_CLUSTER:-}"
@@ -46,8 +66,10 @@ logs=.dev; [ -n "$cluster" ] && logs=.dev/cluster
 mkdir -p "$logs"
 pids=()
 private_pg=""
+watcher=""
 cleanup() {
   trap - EXIT INT TERM
+  [ -z "$watcher" ] || kill "$watcher" 2>/dev/null || true
   if grep -qx "TOOLGATE_DEV_PID=$$" .dev/env 2>/dev/null; then rm -f .dev/env; fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
   if [ -n "$cluster" ]; then ./scripts/temporal-cluster.sh stop "$logs/temporal"; fi
@@ -56,7 +78,17 @@ cleanup() {
 trap cleanup EXIT
 # Ctrl-C (or a TERM) is the way to stop: it stops everything and is no
 # failure, whichever process the signal reached first.
-trap 'cleanup; echo "stopped"; exit 0' INT TERM
+trap 'cleanup; echo "stopped"; exit 0' INT TERM HUP
+# make passes no signal on to what it runs: a TERM to make (or its end by any other way) reaches this
+# script as its parent's end, and stops the stack the same way.
+# (Its parent's end is seen as this script's new parent: a parent that dies is a zombie until reaped.)
+parent=$PPID
+( while sleep 1; do
+    if [ -r "/proc/$$/stat" ]; then read -r _ _ _ now _ <"/proc/$$/stat"; else now="$(ps -o ppid= -p $$ | tr -d ' ')"; fi
+    [ "$now" = "$parent" ] || break
+  done
+  kill -TERM $$ 2>/dev/null ) &
+watcher=$!
 
 if [ -n "${DATABASE_URL:-}" ]; then
   echo "using DATABASE_URL"
@@ -129,10 +161,16 @@ export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_I
 # The MCP server and the worker exchange tokens at the demo provider as toolgate's client, which may
 # ask tokens for the card desk's, PlanCover's and Northgate's audiences alone; each takes its own.
 export TOOLGATE_EXCHANGE_ISSUER="${TOOLGATE_EXCHANGE_ISSUER:-$APPROVALS_OIDC_ISSUER}" IDP_EXCHANGE_CLIENT_SECRET="$TOOLGATE_EXCHANGE_CLIENT_SECRET"
+exchange_packs="${TOOLGATE_EXCHANGE_PACKS:-}" audiences="${IDP_EXCHANGE_AUDIENCES:-}"
 if [ -n "$carddesk" ]; then
-  export TOOLGATE_EXCHANGE_PACKS=carddesk,plancover,northgate IDP_EXCHANGE_AUDIENCES="http://$CARDDESK_ADDR,http://$PLANCOVER_ADDR,http://$NORTHGATE_ADDR"
+  exchange_packs="carddesk,plancover,northgate${exchange_packs:+,$exchange_packs}"
+  audiences="http://$CARDDESK_ADDR,http://$PLANCOVER_ADDR,http://$NORTHGATE_ADDR${audiences:+,$audiences}"
   export CARDDESK_ISSUER="$APPROVALS_OIDC_ISSUER" PLANCOVER_ISSUER="$APPROVALS_OIDC_ISSUER" NORTHGATE_ISSUER="$APPROVALS_OIDC_ISSUER"
 fi
+for pair in ${team_upstreams//,/ }; do
+  exchange_packs="${exchange_packs:+$exchange_packs,}${pair%%=*}" audiences="${audiences:+$audiences,}${pair#*=}"
+done
+[ -z "$exchange_packs" ] || export TOOLGATE_EXCHANGE_PACKS="$exchange_packs" IDP_EXCHANGE_AUDIENCES="$audiences"
 bin/starter migrate
 bin/upstream >"$logs/upstream.log" 2>&1 &
 pids+=($!)
@@ -172,6 +210,10 @@ done
   echo "TOOLGATE_PACKS=$packs_abs"
 } >>.dev/env.new
 mv .dev/env.new .dev/env
+people_files="${PEOPLE:-}"
+for people in ${people_files//,/ }; do
+  bin/idp users add "$people" >/dev/null   # a pack's people join the demo users (made on the first run)
+done
 users_table="$(bin/idp users)"   # creates .dev/idp-users.json on the first run
 bin/idp >"$logs/idp.log" 2>&1 &
 pids+=($!)
@@ -195,12 +237,17 @@ if [ -n "$carddesk" ]; then
       The reference MCP servers, through MCP as noor: files__list_directory {\"path\":\"$TOOLGATE_SCRATCH\"}, then
       files__write_file {\"path\":\"$TOOLGATE_SCRATCH/plan.txt\",\"content\":\"Order 40 cases.\"}; tomas approves it."
 fi
+team_line=""
+if [ -n "${PACKS:-}" ]; then
+  team_line="  your packs     $PACKS${team_upstreams:+   (upstreams $team_upstreams, taking tokens the provider exchanges)}
+"
+fi
 cat <<TXT
 
 toolgate is running (logs in $logs/):
   Temporal       $address, namespace $namespace   Web UI http://127.0.0.1:$ui_port/namespaces/$namespace/workflows   ${cluster:+(cluster: history, matching, frontend, worker on PostgreSQL${TOOLGATE_CLUSTER_TLS_DIR:+; mTLS, client profile: TEMPORAL_CONFIG_FILE=$TOOLGATE_CLUSTER_TLS_DIR/temporal.toml TEMPORAL_PROFILE=toolgate})}
   upstream       $UPSTREAM_URL   (Mangrove's demo API)
-$desk_line  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${TOOLGATE_TASK_QUEUES:+ and, by pack, $TOOLGATE_TASK_QUEUES}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
+$desk_line$team_line  worker         task queue ${TOOLGATE_TASK_QUEUE:-toolgate}${TOOLGATE_TASK_QUEUES:+ and, by pack, $TOOLGATE_TASK_QUEUES}${cluster:+ (two workers, metrics on 127.0.0.1:9090 and :9091)}
   codec endpoint http://${CODEC_ADDR:-127.0.0.1:8089}   (Temporal Web decrypts through it)
   card UI        http://${APPROVALS_ADDR:-127.0.0.1:8080}   (sign in at the demo identity provider as one of the users below)
   insights       http://${APPROVALS_ADDR:-127.0.0.1:8080}/insights   (sign in as abena, the auditor; bin/starter register, explain, export-evals)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -30,6 +31,9 @@ type DevStack struct {
 	Issuer, Cards, MCP, Database, Temporal string
 	// Printed is what make dev has printed so far.
 	Printed func() string
+	// Group is make dev's process group; Parent, with UnderMake, the
+	// process standing in for make.
+	Group, Parent int
 }
 
 // MakeDevOptions say how a DevStack differs from a newcomer's make dev.
@@ -40,6 +44,14 @@ type MakeDevOptions struct {
 	// Without it, Root holds only what make dev reads, every port is moved
 	// to a free one, and a card is answered at once over MCP.
 	AsCheckout bool
+	// UnderMake starts make dev under a parent that stands in for make:
+	// it passes no signal on to the script it runs (DevStack.Parent).
+	UnderMake bool
+	// Files are written into Root before make dev starts (name to text),
+	// and Env are settings it starts with, as make passes the variables of
+	// its command line (make dev PACKS=…): a team's own pack and people.
+	Files map[string]string
+	Env   []string
 }
 
 // makeDevPorts are the ports make dev listens on unless told otherwise.
@@ -120,6 +132,11 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 			t.Fatal(err)
 		}
 	}
+	for name, text := range o.Files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d := &DevStack{Root: root}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml")}
@@ -153,30 +170,49 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 			"MCP_MAX_WAIT=0")
 		waitFor = []string{idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr}
 	}
+	env = append(env, o.Env...)
 	cmd := exec.Command("bash", "scripts/dev.sh")
+	if o.UnderMake {
+		// Not an exec: the parent stays, as make does, and dies of a TERM
+		// without passing it on.
+		cmd = exec.Command("bash", "-c", "bash scripts/dev.sh; exit $?")
+	}
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
+	// A pipe of our own, not StdoutPipe: the process started may end (a
+	// parent standing in for make) while make dev still prints, and is
+	// reaped at once, so no zombie of it stays in the group.
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	_ = w.Close()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	printed := &lockedText{}
-	d.Printed = printed.String
+	d.Printed, d.Group = printed.String, cmd.Process.Pid
+	if o.UnderMake {
+		d.Parent = cmd.Process.Pid
+	}
 	t.Cleanup(func() {
 		// Ctrl-C: dev.sh stops what it started, its cluster too.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		deadline := time.After(30 * time.Second)
 		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-exited:
+		case <-deadline:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-exited
 		}
+		// What it started may outlive the process itself (UnderMake).
+		for end := time.Now().Add(30 * time.Second); syscall.Kill(-cmd.Process.Pid, 0) == nil && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = out.Close()
 		if _, err := os.Stat(filepath.Join(root, ".dev", "env")); !os.IsNotExist(err) {
 			t.Errorf("make dev left .dev/env behind when it stopped (%v)", err)
 		}
@@ -227,6 +263,35 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 		}
 	}
 	return d
+}
+
+// Stopped reports within a minute whether make dev, stopped, left no
+// process of its group running and no private PostgreSQL cluster or
+// settings file behind; else what it left.
+func (d *DevStack) Stopped() string {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var left []string
+		if err := syscall.Kill(-d.Group, 0); err == nil {
+			left = append(left, fmt.Sprintf("a process of its group %d", d.Group))
+		}
+		for _, f := range []string{".dev/env", ".dev/pg/postmaster.pid"} {
+			if _, err := os.Stat(filepath.Join(d.Root, f)); err == nil {
+				left = append(left, f)
+			}
+		}
+		if c, err := net.Dial("tcp", d.Temporal); err == nil {
+			c.Close()
+			left = append(left, "the Temporal dev server at "+d.Temporal)
+		}
+		if len(left) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(left, ", ")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // lockedText is what make dev printed, read while it still prints.
