@@ -139,6 +139,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
+	mux.HandleFunc("POST /cards/batch", s.signedIn(s.decideMany))
 	mux.HandleFunc("GET /insights", s.signedIn(s.insightsPage))
 	mux.HandleFunc("GET /insights/calls", s.signedIn(func(w http.ResponseWriter, r *http.Request, _ session) {
 		http.Redirect(w, r, "/insights/calls/"+url.PathEscape(strings.TrimSpace(r.URL.Query().Get("id"))), http.StatusSeeOther)
@@ -186,6 +187,8 @@ type pageData struct {
 	Cards []Card
 	Card  *Card
 	Flash string
+	// Batch is each card's outcome of a batch decision.
+	Batch []BatchResult
 }
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, d any) {
