@@ -6,6 +6,7 @@ package docs_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,9 +272,10 @@ func TestDriftIsNoticed(t *testing.T) {
 }
 
 // TestThePastedBlocksRunBesideMakeDev runs make dev as a whole checkout on
-// its own ports, then each page's sh blocks in order in one shell of that
-// checkout (only PATH and HOME set, as a second shell is): each must exit
-// 0 and print what the page shows after it.
+// ports of its own, then each page's sh blocks in order in one shell of
+// that checkout (only PATH, HOME and the moved TEMPORAL_ADDRESS set, as a
+// second shell is), with make dev's ports moved: each must exit 0 and print
+// what the page shows after it.
 func TestThePastedBlocksRunBesideMakeDev(t *testing.T) {
 	if !testenv.Required() && os.Getenv("TOOLGATE_DOCS_RUN") == "" {
 		t.Skip("runs make dev on its own ports: set TOOLGATE_REQUIRE_SERVICES=1 (make test does) or TOOLGATE_DOCS_RUN=1")
@@ -291,13 +293,29 @@ func TestThePastedBlocksRunBesideMakeDev(t *testing.T) {
 			byPage = append(byPage, run)
 		}
 	}
+	// make dev's own ports are held for the whole run: the blocks must
+	// reach the stack on the ports it was moved to, as they do beside a
+	// make dev of the machine's own (README: make test passes while make
+	// dev runs). A port already taken is held by that make dev.
+	for _, p := range testenv.MakeDevPorts {
+		if l, err := net.Listen("tcp", "127.0.0.1:"+p); err == nil {
+			t.Cleanup(func() { _ = l.Close() })
+		}
+	}
 	d := testenv.MakeDev(t, testenv.MakeDevOptions{AsCheckout: true})
+	// Each block as written, with make dev's ports moved; and the moved
+	// Temporal address in the shell, as a person who moved it has it.
+	var pairs []string
+	for from, to := range d.Moved {
+		pairs = append(pairs, from, to)
+	}
+	moved := strings.NewReplacer(pairs...)
 	for _, run := range byPage {
 		page := run[0].page
 		t.Run(strings.TrimPrefix(page, "../"), func(t *testing.T) {
-			sh := newShell(t, d.Root)
+			sh := newShell(t, d.Root, "TEMPORAL_ADDRESS="+d.Temporal)
 			for _, b := range run {
-				printed, rc, err := sh.paste(b.body)
+				printed, rc, err := sh.paste(moved.Replace(b.body))
 				ran++
 				where := fmt.Sprintf("%s:%d", b.page, b.line)
 				switch {
@@ -306,7 +324,7 @@ func TestThePastedBlocksRunBesideMakeDev(t *testing.T) {
 				case rc != 0:
 					t.Fatalf("%s: exit status %d\n%s\nprinted:\n%s", where, rc, b.body, printed)
 				case b.shows != nil:
-					if miss := shows(b.shows.body, printed); miss != "" {
+					if miss := shows(moved.Replace(b.shows.body), printed); miss != "" {
 						t.Fatalf("%s: the page shows %q (line %d), but the block printed:\n%s", where, miss, b.shows.line, printed)
 					}
 				}
@@ -324,8 +342,8 @@ type shell struct {
 	n   int
 }
 
-// newShell starts bash in dir with only PATH and HOME set.
-func newShell(t *testing.T, dir string) *shell {
+// newShell starts bash in dir with only PATH, HOME and env set.
+func newShell(t *testing.T, dir string, env ...string) *shell {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -333,7 +351,7 @@ func newShell(t *testing.T, dir string) *shell {
 	}
 	cmd := exec.Command("bash", "--noprofile", "--norc")
 	cmd.Dir, cmd.Stdin = dir, r
-	cmd.Env = []string{"PATH=" + machinePath(t), "HOME=" + os.Getenv("HOME")}
+	cmd.Env = append([]string{"PATH=" + machinePath(t), "HOME=" + os.Getenv("HOME")}, env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

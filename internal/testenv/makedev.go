@@ -34,15 +34,19 @@ type DevStack struct {
 	// Group is make dev's process group; Parent, with UnderMake, the
 	// process standing in for make.
 	Group, Parent int
+	// Moved maps each address make dev listens on by default
+	// (127.0.0.1:8090, localhost:8090) to the free one it listens on here.
+	Moved map[string]string
 }
 
 // MakeDevOptions say how a DevStack differs from a newcomer's make dev.
 type MakeDevOptions struct {
-	// AsCheckout copies every file of the repository into Root and keeps
-	// make dev's own ports, so commands written for a checkout beside make
-	// dev (the docs') run there as written. Those ports must be free.
-	// Without it, Root holds only what make dev reads, every port is moved
-	// to a free one, and a card is answered at once over MCP.
+	// AsCheckout copies every file of the repository into Root, so
+	// commands written for a checkout beside make dev (the docs') run
+	// there, with make dev's ports moved as DevStack.Moved says. Without
+	// it, Root holds only what make dev reads, and a card is answered at
+	// once over MCP. Either way every port is moved to a free one, so a
+	// make dev of the machine's own may run beside it.
 	AsCheckout bool
 	// UnderMake starts make dev under a parent that stands in for make:
 	// it passes no signal on to the script it runs (DevStack.Parent).
@@ -54,8 +58,8 @@ type MakeDevOptions struct {
 	Env   []string
 }
 
-// makeDevPorts are the ports make dev listens on unless told otherwise.
-var makeDevPorts = []string{"7233", "8233", "8080", "8081", "8082", "8083", "8084", "8085", "8088", "8089", "8090", "9090"}
+// MakeDevPorts are the ports make dev listens on unless told otherwise.
+var MakeDevPorts = []string{"7233", "8233", "8080", "8081", "8082", "8083", "8084", "8085", "8088", "8089", "8090", "9090"}
 
 // MakeDev starts make dev and returns once its servers answer; the test's
 // end stops it as Ctrl-C does, and checks it left no .dev/env behind.
@@ -140,36 +144,34 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	d := &DevStack{Root: root}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml")}
-	var waitFor []string
-	if o.AsCheckout {
-		for _, p := range makeDevPorts {
-			l, err := net.Listen("tcp", "127.0.0.1:"+p)
-			if err != nil {
-				t.Fatalf("make dev's port %s is taken (%v): stop what holds it, a make dev of your own perhaps", p, err)
-			}
-			_ = l.Close()
+	port := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-		d.Issuer, d.Cards, d.MCP, d.Temporal = "http://127.0.0.1:8082", "http://127.0.0.1:8080", "http://127.0.0.1:8090/mcp", "127.0.0.1:7233"
-		waitFor = []string{"127.0.0.1:8082", "127.0.0.1:8080", "127.0.0.1:8090", "127.0.0.1:8083", "127.0.0.1:8084"}
-	} else {
-		port := func() string {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			return l.Addr().String()
-		}
-		idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr, bankAddr := port(), port(), port(), port(), port(), port()
-		_, uiPort, _ := net.SplitHostPort(port())
-		d.Issuer, d.Cards, d.MCP, d.Temporal = "http://"+idpAddr, "http://"+cardsAddr, "http://"+mcpAddr+"/mcp", port()
-		env[0] = "PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH")
-		env = append(env, "TEMPORAL_ADDRESS="+d.Temporal, "TOOLGATE_TEMPORAL_UI_PORT="+uiPort, "UPSTREAM_ADDR="+port(), "CARDDESK_ADDR="+deskAddr, "PLANCOVER_ADDR="+planAddr, "NORTHGATE_ADDR="+bankAddr,
-			"IDP_ADDR="+idpAddr, "APPROVALS_ADDR="+cardsAddr, "MCP_ADDR="+mcpAddr, "CODEC_ADDR="+port(), "METRICS_ADDR="+port(),
-			// The MCP server answers a card at once instead of waiting for it.
-			"MCP_MAX_WAIT=0")
-		waitFor = []string{idpAddr, cardsAddr, mcpAddr, deskAddr, planAddr}
+		defer l.Close()
+		return l.Addr().String()
 	}
+	// Every port moved to a free one, so make dev may run beside this one.
+	moved := map[string]string{}
+	for _, p := range MakeDevPorts {
+		moved[p] = port()
+	}
+	_, uiPort, _ := net.SplitHostPort(moved["8233"])
+	d.Issuer, d.Cards, d.MCP, d.Temporal = "http://"+moved["8082"], "http://"+moved["8080"], "http://"+moved["8090"]+"/mcp", moved["7233"]
+	d.Moved = map[string]string{}
+	for p, to := range moved {
+		d.Moved["127.0.0.1:"+p], d.Moved["localhost:"+p] = to, to
+	}
+	env[0] = "PATH=" + filepath.Join(root, "bin") + ":" + os.Getenv("PATH")
+	env = append(env, "TEMPORAL_ADDRESS="+d.Temporal, "TOOLGATE_TEMPORAL_UI_PORT="+uiPort, "UPSTREAM_ADDR="+moved["8081"], "CARDDESK_ADDR="+moved["8083"],
+		"PLANCOVER_ADDR="+moved["8084"], "NORTHGATE_ADDR="+moved["8085"], "IDP_ADDR="+moved["8082"], "APPROVALS_ADDR="+moved["8080"], "MCP_ADDR="+moved["8090"],
+		"CODEC_ADDR="+moved["8089"], "METRICS_ADDR="+moved["9090"])
+	if !o.AsCheckout {
+		// The MCP server answers a card at once instead of waiting for it.
+		env = append(env, "MCP_MAX_WAIT=0")
+	}
+	waitFor := []string{moved["8082"], moved["8080"], moved["8090"], moved["8083"], moved["8084"]}
 	env = append(env, o.Env...)
 	cmd := exec.Command("bash", "scripts/dev.sh")
 	if o.UnderMake {
