@@ -113,9 +113,13 @@ func TestANewcomersFirstHour(t *testing.T) {
 	desk := &helpdesk{}
 	upstream := httptest.NewServer(desk.handler())
 	t.Cleanup(upstream.Close)
+	// make dev PACKS=… UPSTREAMS=… PEOPLE=…, as docs/packs.md says; the MCP
+	// server answers a card at once rather than waiting on it.
 	d := devStack{testenv.MakeDev(t, testenv.MakeDevOptions{
-		Files: map[string]string{"helpdesk.yaml": helpdeskPack, "my-people.json": helpdeskPeople},
-		Env:   []string{"PACKS=helpdesk.yaml", "UPSTREAMS=helpdesk=" + upstream.URL, "PEOPLE=my-people.json"},
+		Files:     map[string]string{"helpdesk.yaml": helpdeskPack, "my-people.json": helpdeskPeople},
+		UnderMake: true,
+		Make:      []string{"PACKS=helpdesk.yaml", "UPSTREAMS=helpdesk=" + upstream.URL, "PEOPLE=my-people.json"},
+		Env:       []string{"MCP_MAX_WAIT=0"},
 	})}
 	for _, want := range []string{"your packs     helpdesk.yaml", "hana", "ivo"} {
 		if !strings.Contains(d.Printed(), want) {

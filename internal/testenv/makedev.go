@@ -48,9 +48,12 @@ type MakeDevOptions struct {
 	// once over MCP. Either way every port is moved to a free one, so a
 	// make dev of the machine's own may run beside it.
 	AsCheckout bool
-	// UnderMake starts make dev under a parent that stands in for make:
-	// it passes no signal on to the script it runs (DevStack.Parent).
+	// UnderMake runs make dev as the docs say it, `make dev` with Make's
+	// arguments (PACKS=… UPSTREAMS=… PEOPLE=…), in a whole checkout
+	// (AsCheckout); DevStack.Parent is make, which passes no signal on to
+	// what it runs.
 	UnderMake bool
+	Make      []string
 	// Files are written into Root before make dev starts (name to text),
 	// and Env are settings it starts with, as make passes the variables of
 	// its command line (make dev PACKS=…): a team's own pack and people.
@@ -76,6 +79,9 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 			t.Fatal(err)
 		}
 	}
+	if o.UnderMake {
+		o.AsCheckout = true
+	}
 	files := []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml", "examples/packs/reference.yaml", "examples/packs/reference.pins.json"}
 	if o.AsCheckout {
 		out, err := exec.Command("git", "-C", repo, "ls-files").Output()
@@ -99,6 +105,10 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 		if err := os.WriteFile(filepath.Join(root, f), b, info.Mode().Perm()|0o644); err != nil {
 			t.Fatal(err)
 		}
+		// Its time too: make compares them (the npm packages are up to date).
+		if err := os.Chtimes(filepath.Join(root, f), info.ModTime(), info.ModTime()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...")
 	build.Dir = repo
@@ -114,6 +124,13 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	}
 	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
 		t.Fatal(err)
+	}
+	for _, tool := range []string{"staticcheck", "workflowcheck"} { // make tools takes them as they are
+		if _, err := os.Stat(filepath.Join(repo, "bin", tool)); err == nil {
+			if err := os.Symlink(filepath.Join(repo, "bin", tool), filepath.Join(root, "bin", tool)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// The npm packages (make node installs them): the reference servers the
 	// reference pack starts, and the clients the docs run.
@@ -175,9 +192,7 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	env = append(env, o.Env...)
 	cmd := exec.Command("bash", "scripts/dev.sh")
 	if o.UnderMake {
-		// Not an exec: the parent stays, as make does, and dies of a TERM
-		// without passing it on.
-		cmd = exec.Command("bash", "-c", "bash scripts/dev.sh; exit $?")
+		cmd = exec.Command("make", append([]string{"--no-print-directory", "dev"}, o.Make...)...)
 	}
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
