@@ -473,19 +473,23 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	}
 }
 
-// TestMakeDevStopsWhenMakeIsStopped: make passes no signal on, so a TERM
-// to make reaches make dev only as make's end, and stops it all the same:
-// no process of it runs on, its private cluster is stopped and its
-// settings file removed.
-func TestMakeDevStopsWhenMakeIsStopped(t *testing.T) {
-	d := testenv.MakeDev(t, testenv.MakeDevOptions{UnderMake: true})
-	if err := syscall.Kill(d.Parent, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if left := d.Stopped(); left != "" {
-		t.Fatalf("make dev, its make stopped by TERM, left %s behind\n%s", left, d.Printed())
-	}
-	if !strings.Contains(d.Printed(), "stopped") {
-		t.Fatalf("make dev did not say it stopped:\n%s", d.Printed())
+// TestMakeDevStopsCleanlyHoweverItIsStopped: make dev, run by make as the
+// README says, stopped by a TERM to make (which passes it on) or by a
+// closed terminal (a HUP to its whole process group), leaves no process of
+// it running, its private cluster stopped and no settings file behind.
+func TestMakeDevStopsCleanlyHoweverItIsStopped(t *testing.T) {
+	for name, stop := range map[string]func(d *testenv.DevStack) error{
+		"a TERM to make":    func(d *testenv.DevStack) error { return syscall.Kill(d.Parent, syscall.SIGTERM) },
+		"a closed terminal": func(d *testenv.DevStack) error { return syscall.Kill(-d.Group, syscall.SIGHUP) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := testenv.MakeDev(t, testenv.MakeDevOptions{UnderMake: true})
+			if err := stop(d); err != nil {
+				t.Fatal(err)
+			}
+			if left := d.Stopped(); left != "" {
+				t.Fatalf("make dev, stopped by %s, left %s behind\n%s", name, left, d.Printed())
+			}
+		})
 	}
 }

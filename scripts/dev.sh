@@ -66,29 +66,18 @@ logs=.dev; [ -n "$cluster" ] && logs=.dev/cluster
 mkdir -p "$logs"
 pids=()
 private_pg=""
-watcher=""
 cleanup() {
   trap - EXIT INT TERM
-  [ -z "$watcher" ] || kill "$watcher" 2>/dev/null || true
   if grep -qx "TOOLGATE_DEV_PID=$$" .dev/env 2>/dev/null; then rm -f .dev/env; fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
   if [ -n "$cluster" ]; then ./scripts/temporal-cluster.sh stop "$logs/temporal"; fi
   if [ -n "$private_pg" ]; then ./scripts/pg.sh stop "$private_pg"; fi
 }
 trap cleanup EXIT
-# Ctrl-C (or a TERM) is the way to stop: it stops everything and is no
-# failure, whichever process the signal reached first.
-trap 'cleanup; echo "stopped"; exit 0' INT TERM HUP
-# make passes no signal on to what it runs: a TERM to make (or its end by any other way) reaches this
-# script as its parent's end, and stops the stack the same way.
-# (Its parent's end is seen as this script's new parent: a parent that dies is a zombie until reaped.)
-parent=$PPID
-( while sleep 1; do
-    if [ -r "/proc/$$/stat" ]; then read -r _ _ _ now _ <"/proc/$$/stat"; else now="$(ps -o ppid= -p $$ | tr -d ' ')"; fi
-    [ "$now" = "$parent" ] || break
-  done
-  kill -TERM $$ 2>/dev/null ) &
-watcher=$!
+# Ctrl-C (or a TERM, which make passes on) is the way to stop: it stops everything and is no
+# failure, whichever process the signal reached first; any other end (a closed terminal's HUP, a
+# crashed child) runs the same cleanup on EXIT.
+trap 'cleanup; echo "stopped"; exit 0' INT TERM
 
 if [ -n "${DATABASE_URL:-}" ]; then
   echo "using DATABASE_URL"

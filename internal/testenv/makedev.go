@@ -50,8 +50,7 @@ type MakeDevOptions struct {
 	AsCheckout bool
 	// UnderMake runs make dev as the docs say it, `make dev` with Make's
 	// arguments (PACKS=… UPSTREAMS=… PEOPLE=…), in a whole checkout
-	// (AsCheckout); DevStack.Parent is make, which passes no signal on to
-	// what it runs.
+	// (AsCheckout); DevStack.Parent is make.
 	UnderMake bool
 	Make      []string
 	// Files are written into Root before make dev starts (name to text),
@@ -84,11 +83,7 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	}
 	files := []string{"scripts/dev.sh", "scripts/pg.sh", "examples/packs/carddesk.yaml", "examples/packs/reference.yaml", "examples/packs/reference.pins.json"}
 	if o.AsCheckout {
-		out, err := exec.Command("git", "-C", repo, "ls-files").Output()
-		if err != nil {
-			t.Fatalf("git ls-files: %v", err)
-		}
-		files = strings.Fields(string(out))
+		files = checkoutFiles(t, repo)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(repo, f))
@@ -280,6 +275,34 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 		}
 	}
 	return d
+}
+
+// checkoutFiles are the files of the checkout at repo: git's, or, in a
+// copy without .git (make prove's), every file but what make and npm put
+// there (bin/, .dev/, node_modules/).
+func checkoutFiles(t testing.TB, repo string) []string {
+	t.Helper()
+	if out, err := exec.Command("git", "-C", repo, "ls-files").Output(); err == nil {
+		return strings.Fields(string(out))
+	}
+	var files []string
+	err := filepath.WalkDir(repo, func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, path)
+		switch {
+		case e.IsDir() && (e.Name() == ".git" || e.Name() == "node_modules" || rel == "bin" || rel == ".dev" || rel == ".gobin" || rel == "tmp"):
+			return filepath.SkipDir
+		case e.Type().IsRegular():
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the checkout's files: %v", err)
+	}
+	return files
 }
 
 // Stopped reports within a minute whether make dev, stopped, left no
