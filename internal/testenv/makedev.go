@@ -31,8 +31,7 @@ type DevStack struct {
 	Issuer, Cards, MCP, Database, Temporal string
 	// Printed is what make dev has printed so far.
 	Printed func() string
-	// Group is make dev's process group; Parent, with UnderMake, the
-	// process standing in for make.
+	// Group is make dev's process group; Parent, with UnderMake, make.
 	Group, Parent int
 	// Moved maps each address make dev listens on by default
 	// (127.0.0.1:8090, localhost:8090) to the free one it listens on here.
@@ -191,9 +190,9 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	}
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A pipe of our own, not StdoutPipe: the process started may end (a
-	// parent standing in for make) while make dev still prints, and is
-	// reaped at once, so no zombie of it stays in the group.
+	// A pipe of our own, not StdoutPipe: the process started (make) may
+	// end while what it ran still prints, and is reaped at once, so no
+	// zombie of it stays in the group.
 	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
