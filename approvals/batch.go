@@ -8,7 +8,9 @@
 package approvals
 
 import (
+	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
@@ -26,21 +29,40 @@ type BatchResult struct {
 	WorkflowID string
 	// Text and Value name the card as the inbox showed it.
 	Text, Value string
-	// Outcome is what became of the decision: "approved", "rejected",
-	// "counted" (an approval of a card that needs more than one), or
-	// "refused", with Why.
+	// Outcome is what became of the decision, as the log says it:
+	// "approved", "rejected", "counted" (an approval of a card that needs
+	// more than one), "refused", "not-counted" (the card ended otherwise
+	// first) or "sent" (nothing recorded yet), with Why.
 	Outcome, Why string
 }
 
-// Batch outcomes.
+// Word is the outcome as the inbox says it.
+func (b BatchResult) Word() string { return strings.ReplaceAll(b.Outcome, "-", " ") }
+
+// Batch outcomes besides the decision's own word.
 const (
 	batchRefused = "refused"
 	batchCounted = "counted"
+	// batchNotCounted: the card ended otherwise (another decision, its
+	// expiry) before this one was judged.
+	batchNotCounted = "not-counted"
+	// batchSent: no outcome was recorded within the batch's wait.
+	batchSent = "sent"
 )
 
+// maxBatchForm bounds a batch's form: 100 cards' IDs, hashes and versions
+// fit many times over.
+const maxBatchForm = 256 << 10
+
 // decideMany signs and sends one decision per selected card, then waits
-// for each card's outcome and shows them all in the inbox.
+// once, for all of them together, for what the workflow made of each, and
+// shows them in the inbox.
 func (s *Server) decideMany(w http.ResponseWriter, r *http.Request, sess session) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBatchForm)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "This form is too large: select at most "+strconv.Itoa(InboxSize)+" cards.", http.StatusRequestEntityTooLarge)
+		return
+	}
 	if !s.csrfOK(sess, r.PostFormValue("csrf")) {
 		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
 		return
@@ -50,39 +72,43 @@ func (s *Server) decideMany(w http.ResponseWriter, r *http.Request, sess session
 		http.Error(w, "Choose Approve selected or Reject selected.", http.StatusBadRequest)
 		return
 	}
-	ids := slices.Compact(slices.Sorted(slices.Values(r.PostForm["card"])))
-	if len(ids) == 0 || len(ids) > InboxSize {
+	picked := r.PostForm["card"]
+	if len(picked) == 0 || len(picked) > InboxSize {
 		s.renderInbox(w, r, sess, nil, "Select the cards to decide first (at most "+strconv.Itoa(InboxSize)+").")
 		return
 	}
+	ids := slices.Compact(slices.Sorted(slices.Values(picked)))
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	// The log's own clock: the rows the worker writes for these decisions
+	// are stamped after it, whatever this server's clock says.
+	var since time.Time
+	if err := s.Pool.QueryRow(r.Context(), `SELECT now()`).Scan(&since); err != nil {
+		s.fail(w, err)
+		return
+	}
 	start := s.now()
 	results := make([]BatchResult, len(ids))
-	sent := make([]Card, len(ids))
+	var sent []int
 	for i, id := range ids {
 		results[i] = BatchResult{WorkflowID: id, Outcome: batchRefused}
 		c, err := s.load(r.Context(), id, sess)
-		if errors.Is(err, pgx.ErrNoRows) {
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			results[i].Why = "not found among the cards you may decide"
 			continue
-		}
-		if err != nil {
-			s.fail(w, err)
-			return
+		case err != nil:
+			s.Logger.Warn("batch: load a card", zap.String("workflowId", id), zap.Error(err))
+			results[i].Why = "it could not be read, so nothing was sent; try again"
+			continue
 		}
 		results[i].Text, results[i].Value = c.Text, c.Value
 		if why := s.sendOne(r, sess, c, decision, reason, start); why != "" {
 			results[i].Why = why
 			continue
 		}
-		sent[i] = c
+		sent = append(sent, i)
 	}
-	for i, c := range sent {
-		if c.WorkflowID == "" {
-			continue
-		}
-		results[i].Outcome, results[i].Why = s.outcomeOf(r, sess, c, decision, start)
-	}
+	s.awaitMany(r, sess, results, sent, since)
 	s.renderInbox(w, r, sess, results, "")
 }
 
@@ -92,6 +118,10 @@ func (s *Server) sendOne(r *http.Request, sess session, c Card, decision, reason
 	switch {
 	case !c.Pending:
 		return "it no longer waits for a decision; open it to see why"
+	case decision == policy.Approve && c.YouAsked:
+		return "you asked for it, so your approval does not count; it needs other people"
+	case decision == policy.Approve && c.YouApproved:
+		return "you have approved it already; it needs another approver"
 	case decision == policy.Approve && !s.satisfies(sess, c.Evidence):
 		return "approving it needs a fresher or stronger sign-in than yours (" + c.Evidence.ACR + ", within " + age(c.Evidence.MaxAgeSeconds) + "); open it to sign in again"
 	}
@@ -118,18 +148,78 @@ func (s *Server) sendOne(r *http.Request, sess session, c Card, decision, reason
 	return ""
 }
 
-// outcomeOf waits for what the workflow made of one sent decision.
-func (s *Server) outcomeOf(r *http.Request, sess session, c Card, decision string, since time.Time) (string, string) {
-	if refused := s.awaitOutcome(r.Context(), c.WorkflowID, sess.User.UserID, since); refused != 0 {
-		why := "the workflow refused it"
-		_ = s.Pool.QueryRow(r.Context(), `SELECT coalesce(message, reason) FROM audit_log WHERE id = $1 AND workflow_id = $2 AND event = 'approval_refused'`,
-			refused, c.WorkflowID).Scan(&why)
-		return batchRefused, strings.TrimPrefix(why, "Refused: ")
+// batchOutcomeSQL reads, for each card, what the log holds of this
+// approver's decision since the batch began: its refusal, or the row that
+// counted it; and where the card stands.
+const batchOutcomeSQL = `SELECT p.workflow_id, p.status,
+	coalesce((SELECT coalesce(a.message, a.reason) FROM audit_log a WHERE a.workflow_id = p.workflow_id AND a.run_id = p.run_id
+		AND a.event = 'approval_refused' AND a.approver_id = $2 AND a.at >= $3 ORDER BY a.id DESC LIMIT 1), ''),
+	coalesce((SELECT a.event FROM audit_log a WHERE a.workflow_id = p.workflow_id AND a.run_id = p.run_id
+		AND a.event IN ('approval_counted', 'approved', 'rejected') AND a.approver_id = $2 AND a.at >= $3 ORDER BY a.id DESC LIMIT 1), '')
+FROM pending_action p WHERE p.workflow_id = ANY($1)`
+
+// awaitMany waits, within one DecisionWait for the whole batch, until the
+// log says what became of each sent decision. An outcome is only ever what
+// the log says: a card still waiting at the end is "sent", one that ended
+// otherwise "not counted".
+func (s *Server) awaitMany(r *http.Request, sess session, results []BatchResult, sent []int, since time.Time) {
+	wait := s.DecisionWait
+	if wait <= 0 {
+		wait = 10 * time.Second
 	}
-	if decision == policy.Approve && c.ApprovalsNeeded > 1 && len(c.Approvals)+1 < c.ApprovalsNeeded {
-		return batchCounted, ""
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	open := map[string]int{}
+	for _, i := range sent {
+		open[results[i].WorkflowID] = i
 	}
-	return decision + "d", ""
+	for len(open) > 0 {
+		ids := slices.Collect(maps.Keys(open))
+		rows, err := s.Pool.Query(ctx, batchOutcomeSQL, ids, sess.User.UserID, since)
+		if err == nil {
+			err = s.judgeBatchRows(rows, results, open)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.Logger.Warn("batch: read outcomes", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			for _, i := range open {
+				results[i].Outcome, results[i].Why = batchSent, "no outcome was recorded yet; open it to see where it stands"
+			}
+			return
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+}
+
+// judgeBatchRows settles the cards whose outcome the rows show.
+func (s *Server) judgeBatchRows(rows pgx.Rows, results []BatchResult, open map[string]int) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id, status, refusal, counted string
+		if err := rows.Scan(&id, &status, &refusal, &counted); err != nil {
+			return err
+		}
+		i, ok := open[id]
+		if !ok {
+			continue
+		}
+		switch {
+		case refusal != "":
+			results[i].Outcome, results[i].Why = batchRefused, strings.TrimPrefix(refusal, "Refused: ")
+		case counted == string(activities.EventApprovalCounted):
+			results[i].Outcome = batchCounted
+		case counted != "":
+			results[i].Outcome = counted
+		case activities.CardStatus(status) != activities.CardPending:
+			results[i].Outcome, results[i].Why = batchNotCounted, "the card ended otherwise ("+status+") before your decision counted"
+		default:
+			continue
+		}
+		delete(open, id)
+	}
+	return rows.Err()
 }
 
 // renderInbox shows the inbox, with a batch's outcomes or an error above it.

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"time"
@@ -74,6 +76,8 @@ var seed = []User{
 func DemoUsers() ([]User, error) {
 	users := slices.Clone(seed)
 	for i := range users {
+		users[i].Stores = slices.Clone(users[i].Stores)
+		users[i].Claims = maps.Clone(users[i].Claims)
 		if err := users[i].withSecrets(); err != nil {
 			return nil, err
 		}
@@ -149,9 +153,24 @@ func LoadOrCreateUsers(path string) (users []User, created bool, err error) {
 	return users, false, nil
 }
 
+// writeUsers replaces the users file whole, readable by its owner alone
+// whatever the mode of the file it replaces (it holds passwords and TOTP
+// secrets), and never half-written.
 func writeUsers(path string, users []User) error {
 	b, _ := json.MarshalIndent(users, "", "  ")
-	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".idp-users-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // made 0600 by CreateTemp
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -192,6 +211,9 @@ func AddUsers(path, peopleFile string) ([]User, error) {
 			return nil, fmt.Errorf("%s: %s: an auditor is granted every person's resources here; add auditors to %s itself", peopleFile, p.ID, path)
 		}
 		if i := slices.IndexFunc(users, func(u User) bool { return u.ID == p.ID }); i >= 0 {
+			if users[i].Role == auditorRole {
+				return nil, fmt.Errorf("%s: %s is an auditor in %s; name your people with IDs of their own", peopleFile, p.ID, path)
+			}
 			p.Password, p.TOTPSecret = users[i].Password, users[i].TOTPSecret
 			users[i] = p
 		} else {

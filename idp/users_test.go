@@ -60,6 +60,7 @@ func TestAPacksPeopleJoinTheDemoUsers(t *testing.T) {
 		`[{"id": "hana", "role": "agent", "claim": {}}]`:     "unknown field",
 		`[{"id": "hana", "role": "auditor"}]`:                "add auditors to",
 		`{"id": "hana", "role": "agent"}`:                    "want a JSON list of people",
+		`[{"id": "abena", "role": "member"}]`:                "is an auditor in",
 	} {
 		write(body)
 		if _, err := AddUsers(users, people); err == nil || !strings.Contains(err.Error(), want) {
@@ -73,12 +74,17 @@ func TestAPacksPeopleJoinTheDemoUsers(t *testing.T) {
 // made for them and written back.
 func TestAUserListedWithoutSecretsIsGivenThem(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idp-users.json")
-	if err := os.WriteFile(path, []byte(`[{"id": "hana", "role": "agent", "claims": {"helpdesk_queues": ["Q-1"]}}]`), 0o600); err != nil {
+	// Written by hand where anyone may read it: the secrets made for hana
+	// are not.
+	if err := os.WriteFile(path, []byte(`[{"id": "hana", "role": "agent", "claims": {"helpdesk_queues": ["Q-1"]}}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	users, _, err := LoadOrCreateUsers(path)
 	if err != nil || len(users) != 1 || users[0].Password == "" || users[0].TOTPSecret == "" {
 		t.Fatalf("%+v %v", users, err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the users file, with secrets, is %v (%v)", info.Mode(), err)
 	}
 	b, _ := os.ReadFile(path)
 	var written []User

@@ -67,7 +67,8 @@ type Story struct {
 	Archived string `json:"archived,omitempty"`
 	// KeySent is how the call's idempotency key (its workflow ID) goes
 	// upstream: "Idempotency-Key" (the HTTP header), "_meta.<field>" (an
-	// MCP server's keyMeta), or "none"; KeyWhy says why none is sent.
+	// MCP server's keyMeta), "none", or "unknown" (a tool of no pack
+	// loaded here); KeyWhy says why none is sent, or why it is not known.
 	KeySent string `json:"keySent"`
 	KeyWhy  string `json:"keyWhy,omitempty"`
 }
@@ -81,7 +82,7 @@ func (r Reader) keySent(tool string) (string, string) {
 	spec, ok := r.Policy.Spec(tool)
 	switch {
 	case !ok:
-		return "Idempotency-Key", ""
+		return "unknown", "its tool is not among the packs loaded here (TOOLGATE_PACKS), so how its key went upstream is not known"
 	case spec.MCP != nil && spec.MCP.KeyMeta == "":
 		return "none", "its MCP server takes none (no keyMeta)"
 	case spec.MCP != nil:
@@ -97,6 +98,8 @@ func (s Story) withKey() string {
 	switch {
 	case s.KeySent == "none":
 		return "with no idempotency key: " + s.KeyWhy
+	case s.KeySent == "unknown":
+		return "under workflow ID " + s.WorkflowID + " (" + s.KeyWhy + ")"
 	case strings.HasPrefix(s.KeySent, "_meta."):
 		return fmt.Sprintf("with idempotency key %s in the MCP call's %s", s.WorkflowID, s.KeySent)
 	}
@@ -261,6 +264,8 @@ func (s Story) Text(w io.Writer) error {
 	switch {
 	case s.KeySent == "none":
 		fmt.Fprintf(&b, "No idempotency key sent upstream: %s\n", s.KeyWhy)
+	case s.KeySent == "unknown":
+		fmt.Fprintf(&b, "Idempotency key: %s\n", s.KeyWhy)
 	case strings.HasPrefix(s.KeySent, "_meta."):
 		fmt.Fprintf(&b, "Idempotency key sent upstream in the MCP call's %s: %s\n", s.KeySent, s.WorkflowID)
 	default:
@@ -321,7 +326,10 @@ func (s Story) Answer() string {
 		}
 		return fmt.Sprintf("it ran once upstream, %s.", s.withKey())
 	case len(ran) > 1:
-		return fmt.Sprintf("%d executed rows under one Idempotency-Key %s: the upstream must have answered the retries with its first result; check it respected the key.", len(ran), s.WorkflowID)
+		if s.KeySent == "none" {
+			return fmt.Sprintf("%d executed rows, %s: it ran upstream more than once.", len(ran), s.withKey())
+		}
+		return fmt.Sprintf("%d executed rows, %s: the upstream must have answered the retries with its first result; check it respected the key.", len(ran), s.withKey())
 	case last.Event == "failed":
 		return fmt.Sprintf("it failed (%s); nothing is recorded as run.", last.Reason)
 	case last.Event == "released":

@@ -108,7 +108,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 		fmt.Fprintf(out, "%s sent to %s; `starter wait` shows the outcome\n", decision, wf)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *wait)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reader, closeReader, err := auditor(ctx, cfg)
 	if err != nil {
@@ -124,7 +124,9 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	if err := workflows.Decide(ctx, c, wf, a, *cfg.SigningKey); err != nil {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
-	o, err := awaitDecision(ctx, reader.Pool, wf, *user, sent)
+	waitCtx, stop := context.WithTimeout(context.Background(), *wait)
+	defer stop()
+	o, err := awaitDecision(waitCtx, reader.Pool, wf, *user, sent)
 	if err != nil {
 		return fmt.Errorf("%s sent to %s, but %w; `starter explain --workflow-id %s` shows what happened", decision, wf, err, wf)
 	}
