@@ -88,8 +88,8 @@ func credentialCmd(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("credential", flag.ContinueOnError)
 	user := fs.String("user", "", "the demo user (ama, efua, kofi, yaw)")
 	role := fs.String("role", "", "the role the credential holds")
-	stores := fs.String("stores", "", "the stores it holds, comma-separated")
-	resources := fs.String("resources", "", "other resources it holds, as kind=id pairs, comma-separated")
+	stores := fs.String("stores", "", "Mangrove's alias: --stores 112,118 is --resources store=112,store=118")
+	resources := fs.String("resources", "", "the resources it holds, as kind=id pairs, comma-separated (e.g. queue=Q-1)")
 	acr := fs.String("acr", policy.ACRPassword, "the strength of the sign-in it stands for (pwd or mfa)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -30,13 +30,13 @@ import (
 )
 
 const usage = `usage:
-  starter call    --tool NAME --call-id ID --args JSON --user U --role R --stores 112[,118] | --resources KIND=ID[,KIND=ID] --conversation C [--session S] [--credential REF] [--wait]
+  starter call    --tool NAME --call-id ID --args JSON --user U --role R --resources KIND=ID[,KIND=ID] --conversation C [--session S] [--credential REF] [--wait]
   starter call    --input '{"tool": ..., "toolCallId": ..., "args": {...}, "session": {...}}' [--wait]
   starter status  --conversation C --call-id ID | --workflow-id ID
   starter wait    --conversation C --call-id ID | --workflow-id ID
-  starter pending --role R [--stores 112[,118] | --resources KIND=ID[,…]] [--format text|json]   (the cards an approver of role R over those resources may decide)
-  starter approve --conversation C --call-id ID | --workflow-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
-  starter reject  --conversation C --call-id ID | --workflow-id ID --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter pending --role R [--resources KIND=ID[,…]] [--format text|json]   (the cards an approver of role R over those resources may decide)
+  starter approve --conversation C --call-id ID | --workflow-id ID --user U --role R --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter reject  --conversation C --call-id ID | --workflow-id ID --user U --role R --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter resume  --conversation C --call-id ID | --workflow-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
   starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
@@ -53,7 +53,10 @@ const usage = `usage:
   starter accept-mcp --pack FILE [--write]   (lists the MCP tools a pack file names, as their servers define them now, against its pins file; --write accepts them)
   starter hand-back --pack P --user U --by PERSON [--note TEXT]   (ends U's verification lockout, or forgets their wrong answers, at pack P: a person's decision, recorded)
   starter token   --user U [--acr pwd|mfa]   (dev mode: signs U in at the demo provider and prints an access token for the MCP server)
-  starter credential --user U --role R --stores 112[,118] | --resources KIND=ID[,…] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
+  starter credential --user U --role R --resources KIND=ID[,…] [--acr pwd|mfa]   (dev mode: prints an unguessable credential handle)
+
+--resources names what a session or an approver holds, as kind=id pairs (e.g. --resources queue=Q-1,queue=Q-2);
+--stores 112[,118] is Mangrove's alias for --resources store=112,store=118.
 
 call prints the first outcome (the result, or the pending card) in one round trip; --wait then waits for the final one.
 
