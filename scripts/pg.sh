@@ -46,11 +46,18 @@ case "$cmd" in
         { cat "$dir/initdb.log" >&2; exit 1; }
     fi
     if as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then url; exit 0; fi
-    port="$(free_port)"; echo "$port" >"$dir/port"
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null ||
-      { tail -20 "$dir/postgres.log" >&2; exit 1; }
-    url ;;
+    # Two clusters started at once (make test's make devs) may both find the same port free; the
+    # one that loses the bind tries the next free port.
+    for attempt in 1 2 3 4 5; do
+      port="$(free_port)"; echo "$port" >"$dir/port"
+      if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null 2>&1; then
+        url; exit 0
+      fi
+      tail -5 "$dir/postgres.log" | grep -q "Address already in use" || break
+      sleep "0.$((RANDOM % 9 + 1))"
+    done
+    tail -20 "$dir/postgres.log" >&2; exit 1 ;;
   stop) as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true ;;
   restart)
     port="$(cat "$dir/port")"
