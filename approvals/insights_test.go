@@ -80,7 +80,7 @@ func TestInsightsInABrowser(t *testing.T) {
 	}
 	html := func(sel string) string { return get(t, abena, chromedp.OuterHTML(chromedp.CSS(sel))) }
 	refusals := html("#chart-refusals")
-	for _, want := range []string{"store_scope · get_stock", "unknown_tool · constructor", "invalid_arguments · create_task", "<svg"} {
+	for _, want := range []string{"resource_scope · get_stock", "unknown_tool · constructor", "invalid_arguments · create_task", "<svg"} {
 		if !strings.Contains(refusals, want) {
 			t.Errorf("the refusals chart lacks %q:\n%s", want, refusals)
 		}
@@ -139,7 +139,7 @@ func TestInsightsInABrowser(t *testing.T) {
 	ama := browser(t)
 	signInAs(t, ama, u, "ama")
 	do(t, ama, chromedp.Navigate(u.URL+"/insights"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if got := get(t, ama, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(got, "This page is for auditors") || strings.Contains(got, "store_scope") {
+	if got := get(t, ama, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(got, "This page is for auditors") || strings.Contains(got, "resource_scope") {
 		t.Errorf("ama on /insights sees:\n%s", got)
 	}
 	b := u.signIn(t, "efua")

@@ -144,7 +144,7 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	abena := browser(t)
 	signInAt(t, abena, d.Cards, "abena", d.user(t, "abena").Password)
 	do(t, abena, chromedp.Navigate(d.Cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
-	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "store_scope · get_plan_details") {
+	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "resource_scope · get_plan_details") {
 		t.Fatalf("abena's insights, refusals:\n%s", page)
 	}
 }
@@ -458,7 +458,7 @@ func TestTheCardDeskRunsThroughMakeDev(t *testing.T) {
 	got := auditTrail(t, ctx, db, "user_id = 'cara'")
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
-		"get_card denied store_scope account/ACC-9999 -",
+		"get_card denied resource_scope account/ACC-9999 -",
 		"replace_card needs_approval ok account/ACC-4471 2500",
 		"replace_card approved ok account/ACC-4471 2500",
 		"replace_card executed ok account/ACC-4471 2500",

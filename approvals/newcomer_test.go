@@ -183,7 +183,7 @@ func TestANewcomersFirstHour(t *testing.T) {
 	abena := browser(t)
 	signInAt(t, abena, d.Cards, "abena", d.user(t, "abena").Password)
 	do(t, abena, chromedp.Navigate(d.Cards+"/insights"), chromedp.WaitVisible(chromedp.CSS("#chart-refusals")))
-	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "store_scope · get_ticket") {
+	if page := get(t, abena, chromedp.Text(chromedp.CSS("#chart-refusals"))); !strings.Contains(page, "resource_scope · get_ticket") {
 		t.Fatalf("abena's insights, refusals:\n%s", page)
 	}
 }

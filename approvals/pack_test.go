@@ -155,7 +155,7 @@ func TestAFilePackRunsBesideMangroveInTheCardUI(t *testing.T) {
 	got := auditTrail(t, ctx, u.Owner, "conversation_id = 'desk'")
 	want := []string{
 		"get_card allowed ok account/ACC-4471 -",
-		"get_card denied store_scope account/ACC-9999 -",
+		"get_card denied resource_scope account/ACC-9999 -",
 		"replace_card denied tool_denied account/ACC-4471 -",
 		"replace_card needs_approval ok account/ACC-4471 2500",
 		"replace_card approved ok account/ACC-4471 2500",

@@ -105,6 +105,7 @@ func (r Reader) ExportEvals(ctx context.Context, since time.Time, w io.Writer) (
 		if err := rows.Scan(&wf, &run, &at, &event, &reason, &tool, &args, &value, &role, &message, &result); err != nil {
 			return n, fmt.Errorf("export evals: %w", err)
 		}
+		reason = string(policy.Code(reason).Canonical())
 		if wf+"\x00"+run != key {
 			if err := flush(); err != nil {
 				return n, err

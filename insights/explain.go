@@ -381,7 +381,7 @@ func chain(e Event) string {
 		}
 	case "denied", "awaiting_sign_in":
 		for i, st := range policy.Steps {
-			if string(st.Code()) == e.Reason {
+			if st.Code() == policy.Code(e.Reason).Canonical() {
 				passed := "no step passed"
 				if i > 0 {
 					passed = "passed " + strings.Join(names[:i], ", ")

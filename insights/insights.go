@@ -290,6 +290,11 @@ func (p Page) Chart(id string) *Chart {
 	return nil
 }
 
+// canonicalReason is a row's reason as the closed set says it now: a
+// refusal recorded store_scope (policy.CodeStoreScope) groups with
+// resource_scope.
+const canonicalReason = `CASE a.reason WHEN '` + string(policy.CodeStoreScope) + `' THEN '` + string(policy.CodeResourceScope) + `' ELSE a.reason END`
+
 // outcomes are the decision events a day's bar counts, in order.
 var outcomes = []string{"allowed", "needs_approval", "denied", "approved", "rejected", "expired", "executed", "failed"}
 
@@ -308,10 +313,10 @@ FROM {counted}
 WHERE {filter} AND a.event = ANY('{` + strings.Join(outcomes, ",") + `}')
 GROUP BY 1, 2 ORDER BY 1, 2`, outcomes, stacked(outcomes)},
 		{"refusals", "Refusals by code and tool", "Where the model misunderstands its tools: each denied call, by the code it got.",
-			`SELECT a.reason || ' · ' || a.tool, 'denied', sum(a.n)::bigint
+			`SELECT ` + canonicalReason + ` || ' · ' || a.tool, 'denied', sum(a.n)::bigint
 FROM {counted}
 WHERE {filter} AND a.event = 'denied'
-GROUP BY a.reason, a.tool ORDER BY 3 DESC, 1 LIMIT 20`, []string{"denied"}, stacked([]string{"denied"})},
+GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 20`, []string{"denied"}, stacked([]string{"denied"})},
 		{"expiries", "Expiries", "Cards nobody decided in time, by day and tool.",
 			`SELECT to_char(a.day, 'YYYY-MM-DD') || ' · ' || a.tool, 'expired', sum(a.n)::bigint
 FROM {counted}

@@ -23,7 +23,7 @@ var palette = []string{"#2f6f4f", "#c48a00", "#b03a2e", "#1f5f99", "#7a4fa0", "#
 // total at the end of each bar. Presentation attributes only, so the card
 // UI's Content-Security-Policy holds.
 func HBars(title string, bars []Bar, legend []string, unit string) template.HTML {
-	const width, labelW, rowH, pad = 640, 210, 24, 8
+	const width, labelW, rowH, pad = 640, 250, 24, 8
 	if len(bars) == 0 {
 		return template.HTML(`<p class="empty">Nothing in this period.</p>`)
 	}
@@ -74,10 +74,14 @@ func HBars(title string, bars []Bar, legend []string, unit string) template.HTML
 	return template.HTML(s.String()) //nolint:gosec // every text in it is escaped above
 }
 
+// maxLabel is the most runes a bar's label shows in labelW: a code and a
+// tool's name of the demo packs fit whole; the bar's title holds all of it.
+const maxLabel = 37
+
 func clipLabel(s string) string {
 	r := []rune(s)
-	if len(r) > 30 {
-		return string(r[:29]) + "…"
+	if len(r) > maxLabel {
+		return string(r[:maxLabel-1]) + "…"
 	}
 	return s
 }

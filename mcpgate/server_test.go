@@ -234,7 +234,7 @@ func TestMCPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := structured(t, res); !res.IsError || st["code"] != "store_scope" {
+	if st := structured(t, res); !res.IsError || st["code"] != "resource_scope" {
 		t.Fatalf("another store's stock: %v", st)
 	}
 

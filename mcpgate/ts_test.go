@@ -19,7 +19,7 @@ import (
 // TestMCPWithTheTypeScriptClient drives the server with the official
 // TypeScript SDK from npm (testdata/client, installed by make test): the
 // OAuth flow from the server's 401 through the provider's sign-in,
-// tools/list as ama (no change_price), get_stock executed, store_scope
+// tools/list as ama (no change_price), get_stock executed, resource_scope
 // refused with isError, a transfer left pending and approved in the card
 // UI while the client waits (with progress; the final result once), and a retry with
 // the same _meta key from a new session attaching to the same workflow.
@@ -91,7 +91,7 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 	if got.GetStock.IsError || got.GetStock.Status != "executed" || !strings.Contains(got.GetStock.Text, `"cases":6`) {
 		t.Errorf("get_stock: %+v", got.GetStock)
 	}
-	if !got.StoreScope.IsError || got.StoreScope.Code != "store_scope" {
+	if !got.StoreScope.IsError || got.StoreScope.Code != "resource_scope" {
 		t.Errorf("another store: %+v", got.StoreScope)
 	}
 	if err := <-approved; err != nil {

@@ -13,9 +13,9 @@ const (
 	CodeRole                  Code = "role"
 	CodeInvalidArguments      Code = "invalid_arguments"
 	CodeCredentialUnavailable Code = "credential_unavailable"
-	// CodeResourceScope refuses a resource the session does not hold. Its
-	// wire value is the one the contract has always had.
-	CodeResourceScope       Code = "store_scope"
+	// CodeResourceScope refuses a resource the session does not hold
+	// (CodeStoreScope where recorded before the rename).
+	CodeResourceScope       Code = "resource_scope"
 	CodeOverLimit           Code = "over_limit"
 	CodeRateLimit           Code = "rate_limit"
 	CodeRejected            Code = "rejected"
@@ -40,6 +40,23 @@ const (
 	// was sent, and a person must accept the new definition first.
 	CodeDefinitionChanged Code = "definition_changed"
 )
+
+// CodeStoreScope was CodeResourceScope's wire value, a demo pack's word.
+// It is no longer in the closed set and no new call says it; histories,
+// audit rows, eval records and results written before still carry it, and
+// a card put up before keeps it to its end (Canonical reads it as
+// CodeResourceScope).
+const CodeStoreScope Code = "store_scope"
+
+// Canonical is the closed set's member c stands for: CodeResourceScope for
+// the recorded CodeStoreScope, c itself otherwise. Whatever compares or
+// groups codes read from a record compares c.Canonical().
+func (c Code) Canonical() Code {
+	if c == CodeStoreScope {
+		return CodeResourceScope
+	}
+	return c
+}
 
 // Codes lists the whole closed set, in the contract's (docs/contract.md) order.
 var Codes = []Code{

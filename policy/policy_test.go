@@ -158,7 +158,7 @@ func TestEveryRowEveryStep(t *testing.T) {
 			for _, step := range policy.Steps {
 				c := baseCall(t, p, row.Tool)
 				if !breaks(t, &c, step) {
-					continue // e.g. a tool that names no store cannot fail store_scope
+					continue // e.g. a tool that names no store cannot fail resource_scope
 				}
 				t.Run(step.String(), func(t *testing.T) {
 					for _, later := range policy.Steps[step+1:] {
@@ -244,7 +244,7 @@ func TestStoreDefaultsToSessionFirstStore(t *testing.T) {
 	}
 	c.req.Session.Resources = nil
 	if v := p.Authorize(c.req, c.facts); v.Code != policy.CodeResourceScope {
-		t.Fatalf("no stores: got %s, want store_scope", v.Code)
+		t.Fatalf("no stores: got %s, want resource_scope", v.Code)
 	}
 }
 
@@ -691,5 +691,19 @@ func TestApplyEdit(t *testing.T) {
 	}
 	if _, err := policy.ApplyEdit(args, json.RawMessage(`{"quantity":60}`), nil); err == nil || !strings.Contains(err.Error(), "nothing on this card may be edited") {
 		t.Errorf("a row with nothing editable: %v", err)
+	}
+}
+
+// TestTheRecordedScopeCodeReadsAsTodays: store_scope, recorded before the
+// rename, is read as resource_scope and is not in the closed set; every
+// code of the set reads as itself.
+func TestTheRecordedScopeCodeReadsAsTodays(t *testing.T) {
+	if policy.CodeStoreScope.Valid() || policy.CodeStoreScope.Canonical() != policy.CodeResourceScope {
+		t.Fatalf("store_scope: valid %v, reads as %s", policy.CodeStoreScope.Valid(), policy.CodeStoreScope.Canonical())
+	}
+	for _, c := range policy.Codes {
+		if c.Canonical() != c {
+			t.Errorf("%s reads as %s", c, c.Canonical())
+		}
 	}
 }

@@ -106,7 +106,7 @@ var Catalogue = []Check{
 	{"chain.credential", "step 4: a credential when the tool runs as the person (credential_unavailable); a signed-out call waits for a sign-in", func(t tool) bool {
 		return t.runs() && t.spec.RequiresCredential
 	}},
-	{"chain.resource_scope", "step 5: the resource the args name (or the session's own, filled in) is one the session holds (store_scope)", func(t tool) bool {
+	{"chain.resource_scope", "step 5: the resource the args name (or the session's own, filled in) is one the session holds (resource_scope)", func(t tool) bool {
 		return t.runs() && t.spec.Resource.Kind != ""
 	}},
 	{"chain.hard_limit", "step 6: the dry run's value within the hard limit (over_limit)", func(t tool) bool { return t.runs() && t.row.HardLimitCents > 0 }},

@@ -96,6 +96,7 @@ func (c *call) approval(v policy.Verdict) (ToolCallResult, error) {
 		RequesterPerson: c.decision.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable},
 		escalateAfter: escalateAfter, pendingCard: card, version: firstCardVersion}
 	c.card.signedLock = held.Judging >= judgeSignedLock
+	c.card.judging = held.Judging
 	if held.Judging >= judgeVersioned {
 		c.card.seen = map[string]bool{}
 	}
@@ -186,7 +187,8 @@ type heldSettings struct {
 	EscalateAfter time.Duration `json:"escalateAfter,omitempty"`
 	// Judging is the rules its decisions are judged by: 0 (by user ID, a
 	// rejection held to the approval's step-up) on cards recorded before
-	// the field, then judgeBySignIn, judgeSignedLock and judgeVersioned.
+	// the field, then judgeBySignIn, judgeSignedLock, judgeVersioned and
+	// judgeResourceScope.
 	Judging judging `json:"judging,omitempty"`
 }
 
@@ -212,7 +214,23 @@ const (
 	// signed decision counts once: received again, it is refused like an
 	// unsigned payload, never towards the lock.
 	judgeVersioned
+	// judgeResourceScope is judgeVersioned, and a decision refused for a
+	// resource its approver does not hold is audited resource_scope: a
+	// card put up before says store_scope to its end (refusalCode).
+	judgeResourceScope
 )
+
+// judgingNow is the rules a card put up by today's code is judged by.
+const judgingNow = judgeResourceScope
+
+// refusalCode is the code a card judged by j audits a refusal with: the
+// closed set's, or the one the card's earlier refusals were audited with.
+func refusalCode(j judging, code policy.Code) policy.Code {
+	if j < judgeResourceScope && code == policy.CodeResourceScope {
+		return policy.CodeStoreScope
+	}
+	return code
+}
 
 // approvalSettings records the settings a card is held to: in one side
 // effect from shape 7, before that one by one (the TTL, then the trust;
@@ -224,7 +242,7 @@ func (c *call) approvalSettings(v policy.Verdict) (heldSettings, error) {
 	}
 	var held heldSettings
 	if c.version >= shapeLean {
-		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgeVersioned}
+		now := heldSettings{TTL: set, Trust: c.settings.trust(), Judging: judgingNow}
 		if v.EscalateTo != "" {
 			now.EscalateAfter = escalateAfter(frac, set)
 		}

@@ -219,7 +219,7 @@ func TestDemoStory(t *testing.T) {
 	}
 	want := []string{
 		"get_stock allowed ok 112",
-		"get_stock denied store_scope 118",
+		"get_stock denied resource_scope 118",
 		"request_stock_transfer needs_approval ok 112",
 		"request_stock_transfer approved ok 112",
 		"request_stock_transfer executed ok 112",

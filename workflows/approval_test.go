@@ -254,7 +254,7 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 	if res.Status != "executed" {
 		t.Fatalf("%+v", res)
 	}
-	want := "needs_approval/ok approval_refused/role approval_refused/store_scope approval_refused/invalid_arguments approval_refused/invalid_arguments " +
+	want := "needs_approval/ok approval_refused/role approval_refused/resource_scope approval_refused/invalid_arguments approval_refused/invalid_arguments " +
 		"approval_refused/credential_unavailable approval_refused/credential_unavailable " +
 		"approved/ok executed/ok approval_refused/invalid_arguments approval_refused/invalid_arguments"
 	if got := events(f.audit(t, "toolcall-ref-c1")); got != want {

@@ -270,6 +270,7 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	var rows []activities.AuditInput
 	over := unread
 	for _, f := range refused {
+		f.code = refusalCode(c.card.judging, f.code)
 		c.countApproval("refused_" + string(f.code))
 		key := ""
 		switch {

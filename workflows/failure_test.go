@@ -41,3 +41,23 @@ func TestUpstreamFailureCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestACardKeepsTheCodesItWentUpWith: a card put up before resource_scope
+// audits its refusals store_scope to its end; a card of today says
+// resource_scope; no other code changes.
+func TestACardKeepsTheCodesItWentUpWith(t *testing.T) {
+	for j := judging(0); j <= judgingNow; j++ {
+		want := policy.CodeResourceScope
+		if j < judgeResourceScope {
+			want = policy.CodeStoreScope
+		}
+		if got := refusalCode(j, policy.CodeResourceScope); got != want || got.Canonical() != policy.CodeResourceScope {
+			t.Errorf("judging %d: a resource refusal is audited %s, want %s", j, got, want)
+		}
+		for _, c := range policy.Codes {
+			if c != policy.CodeResourceScope && refusalCode(j, c) != c {
+				t.Errorf("judging %d: %s is audited %s", j, c, refusalCode(j, c))
+			}
+		}
+	}
+}

@@ -35,7 +35,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g12"
+const goldenGeneration = "g13"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -58,6 +58,8 @@ var goldenPaths = []struct {
 	{"transfer_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
 	{"transfer_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{approve(kofiID), approve(efuaID), approve(amaID), approve(amaID)}},
+	{"transfer_other_store_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
+		[]policy.Approval{approve(efuaID), approve(storeManager(121))}},
 	{"transfer_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
 		[]policy.Approval{{Decision: policy.Reject, Approver: amaID, Reason: "delivery due"}}},
 	{"transfer_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{}},
@@ -134,22 +136,23 @@ var goldenSignIns = map[string]string{"signed_out_resumed_read": "cred-ama", "si
 // goldenRequesters ask instead of ama on their paths (her store's daily
 // budget goes to the other transfers).
 var goldenRequesters = map[string]policy.Session{
-	"transfer_step_up_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110), SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_escalated_approved":            {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_already_pending":               {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(111), SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_approved":               {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(117), SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_expired":                {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(120), SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_webhook_rejected":              {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(119), SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_approved":           {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(116), SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_rejected_by_password":          {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_two_person_one_person":         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_repeated_then_rejected":        {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s11", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"transfer_edited_stale_then_rejected":    {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s12", ConversationID: "golden", CredentialRef: "cred-kofi"},
-	"plancover_knowledge_read":               meera,
-	"plancover_portal_not_found":             meera,
-	"plancover_hospitals_invalid":            meera,
-	"plancover_index_down":                   meera,
-	"plancover_signed_out_expired":           meera,
+	"transfer_step_up_refused_then_approved":     {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110), SessionID: "s2", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_escalated_approved":                {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113), SessionID: "s4", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_already_pending":                   {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(111), SessionID: "s3", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_approved":                   {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(117), SessionID: "s6", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_expired":                    {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(120), SessionID: "s8", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_webhook_rejected":                  {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(119), SessionID: "s7", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_approved":               {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(116), SessionID: "s5", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_rejected_by_password":              {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s9", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_two_person_one_person":             {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s10", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_repeated_then_rejected":            {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s11", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_edited_stale_then_rejected":        {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s12", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_other_store_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(121), SessionID: "s13", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"plancover_knowledge_read":                   meera,
+	"plancover_portal_not_found":                 meera,
+	"plancover_hospitals_invalid":                meera,
+	"plancover_index_down":                       meera,
+	"plancover_signed_out_expired":               meera,
 }
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card

@@ -212,6 +212,9 @@ type cardState struct {
 	// judged so far, on a card where each counts once (judgeVersioned);
 	// nil on earlier cards.
 	seen map[string]bool
+	// judging is the rules the card is judged by, as recorded when it
+	// went up.
+	judging judging
 }
 
 // ledger is what the call has told others: its first outcome, whether card

@@ -31,7 +31,7 @@ func TestReadmeCalls(t *testing.T) {
 		contains string
 	}{
 		{"get_stock", "get_stock", `{"articleId":40211}`, nil, "executed", "ok", false, `"cases":6`},
-		{"other store", "get_stock", `{"articleId":40211,"storeId":118}`, nil, "denied", "store_scope", false, ""},
+		{"other store", "get_stock", `{"articleId":40211,"storeId":118}`, nil, "denied", "resource_scope", false, ""},
 		{"signed out", "get_stock", `{"articleId":40211}`, func(s policy.Session) policy.Session { s.CredentialRef = ""; return s }, "awaiting_sign_in", "credential_unavailable", true, ""},
 		{"constructor", "constructor", `{}`, nil, "denied", "unknown_tool", false, ""},
 		{"extra field", "get_stock", `{"articleId":40211,"userId":"kofi"}`, nil, "denied", "invalid_arguments", false, ""},

@@ -113,7 +113,7 @@ result := {"decision": "deny", "code": "unknown_tool"} if {
 	not input.role in row.roles
 } else := {"decision": "deny", "code": "credential_unavailable"} if {
 	not input.credential
-} else := {"decision": "deny", "code": "store_scope"} if {
+} else := {"decision": "deny", "code": "resource_scope"} if {
 	row.scoped
 	not input.store in input.stores
 } else := {"decision": "deny", "code": "over_limit"} if {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,45 @@ func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 	return milk1, milk2, milk3
 }
 
+// recordedBefore copies a call's rows under workflow ID id, with reason
+// store_scope where they say resource_scope: the rows of a call refused
+// before the code was renamed.
+func recordedBefore(t *testing.T, s *testenv.Stack, from, id string) {
+	t.Helper()
+	ctx := context.Background()
+	pool := testenv.OwnerPool(t, s.DatabaseURL)
+	var cols []string
+	rows, err := pool.Query(ctx, `SELECT column_name FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'audit_log' AND is_generated = 'NEVER'
+  AND column_name NOT IN ('id', 'at', 'seconds', 'version_by') ORDER BY ordinal_position`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if rows.Err() != nil || len(cols) < 10 {
+		t.Fatalf("audit_log's columns: %v %v", cols, rows.Err())
+	}
+	sel := slices.Clone(cols)
+	for i, c := range sel {
+		switch c {
+		case "workflow_id":
+			sel[i] = "$2"
+		case "reason":
+			sel[i] = fmt.Sprintf("CASE reason WHEN '%s' THEN '%s' ELSE reason END", policy.CodeResourceScope, policy.CodeStoreScope)
+		}
+	}
+	tag, err := pool.Exec(ctx, "INSERT INTO audit_log ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(sel, ", ")+" FROM audit_log WHERE workflow_id = $1", from, id)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("copy %s's rows: %v (%d rows)", from, err, tag.RowsAffected())
+	}
+}
+
 func asStarter(t *testing.T, s *testenv.Stack) {
 	t.Setenv("DATABASE_URL", s.DatabaseURL)
 	t.Setenv("TEMPORAL_ADDRESS", testenv.TemporalAddress(t))
@@ -77,7 +118,7 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 	for _, want := range []string{
 		"2 request_stock_transfer calls ran upstream for store 112", milk1 + ", " + milk2, "separate calls",
 		milk1 + ": request_stock_transfer for store 112", "Asked by ama (store_manager), session s-fri, conversation friday",
-		"needs_approval (ok) $384.00", `"fromStoreId":118`, "chain: every step passed (0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable, 5 store_scope, 6 over_limit, 7 rate_limit); the row says approve: a person decides", "approved (ok) $384.00 by ama (store_manager), signed in with mfa", testenv.Issuer,
+		"needs_approval (ok) $384.00", `"fromStoreId":118`, "chain: every step passed (0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable, 5 resource_scope, 6 over_limit, 7 rate_limit); the row says approve: a person decides", "approved (ok) $384.00 by ama (store_manager), signed in with mfa", testenv.Issuer,
 		"Idempotency-Key sent upstream: " + milk1, "it ran once upstream, with Idempotency-Key " + milk1 + ": transfer TR-",
 		"needs_approval (ok) $288.00", "approver's note: flooding again",
 		"signal approval received", "activity CallTool", "completed",
@@ -104,9 +145,17 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-scope"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if text := out.String(); !strings.Contains(text, "chain: passed 0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable; step 5 store_scope refused it") ||
-		!strings.Contains(text, "nothing ran upstream: the call ended denied (store_scope)") {
+	if text := out.String(); !strings.Contains(text, "chain: passed 0 unknown_tool, 1 tool_denied, 2 role, 3 invalid_arguments, 4 credential_unavailable; step 5 resource_scope refused it") ||
+		!strings.Contains(text, "nothing ran upstream: the call ended denied (resource_scope)") {
 		t.Fatalf("a refused call's story:\n%s", text)
+	}
+	out.Reset()
+	recordedBefore(t, s, "toolcall-friday-scope", "toolcall-friday-before")
+	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-before"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if text := out.String(); !strings.Contains(text, "step 5 resource_scope refused it") || !strings.Contains(text, "the call ended denied (store_scope)") {
+		t.Fatalf("a call refused store_scope before the rename:\n%s", text)
 	}
 	out.Reset()
 	if err := run([]string{"explain", "--workflow-id", "toolcall-friday-read"}, &out); err != nil {
@@ -132,6 +181,7 @@ func TestExplainTellsTheTwoTransfersStory(t *testing.T) {
 func TestExportEvalsMatchesItsSchema(t *testing.T) {
 	s := testenv.NewStack(t)
 	_, _, _ = friday(t, s)
+	recordedBefore(t, s, "toolcall-friday-scope", "toolcall-friday-before")
 	asStarter(t, s)
 	raw, err := os.ReadFile("../../docs/evals.schema.json")
 	if err != nil {
@@ -163,8 +213,8 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 		_ = json.Unmarshal(sc.Bytes(), &r)
 		recs = append(recs, r)
 	}
-	if len(recs) != 6 {
-		t.Fatalf("%d lines, want 6 (three cards, a read, two refusals):\n%s", len(recs), out.String())
+	if len(recs) != 7 {
+		t.Fatalf("%d lines, want 7 (three cards, a read, three refusals, one recorded before resource_scope):\n%s", len(recs), out.String())
 	}
 	got := map[string]int{}
 	for _, r := range recs {
@@ -183,7 +233,7 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 	want := map[string]int{
 		"request_stock_transfer approve ok executed card:approved": 2,
 		"request_stock_transfer approve ok rejected card:rejected": 1,
-		"get_stock deny store_scope denied":                        1,
+		"get_stock deny resource_scope denied":                     2,
 		"get_stock allow ok executed inferred":                     1,
 		"create_task deny invalid_arguments denied":                1,
 	}
@@ -191,6 +241,14 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 		if got[k] != n {
 			t.Errorf("%q: %d lines, want %d (all: %v)", k, got[k], n, got)
 		}
+	}
+	now := time.Now().UTC()
+	page, err := insights.Reader{Pool: testenv.ServicePool(t, s.DatabaseURL, "auditor"), Policy: s.Policy}.Page(context.Background(), insights.Filter{From: now.Add(-time.Hour), To: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svg := string(page.Chart("refusals").SVG); !strings.Contains(svg, "<title>resource_scope · get_stock · denied: 2</title>") || strings.Contains(svg, "store_scope") {
+		t.Errorf("the refusals chart does not count the two get_stock refusals as one code:\n%s", svg)
 	}
 	for _, leak := range []string{"s-fri", "friday", "0244 123", "123 456", "cred-ama"} {
 		if strings.Contains(out.String(), leak) {

@@ -90,9 +90,9 @@ func TestExportEvalsCoversEveryPack(t *testing.T) {
 	}
 	for _, want := range []string{
 		"search_policy_knowledge allow ok executed",
-		"get_plan_details deny store_scope denied",
+		"get_plan_details deny resource_scope denied",
 		"find_network_hospitals deny invalid_arguments denied",
-		"get_card deny store_scope denied",
+		"get_card deny resource_scope denied",
 		"get_stock allow ok executed",
 		"get_branch_hours allow ok executed",
 		"get_balance deny step_up_required denied",

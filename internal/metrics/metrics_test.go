@@ -45,7 +45,7 @@ func TestMetricsAfterACall(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`(?m)^toolgate_decisions\{[^}]*code="ok",decision="allow",[^}]*tool="get_stock"[^}]*\} 1$`,
-		`(?m)^toolgate_decisions\{[^}]*code="store_scope",decision="deny",[^}]*tool="get_stock"[^}]*\} 1$`,
+		`(?m)^toolgate_decisions\{[^}]*code="resource_scope",decision="deny",[^}]*tool="get_stock"[^}]*\} 1$`,
 		`(?m)^toolgate_pending_approvals 0$`,
 		`(?m)^toolgate_admission_lock_wait[a-z_]*_count\{[^}]*tool="search_procedures"[^}]*\} 1$`,
 		`(?m)^toolgate_admission_count[a-z_]*_count\{[^}]*tool="search_procedures"[^}]*\} 1$`,

@@ -36,7 +36,7 @@ const Stranger policy.Role = "packtest_stranger"
 //   - step 4: a tool that runs as the person refuses a signed-out call
 //     with credential_unavailable and asks for a sign-in;
 //   - step 5: a tool that names a resource refuses a session holding none
-//     of its kind (store_scope);
+//     of its kind (resource_scope);
 //   - step 6: a call valued one above the hard limit is over_limit (where
 //     the value arg's own maximum does not stop it at step 3 first);
 //   - step 7: each limit, full, is rate_limit.
