@@ -28,29 +28,8 @@ import (
 // CallInput is one upstream call: the args as authorized (after session
 // fill), whose credential to use, and the idempotency key.
 type CallInput struct {
-	Tool string          `json:"tool"`
-	Args json.RawMessage `json:"args"`
-	// Resource is the one the call acts on.
-	Resource policy.ResourceRef `json:"resource,omitzero"`
-	policy.EarlierResource
-	UserID        string `json:"userId"`
-	CredentialRef string `json:"credentialRef"`
-	// Role and Resources are the session's claims, held against the
-	// credential's; RequiredTier is the tool's requester tier (policy.Row).
-	Role      policy.Role      `json:"role,omitempty"`
-	Resources policy.Resources `json:"resources,omitempty"`
-	policy.EarlierResources
-	RequiredTier   string `json:"requiredTier,omitempty"`
+	Acting
 	IdempotencyKey string `json:"idempotencyKey"`
-	// Verified is the row's verified tier, held against what the caller
-	// holds in ConversationID just before anything is sent upstream.
-	Verified       *policy.VerifiedNeed `json:"verified,omitempty"`
-	ConversationID string               `json:"conversationId,omitempty"`
-	// RequiredMaxAgeSeconds bounds how old the sign-in behind the
-	// credential may be, at AskedAt (RFC 3339, when the call was asked;
-	// now when unset), to count as RequiredTier.
-	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
-	AskedAt               string `json:"askedAt,omitempty"`
 	// ArgsHash, when set, must match the args: what runs is what was approved.
 	ArgsHash string `json:"argsHash,omitempty"`
 	// Before, when set, is written (audit row and card) before anything is
@@ -107,12 +86,12 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	token := ""
 	if spec.RequiresCredential {
 		var err error
-		if token, err = a.exchangeSafely(ctx, in); err != nil {
+		if token, err = a.exchangeSafely(ctx, in.Acting); err != nil {
 			log.Warn("credential exchange failed", zap.String("error", sanitize.Text(err.Error())))
 			return CallResult{}, err
 		}
 	}
-	if err := a.checkVerified(ctx, in); err != nil {
+	if err := a.checkVerified(ctx, in.Acting); err != nil {
 		log.Info("the caller is not verified at the row's tier")
 		return CallResult{}, err
 	}
@@ -268,7 +247,7 @@ func (a *Activities) recordSafely(ctx context.Context, in RecordInput) error {
 // exchangeSafely retries the credential exchange inside the activity while
 // the vault or the token endpoint is briefly unreachable. The exchange has
 // no effect upstream, so this holds even for tools that run at most once.
-func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, error) {
+func (a *Activities) exchangeSafely(ctx context.Context, in Acting) (string, error) {
 	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		token, err := a.exchange(ctx, in)
@@ -288,7 +267,7 @@ func (a *Activities) exchangeSafely(ctx context.Context, in CallInput) (string, 
 // exchange looks the credential up in the vault, holds the session's
 // claims and the tool's requester tier against the sign-in that issued it,
 // and trades it for a token to the tool's pack's upstream.
-func (a *Activities) exchange(ctx context.Context, in CallInput) (string, error) {
+func (a *Activities) exchange(ctx context.Context, in Acting) (string, error) {
 	var owner string
 	var secret, secretPack, grant, issuer, subject *string
 	var revoked, demo, seeded bool
@@ -399,7 +378,7 @@ func (a *Activities) exchangeGrant(ctx context.Context, grant, subject *string, 
 // sign-in holds (another role, a resource it does not hold), or "". Inputs
 // from before the claims were passed (no role) and credentials issued
 // before they were recorded (no role) are not compared.
-func claimsBeyond(in CallInput, role *string, held policy.Resources) string {
+func claimsBeyond(in Acting, role *string, held policy.Resources) string {
 	if in.Role == "" || role == nil {
 		return ""
 	}

@@ -29,7 +29,8 @@ func TestCallToolRunsOnlyTheApprovedArgs(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	in := activities.CallInput{Tool: "request_stock_transfer", Args: tampered, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-1", ArgsHash: hash}
+	in := activities.CallInput{Acting: activities.Acting{Tool: "request_stock_transfer", Args: tampered, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama"},
+		IdempotencyKey: "toolcall-x-1", ArgsHash: hash}
 	if _, err := env.ExecuteActivity(a.CallTool, in); err == nil || !strings.Contains(err.Error(), "approved card") {
 		t.Fatalf("tampered args ran: %v", err)
 	}
@@ -71,8 +72,8 @@ func TestCallToolRecordsItsOutcome(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	in := activities.CallInput{Tool: "request_stock_transfer", Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama", IdempotencyKey: "toolcall-x-2",
-		ArgsHash: hash, After: &activities.OutcomeRecord{Audit: outcome, Card: &card}}
+	in := activities.CallInput{Acting: activities.Acting{Tool: "request_stock_transfer", Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}, UserID: "ama", CredentialRef: "cred-ama"},
+		IdempotencyKey: "toolcall-x-2", ArgsHash: hash, After: &activities.OutcomeRecord{Audit: outcome, Card: &card}}
 	v, err := env.ExecuteActivity(a.CallTool, in)
 	if err != nil {
 		t.Fatal(err)

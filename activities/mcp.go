@@ -299,7 +299,7 @@ func (a *Activities) Accepted(ctx context.Context, in PreviewInput) error {
 	if spec.MCP == nil || a.MCP == nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s is not a tool of an MCP server this worker holds", in.Tool), ErrBadInput, nil)
 	}
-	token, err := a.exchange(ctx, in.acting())
+	token, err := a.exchange(ctx, in.Acting)
 	if err != nil {
 		return err
 	}

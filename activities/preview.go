@@ -8,31 +8,13 @@ import (
 	"net/http"
 
 	"github.com/toolgate/toolgate/pack"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"go.temporal.io/sdk/temporal"
 )
 
 // PreviewInput asks for a tool's dry run, run as the user.
 type PreviewInput struct {
-	Tool     string             `json:"tool"`
-	Args     json.RawMessage    `json:"args"`
-	Resource policy.ResourceRef `json:"resource,omitzero"`
-	policy.EarlierResource
-	UserID        string `json:"userId"`
-	CredentialRef string `json:"credentialRef"`
-	// Role, Resources and RequiredTier are as in CallInput.
-	Role      policy.Role      `json:"role,omitempty"`
-	Resources policy.Resources `json:"resources,omitempty"`
-	policy.EarlierResources
-	RequiredTier string `json:"requiredTier,omitempty"`
-	// RequiredMaxAgeSeconds and AskedAt are as in CallInput.
-	RequiredMaxAgeSeconds int64  `json:"requiredMaxAgeSeconds,omitempty"`
-	AskedAt               string `json:"askedAt,omitempty"`
-	// Verified and ConversationID are as in CallInput: a dry run reads the
-	// pack's system as the caller, so it needs their tier too.
-	Verified       *policy.VerifiedNeed `json:"verified,omitempty"`
-	ConversationID string               `json:"conversationId,omitempty"`
+	Acting
 }
 
 // PreviewResult is what the dry run decided: the exact args that will run
@@ -45,13 +27,6 @@ type PreviewResult struct {
 	Shortfall string `json:"shortfall,omitempty"`
 }
 
-// acting is the person a dry run (or a check before a card) acts as, in a
-// call's terms.
-func (in PreviewInput) acting() CallInput {
-	return CallInput{Tool: in.Tool, UserID: in.UserID, CredentialRef: in.CredentialRef, Role: in.Role, Resources: in.EarlierResources.Or(in.Resources), RequiredTier: in.RequiredTier,
-		RequiredMaxAgeSeconds: in.RequiredMaxAgeSeconds, AskedAt: in.AskedAt, Verified: in.Verified, ConversationID: in.ConversationID}
-}
-
 // Preview runs a tool's read-only dry run (its pack's Previewer) as the
 // signed-in person.
 func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResult, error) {
@@ -59,7 +34,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	if spec, _ := a.Policy.Spec(in.Tool); preview == nil && (spec.MCP == nil || spec.MCP.Preview == nil) {
 		return PreviewResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no dry run", in.Tool), ErrBadInput, nil)
 	}
-	as := in.acting()
+	as := in.Acting
 	token, err := a.exchange(ctx, as)
 	if err != nil {
 		return PreviewResult{}, err

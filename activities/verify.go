@@ -161,7 +161,7 @@ func unverifiedError(u Unverified) error {
 // checkVerified refuses, before anything is sent upstream, a call whose
 // caller holds less than its row's tier now: a lockout since the card went
 // up, or a tier that expired.
-func (a *Activities) checkVerified(ctx context.Context, in CallInput) error {
+func (a *Activities) checkVerified(ctx context.Context, in Acting) error {
 	if in.Verified == nil {
 		return nil
 	}

@@ -172,9 +172,16 @@ func localRead(opts workflow.ActivityOptions) workflow.LocalActivityOptions {
 
 // previewInput is who a read before the card acts as, and on what.
 func (c *call) previewInput(v policy.Verdict) activities.PreviewInput {
-	return activities.PreviewInput{Tool: c.in.Tool, Args: v.Args, Resource: v.Resource, UserID: c.in.Session.UserID, CredentialRef: c.credential(),
-		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
-		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
+	return activities.PreviewInput{Acting: c.acting(v, v.Args)}
+}
+
+// acting is who the call acts as upstream, on args, under verdict v: the
+// same for a dry run, a check before a card and the call itself.
+func (c *call) acting(v policy.Verdict, args json.RawMessage) activities.Acting {
+	s := c.in.Session
+	return activities.Acting{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: s.UserID, CredentialRef: c.credential(),
+		Role: s.Role, Resources: s.Resources, RequiredTier: v.RequesterTier, RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds,
+		AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: s.ConversationID}
 }
 
 // editSummary says what an edit changes, as "quantity to 60", in key order.

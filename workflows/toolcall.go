@@ -521,10 +521,7 @@ func (c *call) execute(v policy.Verdict, args json.RawMessage, argsHash string) 
 		opts.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrCredential, activities.ErrUpstream, activities.ErrBadInput}}
 	}
-	in := activities.CallInput{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: c.in.Session.UserID,
-		CredentialRef: c.credential(), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.card.before,
-		Role: c.in.Session.Role, Resources: c.in.Session.Resources, RequiredTier: v.RequesterTier,
-		RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds, AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: c.in.Session.ConversationID}
+	in := activities.CallInput{Acting: c.acting(v, args), IdempotencyKey: c.key, ArgsHash: argsHash, Before: c.card.before}
 	executed := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Args: args, Resource: v.Resource, Value: c.value()}
 	if c.version >= shapeLean && spec.Tier != policy.TierRead {
 		after := executed
