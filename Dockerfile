@@ -4,7 +4,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -o /out/ ./cmd/worker ./cmd/starter ./cmd/upstream ./cmd/approvals ./cmd/idp ./cmd/mcp
+RUN CGO_ENABLED=0 go build -o /out/ ./worker ./starter ./cmd/upstream ./cmd/approvals ./cmd/idp ./cmd/mcp
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

@@ -82,11 +82,11 @@ lint:
 	$(MAKE) --no-print-directory bench-build
 
 build:
-	go build -o bin/ ./cmd/...
+	go build -o bin/ ./cmd/... ./worker ./starter
 
 migrate:
 	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL (make dev migrates its private cluster itself)"; exit 1; }
-	go run ./cmd/starter migrate
+	go run ./starter migrate
 
 ## browser: Debian's Chromium for the card UI's browser tests, unless one is installed.
 browser:

@@ -66,7 +66,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	}
 	// toolgate's own processes: one Dockerfile, the code's env names, the code's commands.
-	commands := map[string]string{"migrate": "cmd/starter", "upstream": "cmd/upstream", "worker": "cmd/worker", "approvals": "cmd/approvals", "idp": "cmd/idp", "mcp": "cmd/mcp"}
+	commands := map[string]string{"migrate": "starter", "upstream": "cmd/upstream", "worker": "worker", "approvals": "cmd/approvals", "idp": "cmd/idp", "mcp": "cmd/mcp"}
 	for name, pkg := range commands {
 		svc := svcs[name]
 		if svc.Build == nil {

@@ -150,6 +150,6 @@ func TestDocsRegisterIsCurrent(t *testing.T) {
 	}
 	kept, err := os.ReadFile("../docs/register.md")
 	if err != nil || !bytes.Equal(kept, now.Bytes()) {
-		t.Fatalf("docs/register.md is stale (%v): run TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate go run ./cmd/starter register > docs/register.md", err)
+		t.Fatalf("docs/register.md is stale (%v): run TOOLGATE_PACKS=mangrove,examples/packs/carddesk.yaml,plancover,northgate go run ./starter register > docs/register.md", err)
 	}
 }

@@ -307,7 +307,7 @@ func TestPerUserLimitCountsTheStoredUser(t *testing.T) {
 // card it puts up, so the refusal is the mode's, not a file the worker
 // never saw.
 func TestAPlantedDevKeysFileSignsNothing(t *testing.T) {
-	bin := filepath.Join(testenv.Build(t, "./cmd/worker"), "worker")
+	bin := filepath.Join(testenv.Build(t, "./worker"), "worker")
 	s := testenv.NewStack(t)
 	s.StopWorker() // the worker is the binary, started below
 	pub, priv, err := ed25519.GenerateKey(nil)

@@ -325,7 +325,7 @@ done
 // sends nothing. The server saw one tools/call, and the file holds the
 // args asked.
 func TestAnApprovedWriteRunsOnceThroughAKilledWorker(t *testing.T) {
-	bin := testenv.Build(t, "./cmd/worker")
+	bin := testenv.Build(t, "./worker")
 	server := testenv.ReferenceServer(t, "mcp-server-filesystem")
 	dir := t.TempDir()
 	wrapper, sends, release := filepath.Join(dir, "hold.sh"), filepath.Join(dir, "sends.log"), filepath.Join(dir, "release")

@@ -109,7 +109,7 @@ func TestChaos(t *testing.T) {
 	dir := t.TempDir()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/worker", "./cmd/upstream")
+	build := exec.Command("go", "build", "-o", dir+"/", "./worker", "./cmd/upstream")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -33,7 +33,7 @@ func repoRoot() string {
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/worker", "./cmd/upstream", "./cmd/approvals", "./cmd/idp", "./cmd/mcp")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./worker", "./cmd/upstream", "./cmd/approvals", "./cmd/idp", "./cmd/mcp")
 	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -126,7 +126,7 @@ func (x tlsTarget) env() []string {
 // a starter without the client certificate is turned away.
 func TestProcessesConfiguredByTemporalsOwnSettings(t *testing.T) {
 	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin+"/", "./cmd/worker", "./cmd/starter")
+	cmd := exec.Command("go", "build", "-o", bin+"/", "./worker", "./starter")
 	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -104,7 +104,7 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...")
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...", "./worker", "./starter")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

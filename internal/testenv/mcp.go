@@ -35,7 +35,7 @@ func ReferenceServer(t testing.TB, bin string, args ...string) []string {
 	return append([]string{path}, args...)
 }
 
-// Build builds the named main packages of the module (e.g. "./cmd/worker")
+// Build builds the named main packages of the module (e.g. "./worker")
 // into a folder of the test's and returns it, for tests that run and kill
 // toolgate's own processes.
 func Build(t testing.TB, pkgs ...string) string {

@@ -183,7 +183,7 @@ func TestExportEvalsMatchesItsSchema(t *testing.T) {
 	_, _, _ = friday(t, s)
 	recordedBefore(t, s, "toolcall-friday-scope", "toolcall-friday-before")
 	asStarter(t, s)
-	raw, err := os.ReadFile("../../docs/evals.schema.json")
+	raw, err := os.ReadFile("../docs/evals.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

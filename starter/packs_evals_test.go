@@ -26,7 +26,7 @@ import (
 // beside Mangrove's read. The mobile
 // number typed into the knowledge query is in none of them.
 func TestExportEvalsCoversEveryPack(t *testing.T) {
-	set := packs.MustLoad("mangrove,plancover,northgate,../../examples/packs/carddesk.yaml")
+	set := packs.MustLoad("mangrove,plancover,northgate,../examples/packs/carddesk.yaml")
 	id := testenv.NewIdP(t, "http://127.0.0.1:9")
 	_, pcURL := testenv.PlanCover(t, id.URL)
 	_, bankURL := testenv.Northgate(t, id.URL)
@@ -57,8 +57,8 @@ func TestExportEvalsCoversEveryPack(t *testing.T) {
 		}
 	}
 	asStarter(t, s)
-	t.Setenv("TOOLGATE_PACKS", "mangrove,plancover,northgate,../../examples/packs/carddesk.yaml")
-	raw, err := os.ReadFile("../../docs/evals.schema.json")
+	t.Setenv("TOOLGATE_PACKS", "mangrove,plancover,northgate,../examples/packs/carddesk.yaml")
+	raw, err := os.ReadFile("../docs/evals.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
