@@ -270,8 +270,8 @@ func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryC
 	var rows []activities.AuditInput
 	over := unread
 	for _, f := range refused {
+		c.countApproval("refused_" + string(f.code)) // the closed set's code, whatever the row says
 		f.code = refusalCode(c.card.judging, f.code)
-		c.countApproval("refused_" + string(f.code))
 		key := ""
 		switch {
 		case c.card.signedLock && (!f.verified || f.repeat) && summary == "":

@@ -27,7 +27,7 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 		var res ToolCallResult
 		if json.Unmarshal(sr.Result, &res) == nil && res.Status != "" {
 			c.status.Card = res.Card
-			c.setStatus(res.Status, res.Code)
+			c.setStatus(res.Status, res.Code.Canonical())
 			return res, nil
 		}
 	}

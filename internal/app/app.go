@@ -1,6 +1,6 @@
 // Package app is each toolgate process's wiring: its settings in, its
-// service running until the process is told to stop. A main under cmd/ is
-// one line over it, so what each process starts, and in what order, is
+// service running until the process is told to stop. A main under cmd/,
+// worker/ or starter/ is one line over it, so what each process starts, and in what order, is
 // read here in one place.
 package app
 
