@@ -29,7 +29,7 @@ func seedInsights(t *testing.T, u *ui) {
 		if decision == policy.Reject {
 			a.Reason = "not before Monday"
 		}
-		if err := workflows.Decide(ctx, u.Client, workflows.WorkflowID(conv, call), a, testenv.ApprovalSigner); err != nil {
+		if err := workflows.SendDecision(ctx, u.Client, workflows.WorkflowID(conv, call), a, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
 	}

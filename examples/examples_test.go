@@ -68,7 +68,7 @@ func TestTypeScriptTemporalClient(t *testing.T) {
 	if first.First.Status != workflows.StatusPendingApproval || first.First.ValueCents != 38400 || !strings.Contains(first.First.Card, "Move 40 cases") {
 		t.Fatalf("first outcome: %+v", first.First)
 	}
-	if err := workflows.Decide(ctx, s.Client, first.First.IdempotencyKey, policy.Approval{Decision: policy.Approve,
+	if err := workflows.SendDecision(ctx, s.Client, first.First.IdempotencyKey, policy.Approval{Decision: policy.Approve,
 		Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)

@@ -316,7 +316,7 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 			return out
 		}()
 		for _, id := range ids {
-			_ = workflows.Decide(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
+			_ = workflows.SendDecision(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
 				Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
 		}
 	}()
@@ -528,7 +528,7 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 		}
 	}
 	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
-	if err := workflows.Decide(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
+	if err := workflows.SendDecision(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), Resources: held},
 		Evidence: &policy.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
 	if *wait <= 0 {
-		if err := workflows.Decide(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
+		if err := workflows.SendDecision(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 			return fmt.Errorf("%s: %w", decision, err)
 		}
 		fmt.Fprintf(out, "%s sent to %s; `starter wait` shows the outcome\n", decision, wf)
@@ -121,7 +121,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	if err := reader.Pool.QueryRow(ctx, `SELECT now()`).Scan(&sent); err != nil {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
-	if err := workflows.Decide(ctx, c, wf, a, *cfg.SigningKey); err != nil {
+	if err := workflows.SendDecision(ctx, c, wf, a, *cfg.SigningKey); err != nil {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
 	waitCtx, stop := context.WithTimeout(context.Background(), *wait)

@@ -37,7 +37,7 @@ func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 			t.Fatalf("card %s: %v %+v", call, err, first)
 		}
 		a := policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: amaID, Reason: note, Evidence: testenv.Evidence("ama", time.Now())}
-		if err := workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
+		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
 		var res workflows.ToolCallResult

@@ -91,7 +91,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {
 		t.Fatalf("attach: %v %+v", err, again)
 	}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
@@ -187,11 +187,11 @@ func TestDemoStory(t *testing.T) {
 		t.Fatalf("card: %v %+v", err, first)
 	}
 	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	// The network drops: the approver's client sends the approval again.
-	_ = workflows.Decide(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner)
+	_ = workflows.SendDecision(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner)
 	var res workflows.ToolCallResult
 	if err := run.Get(ctx, &res); err != nil || res.Status != "executed" {
 		t.Fatalf("%v %+v", err, res)
@@ -253,10 +253,10 @@ func TestSayingNoNeedsNoStepUp(t *testing.T) {
 	}
 	signedIn := time.Now().Add(-2 * time.Hour)
 	pwd := &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword, AMR: []string{"pwd"}, AuthTime: signedIn.UTC().Format(time.RFC3339)}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: kofiID, Evidence: pwd}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: kofiID, Evidence: pwd}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
-	if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: kofiID, Evidence: pwd, Reason: "no festival this week"},
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: kofiID, Evidence: pwd, Reason: "no festival this week"},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

@@ -90,13 +90,13 @@ func checkIDs(in ToolCallInput) error {
 	return nil
 }
 
-// Decide sends an approval decision for the card a call shows now, signed
+// SendDecision sends a person's decision on the card a call shows now, signed
 // by signer for that run, expiry and version. An empty args hash is filled
 // from the card; a hash the card no longer shows is refused here rather
 // than signed for today's version. (A hash that edits led back to is the
 // card's again, and is signed for today's version: the operator decides on
 // what the card shows now.)
-func Decide(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
+func SendDecision(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
 	if err != nil {
 		return fmt.Errorf("read the card of %s: %w", workflowID, err)

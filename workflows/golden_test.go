@@ -264,7 +264,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 				t.Fatalf("%s: the holder: %v %+v", p.name, err, first)
 			}
 			defer func() {
-				_ = workflows.Decide(context.Background(), s.Client, first.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: kofiID,
+				_ = workflows.SendDecision(context.Background(), s.Client, first.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: kofiID,
 					Evidence: testenv.Evidence("kofi", time.Now())}, testenv.ApprovalSigner)
 			}()
 		}

@@ -76,7 +76,7 @@ func TestOneCardPerIntent(t *testing.T) {
 		t.Fatalf("41 cases: %v %+v", err, f.ToolCallResult)
 	}
 	// The card ends (rejected): the intent is free again.
-	if err := workflows.Decide(ctx, s.Client, card.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: amaID,
+	if err := workflows.SendDecision(ctx, s.Client, card.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: amaID,
 		Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

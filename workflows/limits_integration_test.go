@@ -193,7 +193,7 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if err := workflows.Decide(ctx, s.Client, id, policy.Approval{Decision: policy.Approve, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())},
+		if err := workflows.SendDecision(ctx, s.Client, id, policy.Approval{Decision: policy.Approve, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())},
 			testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}

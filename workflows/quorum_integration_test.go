@@ -33,7 +33,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	}
 	decideAs := func(who policy.Identity) {
 		t.Helper()
-		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())},
+		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())},
 			testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestOnePersonIsOnePerson(t *testing.T) {
 		t.Helper()
 		who := policy.Identity{UserID: userID, Role: mangrove.RoleAreaManager, Resources: kofiID.Resources}
 		ev := testenv.Evidence(subject, time.Now())
-		if err := workflows.Decide(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
+		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
 	}

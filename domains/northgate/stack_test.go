@@ -613,7 +613,7 @@ func (d *desk) decide(t *testing.T, a answer, decision string) workflows.ToolCal
 		t.Fatalf("status of %s: %v", a.CallID, err)
 	}
 	imogen := policy.Identity{UserID: "imogen", Role: northgate.RoleCardOps, Resources: policy.Resources{northgate.KindAccount: {upstream.DanaAccount, upstream.LewisAccount}}}
-	if err := workflows.Decide(ctx, d.Client, a.CallID, policy.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: imogen, Evidence: testenv.Evidence("imogen", time.Now())}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, d.Client, a.CallID, policy.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: imogen, Evidence: testenv.Evidence("imogen", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
