@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
@@ -29,63 +28,6 @@ const MaxUnsignedAudited = 20
 // wait in the channel for the next turn of the loop.
 const batchSize = 64
 
-// codeLocked marks a wait that ended in a lock (a card then ends rejected,
-// with code locked); codeChanged one that an edit ended on finding the
-// tool's MCP server no longer defines it as accepted (the card then ends
-// failed, definition_changed, as nothing can run).
-const (
-	codeLocked  CallStatus = "locked"
-	codeChanged CallStatus = "definition_changed"
-)
-
-// guard is a card's wait: the rules a decision must match to count on it
-// (policy.Rules, which policy.Judge holds it to), and the card, its
-// version and its timers.
-type guard struct {
-	policy.Rules
-	// escalateAfter is when the card is offered Rules.EscalateTo too (0:
-	// never).
-	escalateAfter time.Duration
-	pendingCard   activities.ProjectInput
-	// version counts the card's edits (firstCardVersion until the first).
-	version int
-	// timer ends the wait at the expiry; escalation fires at escalateAfter.
-	// Both are set once and last across edits. When chained, the expiry
-	// timer starts only once the escalation has fired (each timer is an
-	// action, and most cards are decided before they escalate); timerCtx
-	// is what it starts under.
-	timer, escalation workflow.Future
-	chained           bool
-	timerCtx          workflow.Context
-	// changed tells the model why the card ended codeChanged.
-	changed string
-}
-
-// startTimers starts the card's expiry timer and, if it escalates, its
-// escalation timer, under ctx (cancelled when the wait is over); chained,
-// the escalation timer alone, the expiry's following when it fires.
-func (g *guard) startTimers(ctx workflow.Context, ttl time.Duration, chained bool) {
-	escalates := g.escalateAfter > 0 && g.escalateAfter < ttl
-	g.chained, g.timerCtx = chained && escalates, ctx
-	if !g.chained {
-		g.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires after %s", ttl)})
-	}
-	if escalates {
-		g.escalation = workflow.NewTimerWithOptions(ctx, g.escalateAfter, workflow.TimerOptions{Summary: fmt.Sprintf("escalate to %s after %s", g.EscalateTo, g.escalateAfter)})
-	}
-}
-
-// startExpiry starts a chained card's expiry timer, for what is left of its
-// TTL: the expiry does not move. It reports false when nothing is left.
-func (g *guard) startExpiry() bool {
-	left := g.Expires.Sub(workflow.Now(g.timerCtx))
-	if left <= 0 {
-		return false
-	}
-	g.timer = workflow.NewTimerWithOptions(g.timerCtx, left, workflow.TimerOptions{Summary: fmt.Sprintf("approval expires at %s", g.Expires.UTC().Format(time.RFC3339))})
-	return true
-}
-
 // received is one payload of the approval signal: a decision, or why the
 // payload is not one.
 type received struct {
@@ -101,135 +43,6 @@ type refusal struct {
 	why      string
 	verified bool
 	repeat   bool
-}
-
-// wait returns the first decision that counts, or ends with
-// StatusExpired or codeLocked. Every payload that arrives is judged: the
-// refused ones are audited in one write per batch, up to the cap.
-func (c *call) wait(g *guard) (policy.Approval, CallStatus, error) {
-	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	for {
-		var batch []received
-		expired, escalate := false, false
-		sel := workflow.NewSelector(c.ctx)
-		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { batch = takeDecisions(ch, batchSize) })
-		if g.timer != nil {
-			sel.AddFuture(g.timer, func(workflow.Future) { expired = true })
-		}
-		// A chained card waits on its escalation timer even when an edit has
-		// routed it to a role with none above: the expiry follows that timer.
-		if g.escalation != nil && (g.chained || g.EscalateTo != "") {
-			sel.AddFuture(g.escalation, func(workflow.Future) { escalate = true })
-		}
-		sel.Select(c.ctx)
-		if expired {
-			return policy.Approval{}, StatusExpired, nil
-		}
-		if escalate {
-			g.escalation = nil // fired: never waited on again
-			if g.EscalateTo != "" {
-				if err := c.escalate(g); err != nil {
-					return policy.Approval{}, "", err
-				}
-			}
-			if g.chained && !g.startExpiry() {
-				return policy.Approval{}, StatusExpired, nil
-			}
-			continue
-		}
-		now := workflow.Now(c.ctx)
-		var refused []refusal
-		var counted []policy.Approval
-		var winner *policy.Approval
-		late := false
-		for i, r := range batch {
-			if winner != nil {
-				c.card.late = append(c.card.late, batch[i:]...)
-				break
-			}
-			f := c.once(g.judge(r, now))
-			if f.code == policy.CodeOK {
-				if r.a.Decision == policy.Approve && len(g.Approvals)+1 < g.Need {
-					// One of the approvals the card needs: counted, not yet enough.
-					g.Approvals = append(g.Approvals, r.a)
-					counted = append(counted, r.a)
-					continue
-				}
-				winner = &batch[i].a
-				continue
-			}
-			late = late || f.code == policy.CodeExpired
-			refused = append(refused, f)
-		}
-		if err := c.refuseAll(refused, 0, "", ""); err != nil {
-			return policy.Approval{}, "", err
-		}
-		if err := c.countApprovals(g, counted, now); err != nil {
-			return policy.Approval{}, "", err
-		}
-		switch {
-		case winner != nil:
-			return *winner, "", nil
-		case late:
-			return policy.Approval{}, StatusExpired, nil
-		case c.card.refused > MaxRefusedDecisions:
-			return policy.Approval{}, codeLocked, nil
-		}
-	}
-}
-
-// judge decides whether one payload counts on the card at time now.
-func (g guard) judge(r received, now time.Time) refusal {
-	if r.bad != "" {
-		return refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
-	}
-	j := policy.Judge(g.Rules, r.a, now)
-	return refusal{received: r, code: j.Code, why: j.Why, verified: j.Verified}
-}
-
-// once lets a signed decision count once on a card that keeps track
-// (judgeVersioned): received again, the same signature is refused as a
-// repeat, which never counts towards the lock, whether it was counted,
-// refused or edited the card the first time.
-func (c *call) once(f refusal) refusal {
-	if c.card.seen == nil || !f.verified || f.code == policy.CodeExpired {
-		return f
-	}
-	// By the signature's bytes: base64 has more than one spelling of them.
-	sig, _ := base64.StdEncoding.DecodeString(f.a.Signature)
-	if c.card.seen[string(sig)] {
-		return refusal{received: f.received, code: policy.CodeInvalidArguments, verified: true, repeat: true,
-			why: "this signed decision was received before, and a decision counts once"}
-	}
-	c.card.seen[string(sig)] = true
-	return f
-}
-
-// countApprovals records the approvals counted towards a card's quorum,
-// each with its approver and evidence, and the card showing them so far.
-func (c *call) countApprovals(g *guard, counted []policy.Approval, now time.Time) error {
-	for i, a := range counted {
-		n := len(g.Approvals) - len(counted) + i + 1
-		who := a.Approver
-		p := policy.PersonOf(a)
-		g.pendingCard.Approvals = append(g.pendingCard.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
-			At: now.UTC().Format(time.RFC3339), Issuer: p.Issuer, Subject: p.Subject})
-		c.status.ApprovedBy = append(c.status.ApprovedBy, who.UserID)
-		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, g.Need, who.UserID, g.Need-n)
-		if a.Reason != "" {
-			msg += " Their note: " + a.Reason
-		}
-		workflow.GetLogger(c.ctx).Info("approval counted", "approver", who.UserID, "of", g.Need)
-		key := fmt.Sprintf("approval-%d", n)
-		if g.version > firstCardVersion {
-			key = fmt.Sprintf("v%d-approval-%d", g.version, n)
-		}
-		if err := c.record(activities.AuditInput{Key: key, Event: activities.EventApprovalCounted, Reason: policy.CodeOK, Message: msg,
-			Args: g.pendingCard.Args, Resource: g.pendingCard.Resource, Value: c.value(), Approver: &who, Evidence: a.Evidence}, g.pendingCard, false); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // takeDecisions reads up to max payloads from the signal channel. A payload
@@ -262,70 +75,112 @@ func takeDecisions(ch workflow.ReceiveChannel, max int) []received {
 	return out
 }
 
-// refuseAll audits refused decisions in one write, up to the cap; past it
-// they are counted, not written one by one. While the card waits (summary
-// is empty) a signedLock card counts and caps the unverified apart; once it
-// has ended (summary says when) one row counts the ones past either cap.
-func (c *call) refuseAll(refused []refusal, unread int, summary string, summaryCode policy.Code) error {
+// tally is what a card's refused decisions have counted: refused ones
+// (towards the lock), and on a card that locks on signed refusals alone
+// (signedLock) the unverified apart (unsigned), with those dropped past
+// their cap unaudited; and, on a card where a signed decision counts once
+// (judgeVersioned), the signatures judged so far. judging is the rules
+// the card is judged by, as recorded when it went up.
+type tally struct {
+	judging                    judging
+	signedLock                 bool
+	seen                       map[string]bool
+	refused, unsigned, dropped int
+}
+
+func newTally(j judging) *tally {
+	t := &tally{judging: j, signedLock: j >= judgeSignedLock}
+	if j >= judgeVersioned {
+		t.seen = map[string]bool{}
+	}
+	return t
+}
+
+// once lets a signed decision count once on a card that keeps track
+// (judgeVersioned): received again, the same signature is refused as a
+// repeat, which never counts towards the lock, whether it was counted,
+// refused or edited the card the first time.
+func (t *tally) once(f refusal) refusal {
+	if t.seen == nil || !f.verified || f.code == policy.CodeExpired {
+		return f
+	}
+	// By the signature's bytes: base64 has more than one spelling of them.
+	sig, _ := base64.StdEncoding.DecodeString(f.a.Signature)
+	if t.seen[string(sig)] {
+		return refusal{received: f.received, code: policy.CodeInvalidArguments, verified: true, repeat: true,
+			why: "this signed decision was received before, and a decision counts once"}
+	}
+	t.seen[string(sig)] = true
+	return f
+}
+
+// key is the audit key of refusal f, or "" past its cap (then counted
+// in dropped, or in over for the card's summary row). While the card
+// waits (summary is empty) a signedLock card counts and caps the
+// unverified apart.
+func (t *tally) key(f refusal, summary string, over *int) string {
+	if t.signedLock && (!f.verified || f.repeat) && summary == "" {
+		if t.unsigned++; t.unsigned > MaxUnsignedAudited {
+			t.dropped++
+			return ""
+		}
+		return fmt.Sprintf("refused-unsigned-%d", t.unsigned)
+	}
+	if t.refused++; t.refused > MaxRefusedDecisions {
+		*over++
+		return ""
+	}
+	return fmt.Sprintf("refused-%d", t.refused)
+}
+
+// refuse audits refused decisions in one write, up to the cap; past it
+// they are counted, not written one by one. Once the card has ended
+// (summary says when) one row counts the ones past either cap, and unread
+// those left unread.
+func (k *card) refuse(refused []refusal, unread int, summary string, summaryCode policy.Code) error {
 	var rows []activities.AuditInput
 	over := unread
+	row := func(key string, code policy.Code, msg string) activities.AuditInput {
+		return activities.AuditInput{Key: key, Event: activities.EventApprovalRefused, Reason: code, Message: msg,
+			Resource: k.board.status.resource, Value: k.d.value(), Tool: k.books.tool, Session: k.books.session}
+	}
 	for _, f := range refused {
-		c.countApproval("refused_" + string(f.code)) // the closed set's code, whatever the row says
-		f.code = refusalCode(c.card.judging, f.code)
-		key := ""
-		switch {
-		case c.card.signedLock && (!f.verified || f.repeat) && summary == "":
-			if c.card.unsigned++; c.card.unsigned > MaxUnsignedAudited {
-				c.card.dropped++
-				continue
-			}
-			key = fmt.Sprintf("refused-unsigned-%d", c.card.unsigned)
-		default:
-			if c.card.refused++; c.card.refused > MaxRefusedDecisions {
-				over++
-				continue
-			}
-			key = fmt.Sprintf("refused-%d", c.card.refused)
+		countApproval(k.ctx, k.books.metricTool, "refused_"+string(f.code)) // the closed set's code, whatever the row says
+		f.code = refusalCode(k.tally.judging, f.code)
+		key := k.tally.key(f, summary, &over)
+		if key == "" {
+			continue
 		}
-		workflow.GetLogger(c.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
-		row := activities.AuditInput{Key: key, Event: activities.EventApprovalRefused, Reason: f.code,
-			Message: "Refused: " + f.why, Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session}
+		workflow.GetLogger(k.ctx).Warn("approval refused", "code", f.code, "verified", f.verified)
+		r := row(key, f.code, "Refused: "+f.why)
 		if f.verified {
 			who := f.a.Approver
-			row.Approver, row.Evidence = &who, f.a.Evidence
+			r.Approver, r.Evidence = &who, f.a.Evidence
 		} else {
-			row.ClaimedBy = f.a.Approver.UserID
+			r.ClaimedBy = f.a.Approver.UserID
 		}
-		rows = append(rows, row)
+		rows = append(rows, r)
 	}
 	if over > 0 && summary != "" {
-		rows = append(rows, activities.AuditInput{Key: "refused-past-cap", Event: activities.EventApprovalRefused, Reason: summaryCode,
-			Message:  fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions),
-			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
+		rows = append(rows, row("refused-past-cap", summaryCode,
+			fmt.Sprintf("%d more decisions arrived %s and are not audited one by one (past the cap of %d, or left unread once the card ended); none counted", over, summary, MaxRefusedDecisions)))
 	}
-	if c.card.dropped > 0 && summary != "" {
-		rows = append(rows, activities.AuditInput{Key: "refused-unsigned-past-cap", Event: activities.EventApprovalRefused, Reason: policy.CodeCredentialUnavailable,
-			Message:  fmt.Sprintf("%d more payloads whose signature did not verify (unsigned, forged or undecodable), or that repeated a signed decision, arrived and were dropped unaudited, past the cap of %d; none counted, nor towards the lock", c.card.dropped, MaxUnsignedAudited),
-			Resource: c.status.resource, Value: c.value(), Tool: c.in.Tool, Session: c.in.Session})
-		c.card.dropped = 0
+	if k.tally.dropped > 0 && summary != "" {
+		rows = append(rows, row("refused-unsigned-past-cap", policy.CodeCredentialUnavailable,
+			fmt.Sprintf("%d more payloads whose signature did not verify (unsigned, forged or undecodable), or that repeated a signed decision, arrived and were dropped unaudited, past the cap of %d; none counted, nor towards the lock", k.tally.dropped, MaxUnsignedAudited)))
+		k.tally.dropped = 0
 	}
-	if len(rows) == 0 {
-		return nil
-	}
-	if err := workflow.ExecuteLocalActivity(localBookkeeping(c.ctx, fmt.Sprintf("audit %d refused decisions", len(rows))), acts.AuditAll, rows).Get(c.ctx, nil); err != nil {
-		return fmt.Errorf("audit refused decisions: %w", err)
-	}
-	return nil
+	return k.books.auditAll(rows)
 }
 
 // drain refuses the decisions that arrived after the card ended.
-func (c *call) drain(final CallStatus, code policy.Code) error {
+func (k *card) drain(final CallStatus, code policy.Code) error {
 	if code == policy.CodeOK {
 		code = policy.CodeInvalidArguments
 	}
-	ch := workflow.GetSignalChannel(c.ctx, ApprovalSignal)
-	pending := append(c.card.late, takeDecisions(ch, batchSize)...)
-	c.card.late = nil
+	ch := workflow.GetSignalChannel(k.ctx, ApprovalSignal)
+	pending := append(k.late, takeDecisions(ch, batchSize)...)
+	k.late = nil
 	// Past one batch nothing more is read: the card has ended, and what is
 	// left is counted in the summary row unread.
 	unread := ch.Len()
@@ -337,5 +192,5 @@ func (c *call) drain(final CallStatus, code policy.Code) error {
 		}
 		refused = append(refused, f)
 	}
-	return c.refuseAll(refused, unread, "after the card was "+string(final), code)
+	return k.refuse(refused, unread, "after the card was "+string(final), code)
 }

@@ -17,142 +17,138 @@ import (
 // approver can grow a call's history without end; the next edit is refused.
 const MaxEdits = 5
 
-// revise runs an approver's edit: the chain again on the edited args (the
-// checks, a fresh dry run as the requester, the value against the hard
-// limit and the routing, the limits with the new value), and, if it all
-// passes, puts the card up as a new version: a new args hash (the old one
-// is refused from then on), value, approver role and evidence, and no
-// approvals counted yet. An edit that fails is refused like any decision,
-// audited with its code, and the card stays as it was; one that finds a
-// pinned tool no longer as accepted ends the card (codeChanged).
-func (c *call) revise(g *guard, v *policy.Verdict, a policy.Approval) (CallStatus, error) {
-	refuse := func(code policy.Code, why string) (CallStatus, error) {
-		return "", c.refuseAll([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
+// revise runs an approver's edit a on card k: the chain again on the
+// edited args (edited), and, if it all passes, the card's next version
+// (card.revised): a new args hash (the old one is refused from then on),
+// value, approver role and evidence, and no approvals counted yet. An
+// edit that fails is refused like any decision, audited with its code,
+// and the card stays as it was (next is nil); one that finds a pinned
+// tool no longer as accepted ends the card (codeChanged).
+func (c *call) revise(k *card, a policy.Approval) (*card, CallStatus, error) {
+	refuse := func(code policy.Code, why string) (*card, CallStatus, error) {
+		return nil, "", k.refuse([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
 	}
-	// A pinned tool (recorded so since the check before a card) found no
-	// longer as accepted ends the card: no version of it can run.
-	changed := func(err error, nv policy.Verdict) (CallStatus, bool) {
-		code, msg, _, _ := upstreamFailure(err, true, c.system())
-		if code != policy.CodeDefinitionChanged || nv.Tool == nil || !nv.Tool.Pinned {
-			return "", false
-		}
-		g.changed = msg
-		return codeChanged, true
-	}
-	if g.version > MaxEdits {
-		return refuse(policy.CodeInvalidArguments, fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits))
-	}
-	args, err := policy.ApplyEdit(v.Args, a.Edit, g.Editable)
-	if err != nil {
-		return refuse(policy.CodeInvalidArguments, err.Error())
-	}
-	nv := c.checkArgs(args, nil)
-	var pv activities.PreviewResult
-	if nv.Allowed() && nv.NeedsPreview {
-		if pv, err = c.dryRun(nv, "dry run of the edited "+c.in.Tool); err != nil {
-			if ended, ok := changed(err, nv); ok {
-				return ended, nil
-			}
-			code, msg, _, _ := upstreamFailure(err, true, c.system())
-			return refuse(code, "its dry run failed: "+msg)
-		}
-		if nv = c.checkArgs(args, &pv.ValueCents); nv.Allowed() && pv.Shortfall != "" {
-			return refuse(policy.CodeUpstreamError, "nothing can be planned: "+pv.Shortfall)
-		}
-	}
-	if nv.Allowed() && !nv.NeedsPreview && nv.Tool != nil && nv.Tool.Pinned {
-		opts := readOptions("check that " + c.in.Tool + " is still defined as accepted")
-		if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, localRead(opts)), acts.Accepted, c.previewInput(nv)).Get(c.ctx, nil); err != nil {
-			if ended, ok := changed(err, nv); ok {
-				return ended, nil
-			}
-			code, msg, _, _ := upstreamFailure(err, true, c.system())
-			return refuse(code, "its tool could not be checked: "+msg)
-		}
-	}
-	if !nv.NeedsPreview && nv.ValueCents != nil {
-		pv.ValueCents = *nv.ValueCents // the value is an arg's, edited with the rest
-	}
+	e := c.edited(k, a)
 	switch {
-	case !nv.Allowed():
-		return refuse(nv.Code, nv.Message)
-	case nv.Decision != policy.DecisionApprove || nv.NeedsPreview:
-		return refuse(policy.CodeInvalidArguments, "an edit must leave a card for a person to decide")
+	case e.changed != "":
+		k.changed = e.changed
+		return nil, codeChanged, nil
+	case e.code != "":
+		return refuse(e.code, e.why)
 	}
-	action := nv.Args
-	if len(pv.Action) > 0 {
-		action = pv.Action
+	action := e.nv.Args
+	if len(e.pv.Action) > 0 {
+		action = e.pv.Action
 	}
 	hash, err := policy.ArgsHash(c.in.Tool, action)
 	if err != nil {
-		return "", fmt.Errorf("hash the edited action: %w", err)
+		return nil, "", fmt.Errorf("hash the edited action: %w", err)
 	}
-	if hash == g.ArgsHash {
+	if hash == k.ArgsHash {
 		return refuse(policy.CodeInvalidArguments, "it changes nothing that would run")
 	}
-	prev := c.status.ValueCents
-	need := max(1, nv.Approvals)
-	card := g.pendingCard
-	card.Args, card.ArgsHash, card.Card, card.ValueCents, card.ApproverRole = action, hash, pv.Card, pv.ValueCents, nv.ApproverRole
-	card.Evidence, card.ApprovalsNeeded, card.Approvals, card.CardVersion = nv.Evidence, need, nil, g.version+1
-	card.Justification = policy.JustificationOf(nv.Args)
-	if g.Card.Version > 0 {
-		card.SignedVersion = card.CardVersion
-	}
-	if g.Escalated && nv.EscalateTo != "" {
-		card.EscalatedTo = nv.EscalateTo
-	}
-	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", card.CardVersion, a.Approver.UserID, editSummary(a.Edit),
-		c.settings.Policy.FormatValue(c.in.Tool, pv.ValueCents), c.settings.Policy.FormatValue(c.in.Tool, prev), strings.ReplaceAll(string(nv.ApproverRole), "_", " "))
+	next := k.revised(e.nv, e.pv, action, hash)
+	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", next.version, a.Approver.UserID, editSummary(a.Edit),
+		c.settings.Policy.FormatValue(c.in.Tool, e.pv.ValueCents), c.settings.Policy.FormatValue(c.in.Tool, k.pending.ValueCents), strings.ReplaceAll(string(e.nv.ApproverRole), "_", " "))
 	if a.Reason != "" {
 		msg += " Their note: " + a.Reason
 	}
-	intent, _ := policy.Intent(c.in.Tool, nv.Resource, action, c.intentRequester())
-	in := activities.ReviseInput{Verdict: nv, ValueCents: pv.ValueCents, PrevValueCents: prev, Intent: intent, Card: card,
-		Audit: activities.AuditInput{Key: fmt.Sprintf("edited-%d", card.CardVersion), Event: activities.EventEdited, Reason: policy.CodeOK, Message: msg,
-			Args: action, Resource: nv.Resource, Value: &pv.ValueCents, Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
+	intent, _ := policy.Intent(c.in.Tool, e.nv.Resource, action, next.d.intentRequester(c.in.Session.UserID))
+	in := activities.ReviseInput{Verdict: e.nv, ValueCents: e.pv.ValueCents, PrevValueCents: k.pending.ValueCents, Intent: intent, Card: next.pending,
+		Audit: activities.AuditInput{Key: fmt.Sprintf("edited-%d", next.version), Event: activities.EventEdited, Reason: policy.CodeOK, Message: msg,
+			Args: action, Resource: e.nv.Resource, Value: next.d.value(), Approver: &a.Approver, Evidence: a.Evidence, Tool: c.in.Tool, Session: c.in.Session}}
 	var res activities.ReviseResult
-	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, fmt.Sprintf("revise the card to version %d", card.CardVersion)), acts.Revise, in).Get(c.ctx, &res); err != nil {
-		return "", fmt.Errorf("revise the card: %w", err)
+	if err := workflow.ExecuteActivity(bookkeeping(c.ctx, fmt.Sprintf("revise the card to version %d", next.version)), acts.Revise, in).Get(c.ctx, &res); err != nil {
+		return nil, "", fmt.Errorf("revise the card: %w", err)
 	}
 	if res.Code != policy.CodeOK {
 		return refuse(res.Code, res.Message)
 	}
-	workflow.GetLogger(c.ctx).Info("card edited", "version", card.CardVersion, "by", a.Approver.UserID, "approverRole", nv.ApproverRole)
-	*v = nv
-	c.decision.dryRun = &pv
-	g.Role, g.ArgsHash, g.Evidence, g.Need, g.Approvals, g.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
-	g.EscalateTo, g.version, g.pendingCard, g.Card.Version = nv.EscalateTo, card.CardVersion, card, card.SignedVersion
-	c.status.Card, c.status.ValueCents, c.status.ApproverRole, c.status.ArgsHash = pv.Card, pv.ValueCents, nv.ApproverRole, hash
-	c.status.ApprovalsNeeded, c.status.ApprovedBy, c.status.Version, c.status.EscalatedTo = need, nil, card.CardVersion, card.EscalatedTo
-	c.status.resource, c.status.SignedVersion = nv.Resource, card.SignedVersion
-	c.setStatus(StatusPendingApproval, policy.CodeOK)
-	c.notify(activities.CardEventPending, card, "")
-	return "", nil
+	workflow.GetLogger(c.ctx).Info("card edited", "version", next.version, "by", a.Approver.UserID, "approverRole", e.nv.ApproverRole)
+	c.board.show(next)
+	c.board.set(StatusPendingApproval, policy.CodeOK)
+	c.books.notify(activities.CardEventPending, next.pending, "")
+	return next, "", nil
 }
 
-// checkArgs runs steps 0-6 on other args of the same call (an edit's),
-// recorded like check.
-func (c *call) checkArgs(args json.RawMessage, value *int64) policy.Verdict {
-	saved := c.req.Args
-	c.req.Args = args
-	defer func() { c.req.Args = saved }()
-	return c.check(value)
+// editCheck is the chain's answer to an edit: its verdict and dry run, or the
+// code and why it is refused, or, for a pinned tool no longer as
+// accepted, the note the card ends with (changed).
+type editCheck struct {
+	nv      policy.Verdict
+	pv      activities.PreviewResult
+	code    policy.Code
+	why     string
+	changed string
 }
 
-// dryRun runs the tool's dry run as the requester and returns its error
-// instead of ending the call.
-func (c *call) dryRun(v policy.Verdict, summary string) (activities.PreviewResult, error) {
-	var pv activities.PreviewResult
-	opts := readOptions(summary)
-	in := c.previewInput(v)
-	if c.version >= shapeLean {
-		// A dry run changes nothing upstream: it runs in the workflow task.
-		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c.ctx, localRead(opts)), acts.Preview, in).Get(c.ctx, &pv)
-		return pv, err
+// edited runs the chain on the args edit a makes to card k: the checks, a
+// fresh dry run as the requester, the value against the hard limit and
+// the routing, and a pinned tool's definition.
+func (c *call) edited(k *card, a policy.Approval) editCheck {
+	// A pinned tool (recorded so since the check before a card) found no
+	// longer as accepted ends the card: no version of it can run.
+	failed := func(err error, nv policy.Verdict, what string) editCheck {
+		code, msg, _, _ := upstreamFailure(err, true, c.system)
+		if code == policy.CodeDefinitionChanged && nv.Tool != nil && nv.Tool.Pinned {
+			return editCheck{changed: msg}
+		}
+		return editCheck{code: code, why: what + msg}
 	}
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, opts), acts.Preview, in).Get(c.ctx, &pv)
-	return pv, err
+	if k.version > MaxEdits {
+		return editCheck{code: policy.CodeInvalidArguments, why: fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits)}
+	}
+	args, err := policy.ApplyEdit(k.d.verdict.Args, a.Edit, k.Editable)
+	if err != nil {
+		return editCheck{code: policy.CodeInvalidArguments, why: err.Error()}
+	}
+	e := editCheck{nv: c.check(args, nil)}
+	if e.nv.Allowed() && e.nv.NeedsPreview {
+		if e.pv, err = c.up.dryRun(e.nv, "dry run of the edited "+c.in.Tool); err != nil {
+			return failed(err, e.nv, "its dry run failed: ")
+		}
+		if e.nv = c.check(args, &e.pv.ValueCents); e.nv.Allowed() && e.pv.Shortfall != "" {
+			return editCheck{code: policy.CodeUpstreamError, why: "nothing can be planned: " + e.pv.Shortfall}
+		}
+	}
+	if e.nv.Allowed() && !e.nv.NeedsPreview && e.nv.Tool != nil && e.nv.Tool.Pinned {
+		if err := c.up.accepted(e.nv); err != nil {
+			return failed(err, e.nv, "its tool could not be checked: ")
+		}
+	}
+	if !e.nv.NeedsPreview && e.nv.ValueCents != nil {
+		e.pv.ValueCents = *e.nv.ValueCents // the value is an arg's, edited with the rest
+	}
+	switch {
+	case !e.nv.Allowed():
+		return editCheck{code: e.nv.Code, why: e.nv.Message}
+	case e.nv.Decision != policy.DecisionApprove || e.nv.NeedsPreview:
+		return editCheck{code: policy.CodeInvalidArguments, why: "an edit must leave a card for a person to decide"}
+	}
+	return e
+}
+
+// revised is k's next version, for the edited verdict nv and dry run pv,
+// naming action (its hash hash): what it shows, routes and needs changes,
+// its approvals start again; its timers, tally and expiry stay.
+func (k *card) revised(nv policy.Verdict, pv activities.PreviewResult, action json.RawMessage, hash string) *card {
+	next := *k
+	next.d.verdict, next.d.dryRun = nv, &pv
+	need := max(1, nv.Approvals)
+	p := k.pending
+	p.Args, p.ArgsHash, p.Card, p.ValueCents, p.ApproverRole = action, hash, pv.Card, pv.ValueCents, nv.ApproverRole
+	p.Evidence, p.ApprovalsNeeded, p.Approvals, p.CardVersion = nv.Evidence, need, nil, k.version+1
+	p.Justification = policy.JustificationOf(nv.Args)
+	if k.Card.Version > 0 {
+		p.SignedVersion = p.CardVersion
+	}
+	if k.Escalated && nv.EscalateTo != "" {
+		p.EscalatedTo = nv.EscalateTo
+	}
+	next.pending, next.version, next.escalatedTo = p, p.CardVersion, p.EscalatedTo
+	next.Role, next.ArgsHash, next.Evidence, next.Need, next.Approvals, next.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
+	next.EscalateTo, next.Card.Version = nv.EscalateTo, p.SignedVersion
+	return &next
 }
 
 // readOptions are a read's before a card goes up (a dry run, a check of
@@ -168,20 +164,6 @@ func readOptions(summary string) workflow.ActivityOptions {
 func localRead(opts workflow.ActivityOptions) workflow.LocalActivityOptions {
 	return workflow.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
 		RetryPolicy: opts.RetryPolicy, Summary: opts.Summary}
-}
-
-// previewInput is who a read before the card acts as, and on what.
-func (c *call) previewInput(v policy.Verdict) activities.PreviewInput {
-	return activities.PreviewInput{Acting: c.acting(v, v.Args)}
-}
-
-// acting is who the call acts as upstream, on args, under verdict v: the
-// same for a dry run, a check before a card and the call itself.
-func (c *call) acting(v policy.Verdict, args json.RawMessage) activities.Acting {
-	s := c.in.Session
-	return activities.Acting{Tool: c.in.Tool, Args: args, Resource: v.Resource, UserID: s.UserID, CredentialRef: c.credential(),
-		Role: s.Role, Resources: s.Resources, RequiredTier: v.RequesterTier, RequiredMaxAgeSeconds: v.RequesterMaxAgeSeconds,
-		AskedAt: c.askedAt(), Verified: v.Verified, ConversationID: s.ConversationID}
 }
 
 // editSummary says what an edit changes, as "quantity to 60", in key order.

@@ -26,8 +26,8 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 	if !sr.Conflict && len(sr.Result) > 0 {
 		var res ToolCallResult
 		if json.Unmarshal(sr.Result, &res) == nil && res.Status != "" {
-			c.status.Card = res.Card
-			c.setStatus(res.Status, res.Code.Canonical())
+			c.board.status.Card = res.Card
+			c.board.set(res.Status, res.Code.Canonical())
 			return res, nil
 		}
 	}
@@ -35,12 +35,25 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 	if !sr.Conflict {
 		msg = fmt.Sprintf("This toolCallId was already used by an earlier run (%s), so nothing ran again. Tell the person; if the call is still needed, use a new toolCallId.", sr.Ended)
 	}
-	c.setStatus(StatusDenied, policy.CodeIdempotencyConflict)
-	if err := c.audit(activities.AuditInput{Key: "idempotency-conflict", Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
-		Message: msg, Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{})}); err != nil {
+	c.board.set(StatusDenied, policy.CodeIdempotencyConflict)
+	if err := c.books.audit(activities.AuditInput{Key: "idempotency-conflict", Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
+		Message: msg, Args: c.in.Args, Resource: c.board.about(policy.Verdict{})}); err != nil {
 		return ToolCallResult{}, err
 	}
-	return c.result(StatusDenied, policy.CodeIdempotencyConflict, msg, false, false, nil), nil
+	return c.board.result(StatusDenied, policy.CodeIdempotencyConflict, msg, false, false, nil), nil
+}
+
+// claims is the call's claim on its ID: what was asked (fingerprint,
+// policy.Fingerprint of its input), which its first write carries, and
+// how many duplicates asked for something else.
+type claims struct {
+	key, toolCallID, fingerprint string
+	conflicts                    int
+}
+
+// claim is the claim a run's first write carries.
+func (cl *claims) claim() *activities.Claim {
+	return &activities.Claim{Fingerprint: cl.fingerprint}
 }
 
 // conflicting answers a duplicate start that attached to this run (the
@@ -48,24 +61,24 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 // other args or another session, it gets idempotency_conflict, audited
 // (up to MaxRefusedDecisions times), never this call's outcome. An Update
 // without input (older clients) is not compared.
-func (c *call) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outcome, error) {
+func (cl *claims) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outcome, error) {
 	if asked.Tool == "" && asked.ToolCallID == "" && len(asked.Args) == 0 {
 		return nil, nil
 	}
 	theirs := policy.Request{Tool: asked.Tool, Args: asked.Args, Session: asked.Session}
-	if asked.ToolCallID == c.in.ToolCallID && policy.Fingerprint(theirs) == policy.Fingerprint(c.req) {
+	if asked.ToolCallID == cl.toolCallID && policy.Fingerprint(theirs) == cl.fingerprint {
 		return nil, nil
 	}
-	c.ledger.conflicts++
+	cl.conflicts++
 	msg := "This toolCallId is already in use for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
-	if c.ledger.conflicts <= MaxRefusedDecisions {
+	if cl.conflicts <= MaxRefusedDecisions {
 		err := workflow.ExecuteActivity(bookkeeping(ctx, "audit idempotency conflict"), acts.Audit, activities.AuditInput{
-			Key: fmt.Sprintf("idempotency-conflict-%d", c.ledger.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
+			Key: fmt.Sprintf("idempotency-conflict-%d", cl.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
 			Message: msg, Args: asked.Args, Tool: asked.Tool, Session: asked.Session}).Get(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("audit idempotency conflict: %w", err)
 		}
 	}
 	return &Outcome{ToolCallResult: ToolCallResult{Status: StatusDenied, Code: policy.CodeIdempotencyConflict, Message: msg,
-		Result: json.RawMessage("{}"), IdempotencyKey: c.key}}, nil
+		Result: json.RawMessage("{}"), IdempotencyKey: cl.key}}, nil
 }

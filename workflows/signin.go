@@ -24,83 +24,99 @@ type signInNeed struct {
 	result json.RawMessage
 }
 
-// needSignIn asks for a sign-in instead of ending the call, when the call
-// can carry on after one: its shape has the wait (version 6), it has a
-// person to sign in, nothing was approved yet (an approved card runs with
-// the credential it was approved with, or not at all), and it has rounds
-// left.
-func (c *call) needSignIn(code policy.Code, result json.RawMessage) bool {
-	if c.version < shapeSignInWait || c.in.Session.UserID == "" || c.card.approved != nil || c.signIn.rounds >= MaxSignInRounds ||
-		(code != policy.CodeCredentialUnavailable && code != policy.CodeStepUpRequired) {
+// signInWait is the call's wait for its person to sign in: whether it
+// waits at all (its shape has the wait and it has a person to sign in),
+// what needs it now, the rounds so far, and the one deadline set at the
+// first.
+type signInWait struct {
+	waits   bool
+	need    *signInNeed
+	rounds  int
+	timer   workflow.Future
+	ttl     time.Duration
+	expires string
+}
+
+// ask asks for a sign-in instead of ending the call, when the call can
+// carry on after one: it waits for sign-ins, nothing was approved yet (an
+// approved card runs with the credential it was approved with, or not at
+// all), the code is one a sign-in answers, and it has rounds left.
+func (w *signInWait) ask(code policy.Code, result json.RawMessage, approved bool) bool {
+	if !w.waits || approved || w.rounds >= MaxSignInRounds || (code != policy.CodeCredentialUnavailable && code != policy.CodeStepUpRequired) {
 		return false
 	}
-	c.signIn.need = &signInNeed{code: code, result: result}
+	w.need = &signInNeed{code: code, result: result}
 	return true
 }
 
-// awaitSignIn records the wait, publishes it as the first outcome (unless a
+// await records the wait, publishes it as the first outcome (unless a
 // card came first) and waits for the credential signal or the sign-in
-// deadline, which is set once, at the first wait. It reports whether the
-// call was resumed; if not, the call has ended expired with res.
-func (c *call) awaitSignIn() (resumed bool, res ToolCallResult, err error) {
-	need := *c.signIn.need
-	c.signIn.need = nil
-	c.signIn.rounds++
-	if c.signIn.timer == nil {
-		var ttl time.Duration
-		set := c.settings.SignInTTL
-		if err := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: "sign-in wait in force"}, func(workflow.Context) any {
-			if set <= 0 {
-				return DefaultSignInTTL
-			}
-			return set
-		}).Get(&ttl); err != nil {
-			return false, res, fmt.Errorf("sign-in TTL: %w", err)
-		}
-		c.signIn.ttl = ttl
-		c.signIn.expires = workflow.Now(c.ctx).Add(ttl).UTC().Format(time.RFC3339)
-		c.signIn.timer = workflow.NewTimerWithOptions(c.ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("sign-in wait expires after %s", ttl)})
+// deadline, which is set once, at the first wait (set is the deployment's
+// wait). It returns the credential the person signed in with; with none,
+// the call has ended expired with res.
+func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk *books, claim *activities.Claim) (string, ToolCallResult, error) {
+	need := *w.need
+	w.need = nil
+	w.rounds++
+	if err := w.startTimer(ctx, set); err != nil {
+		return "", ToolCallResult{}, err
 	}
-	c.status.ExpiresAt = c.signIn.expires
-	c.setStatus(StatusAwaitingSignIn, need.code)
+	b.status.ExpiresAt = w.expires
+	b.set(StatusAwaitingSignIn, need.code)
 	msg := fmt.Sprintf("The person must sign in before this can run on their behalf (%s). Ask them to sign in; the call waits until %s and carries on by itself once they have. Do not call again.",
-		signInWhy(need.code), c.signIn.expires)
-	if err := c.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", c.signIn.rounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
-		Message: msg, Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{}), Claim: c.claim()}); err != nil {
-		return false, res, err
+		signInWhy(need.code), w.expires)
+	if err := bk.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", w.rounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
+		Message: msg, Args: b.in.Args, Resource: b.about(policy.Verdict{}), Claim: claim}); err != nil {
+		return "", ToolCallResult{}, err
 	}
-	if c.ledger.first == nil {
-		c.ledger.first = c.outcome(c.result(StatusAwaitingSignIn, need.code, msg, false, true, need.result))
-	}
-	workflow.GetLogger(c.ctx).Info("waiting for sign-in", "tool", c.in.Tool, "code", need.code, "expiresAt", c.signIn.expires)
+	b.publish(b.result(StatusAwaitingSignIn, need.code, msg, false, true, need.result))
+	workflow.GetLogger(ctx).Info("waiting for sign-in", "tool", b.in.Tool, "code", need.code, "expiresAt", w.expires)
 
-	ch := workflow.GetSignalChannel(c.ctx, CredentialSignal)
+	ch := workflow.GetSignalChannel(ctx, CredentialSignal)
 	for {
 		var got *CredentialInput
 		expired := false
-		sel := workflow.NewSelector(c.ctx)
-		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { got = takeCredential(c.ctx, ch) })
-		sel.AddFuture(c.signIn.timer, func(workflow.Future) { expired = true })
-		sel.Select(c.ctx)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(ch, func(ch workflow.ReceiveChannel, _ bool) { got = takeCredential(ctx, ch) })
+		sel.AddFuture(w.timer, func(workflow.Future) { expired = true })
+		sel.Select(ctx)
 		if expired {
-			c.setStatus(StatusExpired, policy.CodeExpired)
-			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", c.signIn.ttl, c.in.Tool)
-			if err := c.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
-				Args: c.in.Args, Resource: c.resourceForAudit(policy.Verdict{})}); err != nil {
-				return false, res, err
+			b.set(StatusExpired, policy.CodeExpired)
+			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", w.ttl, b.in.Tool)
+			if err := bk.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
+				Args: b.in.Args, Resource: b.about(policy.Verdict{})}); err != nil {
+				return "", ToolCallResult{}, err
 			}
-			return false, c.result(StatusExpired, policy.CodeExpired, msg, false, true, nil), nil
+			return "", b.result(StatusExpired, policy.CodeExpired, msg, false, true, nil), nil
 		}
 		if got != nil {
-			c.signIn.credentialRef = got.CredentialRef
-			c.req.Session.CredentialRef = got.CredentialRef
-			c.decision.dryRun, c.decision.facts = nil, nil
-			c.status.ExpiresAt = ""
-			c.setStatus(StatusDeciding, "")
-			workflow.GetLogger(c.ctx).Info("sign-in received; the chain runs again", "tool", c.in.Tool, "round", c.signIn.rounds)
-			return true, res, nil
+			b.status.ExpiresAt = ""
+			b.set(StatusDeciding, "")
+			workflow.GetLogger(ctx).Info("sign-in received; the chain runs again", "tool", b.in.Tool, "round", w.rounds)
+			return got.CredentialRef, ToolCallResult{}, nil
 		}
 	}
+}
+
+// startTimer sets the wait's deadline at the first wait: the deployment's
+// wait set (DefaultSignInTTL when zero), recorded.
+func (w *signInWait) startTimer(ctx workflow.Context, set time.Duration) error {
+	if w.timer != nil {
+		return nil
+	}
+	var ttl time.Duration
+	if err := workflow.SideEffectWithOptions(ctx, workflow.SideEffectOptions{Summary: "sign-in wait in force"}, func(workflow.Context) any {
+		if set <= 0 {
+			return DefaultSignInTTL
+		}
+		return set
+	}).Get(&ttl); err != nil {
+		return fmt.Errorf("sign-in TTL: %w", err)
+	}
+	w.ttl = ttl
+	w.expires = workflow.Now(ctx).Add(ttl).UTC().Format(time.RFC3339)
+	w.timer = workflow.NewTimerWithOptions(ctx, ttl, workflow.TimerOptions{Summary: fmt.Sprintf("sign-in wait expires after %s", ttl)})
+	return nil
 }
 
 // signInWhy says in a few words why a sign-in is needed.

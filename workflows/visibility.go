@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -55,53 +56,119 @@ func label(s string) string {
 	return string(r)
 }
 
-// setStatus moves the call to a new status: the status query, the search
+// board is what a call shows of itself: the status query's answer, the
+// search attributes and current details ops read in Temporal Web, and the
+// results and first outcome an agent backend gets. All of them follow
+// set, and, while a card is up, show.
+type board struct {
+	ctx    workflow.Context
+	policy *policy.Policy
+	in     ToolCallInput
+	key    string
+	shape  shape
+	status Status
+	// first is the call's first outcome: a card or a sign-in wait, else
+	// its result.
+	first *Outcome
+}
+
+// show puts what card k shows on the board: the status query's card
+// fields, and the search attributes and details that follow from them at
+// the next set.
+func (b *board) show(k *card) {
+	s := &b.status
+	s.Card, s.ValueCents, s.ApproverRole, s.ArgsHash = k.pending.Card, k.pending.ValueCents, k.Role, k.ArgsHash
+	s.ExpiresAt, s.SignedVersion, s.ApprovalsNeeded, s.EscalatedTo = k.pending.ExpiresAt, k.Card.Version, k.Need, k.escalatedTo
+	s.resource, s.ApprovedBy, s.Version = k.d.verdict.Resource, nil, 0
+	for _, a := range k.pending.Approvals {
+		s.ApprovedBy = append(s.ApprovedBy, a.UserID)
+	}
+	if k.version > firstCardVersion {
+		s.Version = k.version
+	}
+}
+
+// set moves the call to a new status: the status query, the search
 // attributes and the current details all follow.
-func (c *call) setStatus(status CallStatus, code policy.Code) {
-	c.status.Status = status
+func (b *board) set(status CallStatus, code policy.Code) {
+	b.status.Status = status
 	if status == StatusExecuting {
-		if c.status.Card == "" {
+		if b.status.Card == "" {
 			return // a call without a card runs in the same task; its final status follows at once
 		}
-		if c.version >= shapeLean {
+		if b.shape.lean() {
 			// The run is short and its end upserts: the status query and the
 			// current details say executing meanwhile, at no action's cost.
-			workflow.SetCurrentDetails(c.ctx, c.details(code))
+			workflow.SetCurrentDetails(b.ctx, b.details(code))
 			return
 		}
 	}
-	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(c.settings.Policy, c.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(c.in.Session.UserID))}
+	updates := []temporal.SearchAttributeUpdate{ToolNameKey.ValueSet(toolLabel(b.policy, b.in.Tool)), ToolStatusKey.ValueSet(string(status)), RequestedByKey.ValueSet(label(b.in.Session.UserID))}
 	if code != "" {
 		updates = append(updates, ToolCodeKey.ValueSet(string(code)))
 	}
-	if c.status.resource.Kind != "" {
-		updates = append(updates, ResourceKey.ValueSet(resourceLabel(c.status.resource)))
+	if b.status.resource.Kind != "" {
+		updates = append(updates, ResourceKey.ValueSet(resourceLabel(b.status.resource)))
 	}
-	if c.status.ValueCents != 0 {
-		updates = append(updates, ValueCentsKey.ValueSet(c.status.ValueCents))
+	if b.status.ValueCents != 0 {
+		updates = append(updates, ValueCentsKey.ValueSet(b.status.ValueCents))
 	}
-	if c.status.ApproverRole != "" {
-		updates = append(updates, ApproverRoleKey.ValueSet(string(c.status.ApproverRole)))
+	if b.status.ApproverRole != "" {
+		updates = append(updates, ApproverRoleKey.ValueSet(string(b.status.ApproverRole)))
 	}
-	if err := workflow.UpsertTypedSearchAttributes(c.ctx, updates...); err != nil {
-		workflow.GetLogger(c.ctx).Warn("search attributes not updated", "error", err)
+	if err := workflow.UpsertTypedSearchAttributes(b.ctx, updates...); err != nil {
+		workflow.GetLogger(b.ctx).Warn("search attributes not updated", "error", err)
 	}
-	workflow.SetCurrentDetails(c.ctx, c.details(code))
+	workflow.SetCurrentDetails(b.ctx, b.details(code))
 }
 
 // details is the Markdown Temporal Web shows as the call's current details.
-func (c *call) details(code policy.Code) string {
-	d := fmt.Sprintf("**%s** · %s by %s (%s)", c.status.Status, toolLabel(c.settings.Policy, c.in.Tool), label(c.in.Session.UserID), label(string(c.in.Session.Role)))
+func (b *board) details(code policy.Code) string {
+	s := b.status
+	d := fmt.Sprintf("**%s** · %s by %s (%s)", s.Status, toolLabel(b.policy, b.in.Tool), label(b.in.Session.UserID), label(string(b.in.Session.Role)))
 	if code != "" && code != policy.CodeOK {
 		d += fmt.Sprintf(" · code `%s`", code)
 	}
-	if c.status.resource.Kind != "" {
-		d += " · " + label(c.status.resource.String())
+	if s.resource.Kind != "" {
+		d += " · " + label(s.resource.String())
 	}
-	if c.status.Card != "" {
-		d += fmt.Sprintf("\n\nCard: %s\n\nRouted to %s, expires %s, args hash `%s`", c.status.Card, c.status.ApproverRole, c.status.ExpiresAt, c.status.ArgsHash)
+	if s.Card != "" {
+		d += fmt.Sprintf("\n\nCard: %s\n\nRouted to %s, expires %s, args hash `%s`", s.Card, s.ApproverRole, s.ExpiresAt, s.ArgsHash)
 	}
 	return d
+}
+
+// result is the call's result with status and code: msg and result for
+// the model, the card it showed, the idempotency key.
+func (b *board) result(status CallStatus, code policy.Code, msg string, retryable, auth bool, result json.RawMessage) ToolCallResult {
+	if len(result) == 0 {
+		result = json.RawMessage("{}")
+	}
+	return ToolCallResult{Status: status, Code: code, Message: msg, Retryable: retryable, AuthRequired: auth,
+		Result: result, Card: b.status.Card, IdempotencyKey: b.key}
+}
+
+// outcome is res as the first outcome: with the card, if one is up.
+func (b *board) outcome(res ToolCallResult) *Outcome {
+	return &Outcome{ToolCallResult: res, ValueCents: b.status.ValueCents, ApproverRole: b.status.ApproverRole,
+		ExpiresAt: b.status.ExpiresAt, ArgsHash: b.status.ArgsHash, RunID: b.status.RunID, SignedVersion: b.status.SignedVersion}
+}
+
+// publish makes res the call's first outcome, unless one came before it.
+func (b *board) publish(res ToolCallResult) {
+	if b.first == nil {
+		b.first = b.outcome(res)
+	}
+}
+
+// about is the resource a refused call was about: the one it named, else
+// the session's (policy.ResourceAbout), so "what happened at this
+// resource" finds it.
+func (b *board) about(v policy.Verdict) policy.ResourceRef {
+	if v.Resource.Kind != "" {
+		return v.Resource
+	}
+	return b.policy.ResourceAbout(b.in.Tool, b.in.Args, b.in.Session)
 }
 
 // resourceLabel is a resource as the Resource search attribute holds it:
