@@ -44,10 +44,13 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 }
 
 // claims is the call's claim on its ID: what was asked (fingerprint,
-// policy.Fingerprint of its input), which its first write carries, and
-// how many duplicates asked for something else.
+// policy.Fingerprint of its input), which its first write carries; the
+// request as it stands (req: a sign-in changes its credential), which a
+// duplicate is compared with; and how many duplicates asked for something
+// else.
 type claims struct {
 	key, toolCallID, fingerprint string
+	req                          *policy.Request
 	conflicts                    int
 }
 
@@ -66,7 +69,7 @@ func (cl *claims) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outco
 		return nil, nil
 	}
 	theirs := policy.Request{Tool: asked.Tool, Args: asked.Args, Session: asked.Session}
-	if asked.ToolCallID == cl.toolCallID && policy.Fingerprint(theirs) == cl.fingerprint {
+	if asked.ToolCallID == cl.toolCallID && policy.Fingerprint(theirs) == policy.Fingerprint(*cl.req) {
 		return nil, nil
 	}
 	cl.conflicts++

@@ -1,11 +1,13 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/testsuite"
 )
 
 // resume sends the credential signal at a moment of the wait and keeps the
@@ -103,4 +105,42 @@ func withCredential(ref string) policy.Session {
 	s := ama("")
 	s.CredentialRef = ref
 	return s
+}
+
+// TestADuplicateAfterASignInIsTheSameCall: once the person has signed in,
+// the call stands with their new credential, so a duplicate start that
+// carries it is the same call and gets the call's first outcome (the
+// card), never idempotency_conflict.
+func TestADuplicateAfterASignInIsTheSameCall(t *testing.T) {
+	f := newFixture(t)
+	args := `{"articleId":40211,"quantity":7,"reason":"stockout_risk"}`
+	signedIn := withCredential("cred-ama")
+	signedIn.ConversationID = "signin"
+	var got workflows.Outcome
+	var gotErr error
+	res := f.run(t, "signin", "d1", "request_stock_transfer", args, signedOut(""), func(env tenv) {
+		resume(t, env, time.Minute, nil, workflows.CredentialInput{CredentialRef: "cred-ama"})
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(workflows.FirstOutcomeUpdate, "duplicate", &testsuite.TestUpdateCallback{
+				OnAccept: func() {},
+				OnReject: func(err error) { gotErr = err },
+				OnComplete: func(v any, err error) {
+					if gotErr = err; err == nil {
+						b, _ := json.Marshal(v)
+						gotErr = json.Unmarshal(b, &got)
+					}
+				},
+			}, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "d1", Args: json.RawMessage(args), Session: signedIn})
+		}, 90*time.Second)
+		decide(t, env, 2*time.Minute, nil, approve(amaID))
+	})
+	if res.Status != workflows.StatusExecuted {
+		t.Fatalf("transfer after sign-in: %s/%s %s", res.Status, res.Code, res.Message)
+	}
+	if gotErr != nil || got.Status != workflows.StatusPendingApproval || got.Code == policy.CodeIdempotencyConflict {
+		t.Fatalf("a duplicate with the new sign-in's credential got %s/%s (%v), want the card", got.Status, got.Code, gotErr)
+	}
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = 'toolcall-signin-d1' AND reason = 'idempotency_conflict'`); n != 0 {
+		t.Fatalf("%d idempotency conflicts audited for the same call", n)
+	}
 }

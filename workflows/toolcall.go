@@ -127,7 +127,7 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 	info := workflow.GetInfo(ctx)
 	c := &call{ctx: ctx, in: in, settings: s, key: info.WorkflowExecution.ID, system: s.Policy.System(in.Tool),
 		req: policy.Request{Tool: in.Tool, Args: in.Args, Session: in.Session}}
-	c.claims = &claims{key: c.key, toolCallID: in.ToolCallID, fingerprint: policy.Fingerprint(c.req)}
+	c.claims = &claims{key: c.key, toolCallID: in.ToolCallID, fingerprint: policy.Fingerprint(c.req), req: &c.req}
 	c.board = &board{ctx: ctx, policy: s.Policy, in: in, key: c.key, status: Status{Status: StatusDeciding, Tool: in.Tool, RunID: info.WorkflowExecution.RunID}}
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return c.board.status, nil }); err != nil {
 		return nil, fmt.Errorf("status query: %w", err)
