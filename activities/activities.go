@@ -90,7 +90,7 @@ func Register(w worker.Registry, a *Activities) {
 // sameUpstream says a loaded pack's calls go where the tool's do: packs
 // without an upstream of their own share UpstreamURL, and so a secret.
 func (a *Activities) sameUpstream(pack, tool string) bool {
-	for _, d := range a.Policy.Domains() {
+	for _, d := range a.Policy.Packs() {
 		if d.Name == pack {
 			own, ok := a.Upstreams[pack]
 			if !ok {
@@ -104,7 +104,7 @@ func (a *Activities) sameUpstream(pack, tool string) bool {
 
 // upstream is the base URL the tool's pack's calls go to.
 func (a *Activities) upstream(tool string) string {
-	if d, ok := a.Policy.DomainOf(tool); ok {
+	if d, ok := a.Policy.PackOf(tool); ok {
 		if u, ok := a.Upstreams[d.Name]; ok {
 			return u
 		}

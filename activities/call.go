@@ -44,8 +44,8 @@ type CallInput struct {
 // OutcomeRecord is an executed call's audit row and, for a call with a
 // card, the card's final state; both take the upstream's result.
 type OutcomeRecord struct {
-	Audit AuditInput    `json:"audit"`
-	Card  *ProjectInput `json:"card,omitempty"`
+	Audit AuditInput `json:"audit"`
+	Card  *CardRow   `json:"card,omitempty"`
 }
 
 // CallResult is the sanitized answer of the upstream.
@@ -317,7 +317,7 @@ func (a *Activities) exchange(ctx context.Context, in Acting) (string, error) {
 		}
 	}
 	pack := ""
-	if d, ok := a.Policy.DomainOf(in.Tool); ok {
+	if d, ok := a.Policy.PackOf(in.Tool); ok {
 		pack = d.Name
 	}
 	if spec, _ := a.Policy.Spec(in.Tool); spec.MCP != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -65,7 +65,7 @@ func TestCallToolRecordsItsOutcome(t *testing.T) {
 	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
 	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 	hash, _ := policy.ArgsHash("request_stock_transfer", action)
-	card := activities.ProjectInput{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
+	card := activities.CardRow{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
 		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}}
 
@@ -127,7 +127,7 @@ func TestPendingCardTakesTheRetriedExpiry(t *testing.T) {
 	owner := testenv.OwnerPool(t, url)
 	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
 	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
-	card := activities.ProjectInput{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
+	card := activities.CardRow{Version: 1, Status: activities.CardPending, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
 		Args: action, ArgsHash: "h", Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()

@@ -9,8 +9,8 @@ import (
 	"github.com/toolgate/toolgate/sanitize"
 )
 
-// ProjectInput is one state of a card for the pending_action projection.
-type ProjectInput struct {
+// CardRow is one state of a card for the pending_action projection.
+type CardRow struct {
 	Version  int                `json:"version"`
 	Status   CardStatus         `json:"status"`
 	Tool     string             `json:"tool"`
@@ -65,12 +65,12 @@ type ApprovalMark struct {
 // A pending card written again by its run takes the new expiry: the write
 // runs in the workflow task that puts the card up, and a retried task
 // holds the card to a later one.
-func (a *Activities) Project(ctx context.Context, in ProjectInput) error {
+func (a *Activities) Project(ctx context.Context, in CardRow) error {
 	wf, run := workflowIDs(ctx)
 	return a.project(ctx, a.Pool, wf, run, in)
 }
 
-func (a *Activities) project(ctx context.Context, db execer, wf, run string, in ProjectInput) error {
+func (a *Activities) project(ctx context.Context, db execer, wf, run string, in CardRow) error {
 	var decidedBy, decidedRole, decidedAt, result any
 	if in.DecidedBy != nil {
 		decidedBy, decidedRole, decidedAt = clean(in.DecidedBy.UserID), clean(string(in.DecidedBy.Role)), in.DecidedAt
@@ -157,8 +157,8 @@ func nullIfEmpty(s string) any {
 // RecordInput is one decision event and the card state it leads to,
 // written together.
 type RecordInput struct {
-	Audit AuditInput   `json:"audit"`
-	Card  ProjectInput `json:"card"`
+	Audit AuditInput `json:"audit"`
+	Card  CardRow    `json:"card"`
 }
 
 // Record appends the audit row and moves the card in one transaction. The

@@ -49,7 +49,7 @@ func (a *Activities) Preview(ctx context.Context, in PreviewInput) (PreviewResul
 	var app *temporal.ApplicationError
 	switch {
 	case err == nil:
-		return PreviewResult{Action: p.Action, ValueCents: p.ValueCents, Card: p.Card, Shortfall: p.Shortfall}, nil
+		return PreviewResult{Action: p.Action, ValueCents: p.ValueCents, Card: p.CardText, Shortfall: p.Shortfall}, nil
 	case errors.As(err, &app):
 		return PreviewResult{}, err // the system's own refusal or outage, from Get
 	case errors.Is(err, pack.ErrUnavailable):

@@ -17,7 +17,7 @@ type ReviseInput struct {
 	PrevValueCents int64          `json:"prevValueCents"`
 	Intent         string         `json:"intent,omitempty"`
 	Audit          AuditInput     `json:"audit"`
-	Card           ProjectInput   `json:"card"`
+	Card           CardRow        `json:"card"`
 }
 
 // ReviseResult says whether the edit stands: ok, or the code and message

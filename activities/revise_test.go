@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
@@ -101,7 +101,7 @@ func transferEdit(limit policy.LimitKey, person *policy.Person) activities.Revis
 		Verdict:    policy.Verdict{Decision: policy.DecisionApprove, Code: policy.CodeOK, Resource: store, Args: args, Limits: []policy.LimitKey{limit}},
 		ValueCents: value, PrevValueCents: value,
 		Audit: activities.AuditInput{Key: "edit-1", Event: activities.EventEdited, Reason: policy.CodeOK, Tool: tool, Session: session, Args: args, Resource: store, Value: &value},
-		Card: activities.ProjectInput{Version: 2, Status: activities.CardPending, Tool: tool, Session: session, Resource: store, Args: args, ArgsHash: "h",
+		Card: activities.CardRow{Version: 2, Status: activities.CardPending, Tool: tool, Session: session, Resource: store, Args: args, ArgsHash: "h",
 			Card: "2 cases", ValueCents: value, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-31T12:00:00Z", Requester: person},
 	}
 }

@@ -70,7 +70,7 @@ const (
 // one sign-in (its credential): the strongest unexpired tier earned there
 // (at least the signed-in tier), or the weakest when they are locked out
 // or nobody is signed in.
-func standing(ctx context.Context, tx pgx.Tx, d policy.Domain, who *policy.Person, conversation, credentialRef string) (string, bool, error) {
+func standing(ctx context.Context, tx pgx.Tx, d policy.Pack, who *policy.Person, conversation, credentialRef string) (string, bool, error) {
 	v := d.Verification
 	if who == nil {
 		return v.Weakest(), false, nil
@@ -123,7 +123,7 @@ func personOf(ctx context.Context, tx pgx.Tx, credentialRef, userID string) (*po
 // shortOf holds what a caller holds against what the row needs: nil when
 // it is enough.
 func (a *Activities) shortOf(ctx context.Context, tx pgx.Tx, tool string, need *policy.VerifiedNeed, credentialRef, userID, conversation string) (*Unverified, error) {
-	d, ok := a.Policy.DomainOf(tool)
+	d, ok := a.Policy.PackOf(tool)
 	if need == nil || !ok || d.Verification == nil {
 		return nil, nil
 	}
@@ -187,7 +187,7 @@ func (a *Activities) checkVerified(ctx context.Context, in Acting) error {
 // the miss, locking the person out when the budget is spent. A locked-out
 // person's factor is not sent upstream at all, and grants nothing.
 func (a *Activities) verify(ctx context.Context, in CallInput, spec policy.ToolSpec, token string) (CallResult, error) {
-	d, _ := a.Policy.DomainOf(in.Tool)
+	d, _ := a.Policy.PackOf(in.Tool)
 	v, f := d.Verification, *spec.Verifies
 	var args map[string]json.RawMessage
 	var ref string
@@ -272,7 +272,7 @@ func (a *Activities) verify(ctx context.Context, in CallInput, spec policy.ToolS
 // in this conversation only while the person is not locked out (a lockout
 // that landed meanwhile wins); a miss that spends the budget locks them out
 // and ends every tier they hold.
-func (a *Activities) settle(ctx context.Context, d policy.Domain, who policy.Person, in CallInput, f policy.Factor, match bool) (CallResult, error) {
+func (a *Activities) settle(ctx context.Context, d policy.Pack, who policy.Person, in CallInput, f policy.Factor, match bool) (CallResult, error) {
 	v := d.Verification
 	tx, err := a.Pool.Begin(ctx)
 	if err != nil {

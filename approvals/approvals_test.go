@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/approvals"

@@ -114,7 +114,7 @@ func (s *Server) decideMany(w http.ResponseWriter, r *http.Request, sess session
 
 // sendOne signs and sends one card's decision as the inbox showed the
 // card; it returns why it sent nothing, or "".
-func (s *Server) sendOne(r *http.Request, sess session, c Card, decision, reason string, at time.Time) string {
+func (s *Server) sendOne(r *http.Request, sess session, c CardView, decision, reason string, at time.Time) string {
 	switch {
 	case !c.Pending:
 		return "it no longer waits for a decision; open it to see why"
@@ -126,7 +126,7 @@ func (s *Server) sendOne(r *http.Request, sess session, c Card, decision, reason
 		return "approving it needs a fresher or stronger sign-in than yours (" + c.Evidence.ACR + ", within " + age(c.Evidence.MaxAgeSeconds) + "); open it to sign in again"
 	}
 	hash := r.PostFormValue("hash." + c.WorkflowID)
-	card := policy.Card{WorkflowID: c.WorkflowID, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	card := policy.CardRef{WorkflowID: c.WorkflowID, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
 	if card.Version > 0 {
 		seen, err := strconv.Atoi(r.PostFormValue("version." + c.WorkflowID))
 		if err != nil || seen < 1 || seen > card.Version {

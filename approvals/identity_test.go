@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/idp"

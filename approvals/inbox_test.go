@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/synth"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 

@@ -184,8 +184,8 @@ type pageData struct {
 	Error string
 	// Next is where a sign-in page leads.
 	Next  string
-	Cards []Card
-	Card  *Card
+	Cards []CardView
+	Card  *CardView
 	Flash string
 	// Batch is each card's outcome of a batch decision.
 	Batch []BatchResult
@@ -199,8 +199,8 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, d any) {
 	}
 }
 
-// Card is one pending_action row as an approver sees it.
-type Card struct {
+// CardView is one pending_action row as an approver sees it.
+type CardView struct {
 	WorkflowID string
 	Tool       string
 	Text       string
@@ -280,8 +280,8 @@ const cardColumns = `workflow_id, tool, card, value_cents, requested_by, coalesc
 	required_acr, required_max_age_seconds, coalesce(justification, ''), coalesce(escalated_role, ''), approvals_needed, coalesce(approvals, '[]'::jsonb),
 	card_version, coalesce(editable, '{}'), args, coalesce(requester_issuer, ''), coalesce(requester_subject, ''), signed_version`
 
-func scanCard(row pgx.Row) (Card, error) {
-	var c Card
+func scanCard(row pgx.Row) (CardView, error) {
+	var c CardView
 	var acr *string
 	var maxAge *int64
 	var editable []string
@@ -334,7 +334,7 @@ SELECT ` + cardColumns + ` FROM pending_action WHERE workflow_id IN (SELECT work
 // Inbox is the pending, unexpired cards routed or escalated to role, over
 // the resources held (a card that names no resource is shown to everyone
 // its routing names), newest first, at most InboxSize.
-func (s *Server) Inbox(ctx context.Context, role policy.Role, held policy.Resources) ([]Card, error) {
+func (s *Server) Inbox(ctx context.Context, role policy.Role, held policy.Resources) ([]CardView, error) {
 	var kinds, ids []string
 	for kind, list := range held {
 		for _, id := range list {
@@ -345,7 +345,7 @@ func (s *Server) Inbox(ctx context.Context, role policy.Role, held policy.Resour
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Card, error) {
+	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CardView, error) {
 		c, err := scanCard(row)
 		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
 		return c, err
@@ -387,7 +387,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 
 // load returns a card the approver may see: routed to their role, about a
 // resource they hold or none. Anything else is reported as not found.
-func (s *Server) load(ctx context.Context, id string, sess session) (Card, error) {
+func (s *Server) load(ctx context.Context, id string, sess session) (CardView, error) {
 	u := sess.User
 	c, err := scanCard(s.Pool.QueryRow(ctx, `SELECT `+cardColumns+` FROM pending_action WHERE workflow_id = $1`, id))
 	if err != nil {
@@ -398,7 +398,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 		c.Receipt = spec.Receipt.Of(c.result)
 	}
 	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || (c.Resource.Kind != "" && !u.Resources.Holds(c.Resource.Kind, c.Resource.ID)) {
-		return Card{}, pgx.ErrNoRows
+		return CardView{}, pgx.ErrNoRows
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
 	if c.ApprovalsNeeded > 1 {
@@ -439,7 +439,7 @@ func (s *Server) load(ctx context.Context, id string, sess session) (Card, error
 
 // loadOrAnswer loads the card of the request's path for the approver, or
 // answers "Not found" (or the failure) and reports false.
-func (s *Server) loadOrAnswer(w http.ResponseWriter, r *http.Request, sess session) (Card, bool) {
+func (s *Server) loadOrAnswer(w http.ResponseWriter, r *http.Request, sess session) (CardView, bool) {
 	c, err := s.load(r.Context(), r.PathValue("id"), sess)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.render(w, http.StatusNotFound, "notfound.html", pageData{Title: "Not found", User: &sess.User, CSRF: s.csrf(sess)})
@@ -473,7 +473,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
 
 // versions reads a card's history from the audit log: the version the
 // request put up, then one per edit.
-func (s *Server) versions(ctx context.Context, c Card) []CardVersion {
+func (s *Server) versions(ctx context.Context, c CardView) []CardVersion {
 	rows, err := s.Pool.Query(ctx, `SELECT event, at, coalesce(approver_id, user_id), coalesce(value_cents, 0), coalesce(message, '') FROM audit_log
 		WHERE workflow_id = $1 AND run_id = $2 AND event IN ('needs_approval', 'edited') ORDER BY id`, c.WorkflowID, c.RunID)
 	if err != nil {
@@ -533,7 +533,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	start := s.now()
 	ev := sess.Evidence
-	card := policy.Card{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	card := policy.CardRef{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
 	if card.Version > 0 {
 		// The version the approver saw, as the args hash is theirs: a later
 		// version refuses it, even one that edits led back to that hash.
@@ -563,7 +563,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 // editValues reads the edit form: the new value of each field the card
 // lets an approver change, as a JSON object (whole numbers as numbers).
 // Its error says what to fix.
-func editValues(c Card, r *http.Request) (json.RawMessage, error) {
+func editValues(c CardView, r *http.Request) (json.RawMessage, error) {
 	fields := map[string]any{}
 	for _, f := range c.Edits {
 		v := strings.TrimSpace(r.PostFormValue("edit_" + f.Name))

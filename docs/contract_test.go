@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/activities"
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/mcpgate"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -79,7 +79,7 @@ func TestTheContractListsMangrovesTools(t *testing.T) {
 			rows[m[1]] = m[2]
 		}
 	}
-	d := mangrove.Domain()
+	d := mangrove.Policy()
 	for _, s := range d.Tools {
 		if tier, ok := rows[s.Name]; !ok {
 			t.Errorf("the contract's tools table lacks %s", s.Name)

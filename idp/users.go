@@ -56,11 +56,11 @@ var seed = []User{
 	// supervisor over two accounts, granted by the pack's own claim.
 	{ID: "cara", Name: "Cara Doyle", Role: "card_agent", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
 	{ID: "sam", Name: "Sam Okafor", Role: "card_supervisor", Claims: map[string]any{"carddesk_accounts": []string{"ACC-4471", "ACC-5120"}}},
-	// PlanCover's members (domains/plancover): meera holds her family's
+	// PlanCover's members (packs/plancover): meera holds her family's
 	// and her parents' portals, ravi his own.
 	{ID: "meera", Name: "Meera Iyer", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-40122", "PRT-40123"}, "plancover_company": []string{"ACME"}}},
 	{ID: "ravi", Name: "Ravi Kumar", Role: "member", Claims: map[string]any{"plancover_portals": []string{"PRT-50017"}}},
-	// Northgate Bank's callers (domains/northgate), one account each, and
+	// Northgate Bank's callers (packs/northgate), one account each, and
 	// card operations, who approve reissues and transfers on both.
 	{ID: "dana", Name: "Dana Whitfield", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-20417"}}},
 	{ID: "lewis", Name: "Lewis Pryce", Role: "caller", Claims: map[string]any{"northgate_accounts": []string{"ACC-31108"}}},

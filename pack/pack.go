@@ -1,4 +1,4 @@
-// Package pack is what a Go pack brings beyond its policy.Domain: the code a
+// Package pack is what a Go pack brings beyond its policy.Pack: the code a
 // file cannot say. Today that is a dry run per approve tool, which reads the
 // pack's own system as the signed-in person and tells the approver what
 // would run and what it is worth. It holds no Temporal and no database: a
@@ -16,11 +16,11 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Pack is one team's tools and tables (Domain), the dry runs of the tools
+// Pack is one team's tools and tables (Policy, a policy.Pack), the dry runs of the tools
 // whose spec says DryRun, and the shapers of the tools whose answers are
 // reshaped for the model, each by tool name.
 type Pack struct {
-	Domain     policy.Domain
+	Policy     policy.Pack
 	Previewers map[string]Previewer
 	Shapers    map[string]Shaper
 	// Servers are the team's own MCP servers the pack's MCP tools
@@ -33,34 +33,34 @@ type Pack struct {
 // of this pack.
 func (p Pack) Check() error {
 	dry := map[string]bool{}
-	for _, t := range p.Domain.Tools {
+	for _, t := range p.Policy.Tools {
 		if t.DryRun {
 			dry[t.Name] = true
 			if p.Previewers[t.Name] == nil && (t.MCP == nil || t.MCP.Preview == nil) {
-				return fmt.Errorf("pack %s: tool %q has DryRun set but no previewer", p.Domain.Name, t.Name)
+				return fmt.Errorf("pack %s: tool %q has DryRun set but no previewer", p.Policy.Name, t.Name)
 			}
 		}
 	}
 	for name := range p.Previewers {
 		if !dry[name] {
-			return fmt.Errorf("pack %s: a previewer is given for %q, which is not one of its DryRun tools", p.Domain.Name, name)
+			return fmt.Errorf("pack %s: a previewer is given for %q, which is not one of its DryRun tools", p.Policy.Name, name)
 		}
 	}
 	servers := map[string]bool{}
 	for _, s := range p.Servers {
 		if servers[s.Name] {
-			return fmt.Errorf("pack %s: two MCP servers are named %q", p.Domain.Name, s.Name)
+			return fmt.Errorf("pack %s: two MCP servers are named %q", p.Policy.Name, s.Name)
 		}
 		servers[s.Name] = true
 	}
-	for _, t := range p.Domain.Tools {
+	for _, t := range p.Policy.Tools {
 		if t.MCP != nil && !servers[t.MCP.Server] {
-			return fmt.Errorf("pack %s: tool %q runs on the MCP server %q, which the pack does not name", p.Domain.Name, t.Name, t.MCP.Server)
+			return fmt.Errorf("pack %s: tool %q runs on the MCP server %q, which the pack does not name", p.Policy.Name, t.Name, t.MCP.Server)
 		}
 	}
 	for name, s := range p.Shapers {
-		if s == nil || !slices.ContainsFunc(p.Domain.Tools, func(t policy.ToolSpec) bool { return t.Name == name }) {
-			return fmt.Errorf("pack %s: a shaper is given for %q, which is not one of its tools", p.Domain.Name, name)
+		if s == nil || !slices.ContainsFunc(p.Policy.Tools, func(t policy.ToolSpec) bool { return t.Name == name }) {
+			return fmt.Errorf("pack %s: a shaper is given for %q, which is not one of its tools", p.Policy.Name, name)
 		}
 	}
 	return nil
@@ -96,8 +96,8 @@ type Preview struct {
 	// ValueCents is the call's value, judged against the row's hard limit,
 	// spend limits and approver routing.
 	ValueCents int64
-	// Card is the sentence the approver decides on, from the preview alone.
-	Card string
+	// CardText is the sentence the approver decides on, from the preview alone.
+	CardText string
 	// Shortfall, when set, says why nothing can be planned, though the call
 	// was valued: the call ends without a card.
 	Shortfall string

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/pack"
+	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
 // TestCheckRefusesDryRunsThatDoNotMatch: a DryRun tool without its

@@ -7,7 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
 // decoded returns each row's example call, decoded and filled, with facts

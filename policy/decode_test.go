@@ -7,7 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
 func TestDecodeNamesFieldRuleAndAllowedValues(t *testing.T) {

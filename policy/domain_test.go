@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
 // domainField is one parameter of a tool as the Mangrove domain defines it

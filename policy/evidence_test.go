@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -130,7 +130,7 @@ func TestEvidenceIsSigned(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
+	card := policy.CardRef{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
 	a := policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(112)},
 		Evidence: &policy.AuthEvidence{Issuer: "https://id.example", Subject: "kofi", ACR: policy.ACRPassword, AuthTime: up.Format(time.RFC3339)}}, card, "k1", priv, up.Format(time.RFC3339))
 	if ok, why := policy.VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {
@@ -181,7 +181,7 @@ func TestEditsAreSignedAndShaped(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
+	card := policy.CardRef{WorkflowID: "toolcall-c1-call8", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}
 	a := policy.SignApproval(policy.Approval{Decision: policy.Edit, ArgsHash: strings.Repeat("a", 64), Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)},
 		Edit: json.RawMessage(`{"quantity":60}`)}, card, "k1", priv, up.Format(time.RFC3339))
 	if ok, why := policy.VerifyApproval(a, card, up, up.Add(30*time.Minute), keys); !ok {

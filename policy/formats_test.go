@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 

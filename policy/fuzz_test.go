@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
 // FuzzAuthorize throws arbitrary tool names, raw args, roles, stores and

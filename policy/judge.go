@@ -19,7 +19,7 @@ type Rules struct {
 	// ArgsHash is the hash of the action the decision must name; Card, UpAt
 	// and Expires what its signature binds.
 	ArgsHash      string
-	Card          Card
+	Card          CardRef
 	UpAt, Expires time.Time
 	Keys          ApprovalKeys
 	Issuers       []string

@@ -21,7 +21,7 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 	now := up.Add(5 * time.Minute)
 	const issuer = "https://id.example"
 	rules := policy.Rules{Role: "card_supervisor", EscalateTo: "desk_head", Resource: policy.ResourceRef{Kind: "account", ID: "ACC-4471"}, ArgsHash: strings.Repeat("a", 64),
-		Card: policy.Card{WorkflowID: "toolcall-desk-4", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}, UpAt: up, Expires: up.Add(30 * time.Minute),
+		Card: policy.CardRef{WorkflowID: "toolcall-desk-4", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}, UpAt: up, Expires: up.Add(30 * time.Minute),
 		Keys: policy.ApprovalKeys{"k1": pub}, Issuers: []string{issuer}, Evidence: &policy.Requirement{ACR: policy.ACRPassword, MaxAgeSeconds: 3600},
 		Need: 1, Requester: "cara", RequesterPerson: policy.Person{Issuer: issuer, Subject: "cara"}, BySignIn: true,
 		Action: json.RawMessage(`{"accountRef":"ACC-4471","fee":2500,"reason":"stolen"}`), Editable: []string{"fee"}}

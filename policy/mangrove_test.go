@@ -3,13 +3,13 @@ package policy_test
 import (
 	"slices"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
 // mangroveOnly is the policy of the Mangrove pack alone, built once.
 var mangroveOnly = func() *policy.Policy {
-	p, err := policy.New(mangrove.Domain())
+	p, err := policy.New(mangrove.Policy())
 	if err != nil {
 		panic(err)
 	}
@@ -21,8 +21,8 @@ func mangrovePolicy() *policy.Policy { return mangroveOnly }
 
 // withRows is the Mangrove pack with another policy table. A tool the
 // shipped table denies has no route; a test that lets it run gives it one.
-func withRows(rows []policy.Row) policy.Domain {
-	d := mangrove.Domain()
+func withRows(rows []policy.Row) policy.Pack {
+	d := mangrove.Policy()
 	d.Rows = rows
 	d.Tools = slices.Clone(d.Tools)
 	for i := range d.Tools {

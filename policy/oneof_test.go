@@ -18,8 +18,8 @@ type hospitalArgs struct {
 }
 
 // searchPack is a pack whose one read needs one of two fields.
-func searchPack(args reflect.Type) policy.Domain {
-	return policy.Domain{
+func searchPack(args reflect.Type) policy.Pack {
+	return policy.Pack{
 		Name: "finder", System: "the finder",
 		Roles:   []policy.RoleSpec{{Name: "member", Label: "Member"}},
 		Formats: []policy.Format{{Tag: "pin", Pattern: regexp.MustCompile(`^[0-9]{6}$`), Rule: "must be exactly six digits"}},

@@ -49,7 +49,7 @@ type planRules struct {
 	min, max            *int64
 	oneof               []string
 	numeric             bool
-	// format is a pack's format (Domain.Formats) the value must match.
+	// format is a pack's format (Pack.Formats) the value must match.
 	format *regexp.Regexp
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/go-playground/validator/v10"
 )
 
-// Policy is the tools of one or more packs (Domain) paired with their
+// Policy is the tools of one or more packs (Pack) paired with their
 // policy tables: what a deployment gates. New builds it and refuses a pack
 // that does not hold together; nothing else registers a tool.
 type Policy struct {
@@ -26,9 +26,9 @@ type Policy struct {
 	// call, found by the name's length first (a string compare, not a hash).
 	entries map[string]*entry
 	byLen   [][]*entry
-	// domains are the packs, in order; pack maps a tool to its pack.
-	domains []Domain
-	pack    map[string]int
+	// packs are the packs, in order; pack maps a tool to its pack.
+	packs []Pack
+	pack  map[string]int
 	// kinds are every pack's resource kinds' names, in pack order.
 	kinds []string
 	// evidence is every pack's evidence table, in pack order.
@@ -98,15 +98,15 @@ func (p *Policy) lookup(tool string) *entry {
 // unknown, a row naming an undeclared role, a declared role no row names
 // and a tool that may run without an upstream route are refused, each
 // with the pack and the tool it is about.
-func New(domains ...Domain) (*Policy, error) {
+func New(packs ...Pack) (*Policy, error) {
 	p := &Policy{specs: map[string]ToolSpec{}, rows: map[string]Row{}, pack: map[string]int{}, formats: map[string]Format{SealedTag: sealedFormat}}
-	if len(domains) == 0 {
+	if len(packs) == 0 {
 		return nil, fmt.Errorf("policy: no pack; a deployment gates the tools of at least one")
 	}
 	names := map[string]bool{}
 	roles := map[Role]string{}
 	kinds := map[string]string{}
-	for i, d := range domains {
+	for i, d := range packs {
 		if err := d.check(); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
@@ -128,7 +128,7 @@ func New(domains ...Domain) (*Policy, error) {
 				if j == i {
 					return nil, fmt.Errorf("policy: pack %s: tool %q registered twice", d.Name, s.Name)
 				}
-				return nil, fmt.Errorf("policy: pack %s: tool %q is already pack %s's", d.Name, s.Name, domains[j].Name)
+				return nil, fmt.Errorf("policy: pack %s: tool %q is already pack %s's", d.Name, s.Name, packs[j].Name)
 			}
 			if s.Tier.Floor() == DecisionDeny && s.Tier != "" {
 				return nil, fmt.Errorf("policy: pack %s: tool %q has unknown risk tier %q", d.Name, s.Name, s.Tier)
@@ -172,11 +172,11 @@ func New(domains ...Domain) (*Policy, error) {
 			p.kinds = append(p.kinds, k.Name)
 		}
 	}
-	p.domains = domains
+	p.packs = packs
 	p.validate = newValidator(p.formats)
 	p.entries = map[string]*entry{}
 	for _, n := range p.names {
-		d := domains[p.pack[n]]
+		d := packs[p.pack[n]]
 		if _, ok := p.rows[n]; !ok {
 			return nil, fmt.Errorf("policy: pack %s: tool %q has no policy row", d.Name, n)
 		}
@@ -252,28 +252,28 @@ func New(domains ...Domain) (*Policy, error) {
 	}
 	for _, n := range p.names {
 		if err := p.checkArgs(p.specs[n]); err != nil {
-			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", domains[p.pack[n]].Name, n, err)
+			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", packs[p.pack[n]].Name, n, err)
 		}
 	}
 	return p, nil
 }
 
-// Domains are the packs the policy was built from, in order.
-func (p *Policy) Domains() []Domain { return slices.Clone(p.domains) }
+// Packs are the packs the policy was built from, in order.
+func (p *Policy) Packs() []Pack { return slices.Clone(p.packs) }
 
-// DomainOf is the pack a tool belongs to.
-func (p *Policy) DomainOf(tool string) (Domain, bool) {
+// PackOf is the pack a tool belongs to.
+func (p *Policy) PackOf(tool string) (Pack, bool) {
 	i, ok := p.pack[tool]
 	if !ok {
-		return Domain{}, false
+		return Pack{}, false
 	}
-	return p.domains[i], true
+	return p.packs[i], true
 }
 
 // Roles are every pack's roles, in pack order.
 func (p *Policy) Roles() []RoleSpec {
 	var out []RoleSpec
-	for _, d := range p.domains {
+	for _, d := range p.packs {
 		out = append(out, d.Roles...)
 	}
 	return out
@@ -293,7 +293,7 @@ func (p *Policy) EvidenceRules(tool string) []EvidenceRule {
 // System is how messages to the model name the upstream of a tool's pack;
 // "the upstream system" for a name no pack holds.
 func (p *Policy) System(tool string) string {
-	if d, ok := p.DomainOf(tool); ok {
+	if d, ok := p.PackOf(tool); ok {
 		return d.System
 	}
 	return "the upstream system"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -294,54 +294,54 @@ func TestNewRefusesBrokenTables(t *testing.T) {
 		}
 	}
 	packs := map[string]struct {
-		edit func(*policy.Domain)
+		edit func(*policy.Pack)
 		want string
 	}{
-		"unused role": {func(d *policy.Domain) { d.Roles = append(d.Roles, policy.RoleSpec{Name: "cashier", Label: "Cashier"}) }, `the role "cashier" is declared but no row names it`},
-		"no route":    {func(d *policy.Domain) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
-		"no system":   {func(d *policy.Domain) { d.System = "" }, "System must name its upstream"},
-		"receipt path": {func(d *policy.Domain) {
+		"unused role": {func(d *policy.Pack) { d.Roles = append(d.Roles, policy.RoleSpec{Name: "cashier", Label: "Cashier"}) }, `the role "cashier" is declared but no row names it`},
+		"no route":    {func(d *policy.Pack) { d.Tools = slices.Clone(d.Tools); d.Tools[1].Route = policy.Route{} }, `tool "get_stock" may run but has no upstream route`},
+		"no system":   {func(d *policy.Pack) { d.System = "" }, "System must name its upstream"},
+		"receipt path": {func(d *policy.Pack) {
 			d.Tools = slices.Clone(d.Tools)
 			d.Tools[1].Receipt = &policy.Receipt{Name: "count", Field: "stock.count"}
 		}, `tool "get_stock" has a receipt "count" in field "stock.count"`},
-		"receipt markup": {func(d *policy.Domain) {
+		"receipt markup": {func(d *policy.Pack) {
 			d.Tools = slices.Clone(d.Tools)
 			d.Tools[1].Receipt = &policy.Receipt{Name: "<b>count</b>", Field: "count"}
 		}, `has a receipt "<b>count</b>"`},
-		"edit of no arg": {func(d *policy.Domain) {
+		"edit of no arg": {func(d *policy.Pack) {
 			d.Rows = slices.Clone(d.Rows)
 			d.Rows[5].Editable = []string{"fromStoreId"}
 		}, `lets approvers edit "fromStoreId", which is not one of its args`},
-		"no name": {func(d *policy.Domain) { d.Name = "" }, "a pack needs a name"},
-		"window past the ledger": {func(d *policy.Domain) {
+		"no name": {func(d *policy.Pack) { d.Name = "" }, "a pack needs a name"},
+		"window past the ledger": {func(d *policy.Pack) {
 			d.Rows = slices.Clone(d.Rows)
 			d.Rows[5].Limits = []policy.Limit{{Scope: policy.PerResource, Window: policy.MaxWindow + 1, MaxCalls: 5}}
 		}, "a limit's window is 2678401 seconds; give one from a second to 31 days"},
-		"no window": {func(d *policy.Domain) {
+		"no window": {func(d *policy.Pack) {
 			d.Rows = slices.Clone(d.Rows)
 			d.Rows[5].Limits = []policy.Limit{{Scope: policy.PerResource, MaxCalls: 5}}
 		}, "a limit's window is 0 seconds"},
-		"lost format": {func(d *policy.Domain) { d.Formats = nil }, `field "grnId": the rule "grnid" is neither built in`},
-		"stray rule": {func(d *policy.Domain) {
+		"lost format": {func(d *policy.Pack) { d.Formats = nil }, `field "grnId": the rule "grnid" is neither built in`},
+		"stray rule": {func(d *policy.Pack) {
 			d.Evidence = append(slices.Clone(d.Evidence), policy.EvidenceRule{Tool: "launch_rocket", ACR: policy.ACRMFA})
 		}, `an evidence rule names "launch_rocket"`},
-		"builtin name": {func(d *policy.Domain) {
+		"builtin name": {func(d *policy.Pack) {
 			d.Formats = append(slices.Clone(d.Formats), policy.Format{Tag: "min", Pattern: mangrove.GRNID, Rule: "x"})
 		}, `format "min" takes the name of a built-in rule`},
 	}
 	for name, c := range packs {
-		d := mangrove.Domain()
+		d := mangrove.Policy()
 		c.edit(&d)
 		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New said %v, want %s", name, err, c.want)
 		}
 	}
-	other := mangrove.Domain()
+	other := mangrove.Policy()
 	other.Name, other.Formats = "copy", nil
-	if _, err := policy.New(mangrove.Domain(), other); err == nil || !strings.Contains(err.Error(), `tool "search_procedures" is already pack mangrove's`) {
+	if _, err := policy.New(mangrove.Policy(), other); err == nil || !strings.Contains(err.Error(), `tool "search_procedures" is already pack mangrove's`) {
 		t.Errorf("two packs with one tool: New said %v", err)
 	}
-	if _, err := policy.New(mangrove.Domain(), mangrove.Domain()); err == nil || !strings.Contains(err.Error(), `pack "mangrove" is loaded twice`) {
+	if _, err := policy.New(mangrove.Policy(), mangrove.Policy()); err == nil || !strings.Contains(err.Error(), `pack "mangrove" is loaded twice`) {
 		t.Errorf("one pack twice: New said %v", err)
 	}
 	if _, err := policy.New(); err == nil {
@@ -507,8 +507,8 @@ func TestApprovalSignatures(t *testing.T) {
 	keys := policy.ApprovalKeys{"k1": pub}
 	up := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	expires := up.Add(30 * time.Minute)
-	card := policy.Card{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
-	sign := func(c policy.Card, at time.Time) policy.Approval {
+	card := policy.CardRef{WorkflowID: "toolcall-c1-call8", RunID: "run-1", ExpiresAt: expires.Format(time.RFC3339)}
+	sign := func(c policy.CardRef, at time.Time) policy.Approval {
 		return policy.SignApproval(policy.Approval{Decision: policy.Approve, ArgsHash: "h", Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}},
 			c, "k1", priv, at.Format(time.RFC3339))
 	}
@@ -523,13 +523,13 @@ func TestApprovalSignatures(t *testing.T) {
 		f(&b)
 		return b
 	}
-	otherCard := func(f func(*policy.Card)) policy.Card { c := card; f(&c); return c }
+	otherCard := func(f func(*policy.CardRef)) policy.CardRef { c := card; f(&c); return c }
 	for name, bad := range map[string]policy.Approval{
 		"unsigned":                forged(func(b *policy.Approval) { b.Signature = "" }),
 		"unknown key":             forged(func(b *policy.Approval) { b.KeyID = "k9" }),
-		"other workflow":          sign(otherCard(func(c *policy.Card) { c.WorkflowID = "toolcall-c1-call9" }), up.Add(time.Minute)),
-		"other run of the ID":     sign(otherCard(func(c *policy.Card) { c.RunID = "run-0" }), up.Add(time.Minute)),
-		"other card's expiry":     sign(otherCard(func(c *policy.Card) { c.ExpiresAt = up.Add(-time.Hour).Format(time.RFC3339) }), up.Add(time.Minute)),
+		"other workflow":          sign(otherCard(func(c *policy.CardRef) { c.WorkflowID = "toolcall-c1-call9" }), up.Add(time.Minute)),
+		"other run of the ID":     sign(otherCard(func(c *policy.CardRef) { c.RunID = "run-0" }), up.Add(time.Minute)),
+		"other card's expiry":     sign(otherCard(func(c *policy.CardRef) { c.ExpiresAt = up.Add(-time.Hour).Format(time.RFC3339) }), up.Add(time.Minute)),
 		"signed in 2001":          sign(card, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)),
 		"signed before the card":  sign(card, up.Add(-policy.ClockSkew-time.Second)),
 		"signed after expiry":     sign(card, expires.Add(policy.ClockSkew+time.Second)),

@@ -408,7 +408,7 @@ func presentRule(rule string) string {
 var reservedKinds = []string{"user", "tool", "from", "to"}
 
 // checkKinds refuses a pack's resource kinds that cannot be told apart.
-func checkKinds(d Domain) error {
+func checkKinds(d Pack) error {
 	seen := map[string]bool{}
 	for _, k := range d.Resources {
 		if !kindName.MatchString(k.Name) {
@@ -611,7 +611,7 @@ func sortedKinds(r Resources) []string {
 // ResourceKinds are every pack's resource kinds, in pack order.
 func (p *Policy) ResourceKinds() []ResourceKind {
 	var out []ResourceKind
-	for _, d := range p.domains {
+	for _, d := range p.packs {
 		out = append(out, d.Resources...)
 	}
 	return out

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -19,8 +19,8 @@ type planArgs struct {
 }
 
 // portalPack is a pack with no stores and no money: one read by portal.
-func portalPack(conceal bool) policy.Domain {
-	return policy.Domain{
+func portalPack(conceal bool) policy.Pack {
+	return policy.Pack{
 		Name: "plancover", System: "the member portal",
 		Roles:     []policy.RoleSpec{{Name: "member", Label: "Member"}},
 		Resources: []policy.ResourceKind{{Name: "portal", Claim: "plancover_portals", Conceal: conceal}},
@@ -86,14 +86,14 @@ func TestStepFiveIsThePacksOwn(t *testing.T) {
 // none, is refused at start.
 func TestNewRefusesResourcesThatDoNotHold(t *testing.T) {
 	for name, c := range map[string]struct {
-		edit func(*policy.Domain)
+		edit func(*policy.Pack)
 		want string
 	}{
-		"undeclared kind": {func(d *policy.Domain) { d.Tools[0].Resource.Kind = "account" }, `kind "account", which the pack does not declare`},
-		"no such arg":     {func(d *policy.Domain) { d.Tools[0].Resource.Arg = "accountId" }, `"accountId" is not one of its args`},
-		"limit by none":   {func(d *policy.Domain) { d.Tools[0].Resource = policy.ResourceArg{} }, `scope "resource"`},
-		"kind twice":      {func(d *policy.Domain) { d.Resources = append(d.Resources, d.Resources[0]) }, `declared twice`},
-		"bad kind":        {func(d *policy.Domain) { d.Resources[0].Name = "Portal" }, `resource kind "Portal"`},
+		"undeclared kind": {func(d *policy.Pack) { d.Tools[0].Resource.Kind = "account" }, `kind "account", which the pack does not declare`},
+		"no such arg":     {func(d *policy.Pack) { d.Tools[0].Resource.Arg = "accountId" }, `"accountId" is not one of its args`},
+		"limit by none":   {func(d *policy.Pack) { d.Tools[0].Resource = policy.ResourceArg{} }, `scope "resource"`},
+		"kind twice":      {func(d *policy.Pack) { d.Resources = append(d.Resources, d.Resources[0]) }, `declared twice`},
+		"bad kind":        {func(d *policy.Pack) { d.Resources[0].Name = "Portal" }, `resource kind "Portal"`},
 	} {
 		d := portalPack(false)
 		c.edit(&d)
@@ -201,7 +201,7 @@ func TestANumberHasOneSpelling(t *testing.T) {
 func TestAKindIsOnePacks(t *testing.T) {
 	d := portalPack(false)
 	d.Resources[0].Name, d.Tools[0].Resource.Kind = "store", "store"
-	if _, err := policy.New(mangrove.Domain(), d); err == nil || !strings.Contains(err.Error(), `the resource kind "store" is declared by packs mangrove and plancover`) {
+	if _, err := policy.New(mangrove.Policy(), d); err == nil || !strings.Contains(err.Error(), `the resource kind "store" is declared by packs mangrove and plancover`) {
 		t.Fatalf("%v", err)
 	}
 	for _, reserved := range []string{"user", "tool", "from", "to"} {
@@ -247,8 +247,8 @@ type (
 	}
 )
 
-func thingPack(args reflect.Type) policy.Domain {
-	return policy.Domain{
+func thingPack(args reflect.Type) policy.Pack {
+	return policy.Pack{
 		Name: "things", System: "the thing system",
 		Roles:     []policy.RoleSpec{{Name: "member", Label: "Member"}},
 		Resources: []policy.ResourceKind{{Name: "thing", Claim: "things"}},
@@ -365,7 +365,7 @@ func TestIsDecimal(t *testing.T) {
 // resources, of the packs' kinds or of others, exactly as
 // Session.Problem words it, and lets a sound one through.
 func TestEverySessionResourceIsJudged(t *testing.T) {
-	p, err := policy.New(mangrove.Domain(), portalPack(false))
+	p, err := policy.New(mangrove.Policy(), portalPack(false))
 	if err != nil {
 		t.Fatal(err)
 	}

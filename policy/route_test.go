@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -13,7 +13,7 @@ import (
 // upstream runs one Idempotency-Key once, which needs the key sent.
 func TestAnIdempotentWriteNeedsAnUpstreamThatDedupes(t *testing.T) {
 	build := func(edit func(*policy.Route)) error {
-		d := mangrove.Domain()
+		d := mangrove.Policy()
 		for i := range d.Tools {
 			if d.Tools[i].Route.Method == "POST" {
 				d.Tools[i].Idempotent = true

@@ -15,14 +15,14 @@ import (
 // then drop the old one.
 type ApprovalKeys map[string]ed25519.PublicKey
 
-// Card names the one card a decision is for: the call's workflow, the run
+// CardRef names the one card a decision is for: the call's workflow, the run
 // that put the card up, the card's expiry (RFC 3339, as the status query
 // and pending_action show it) and its version (signedVersion there). A
 // signature covers all four, so a decision cannot be replayed on another
 // call, another run of the same ID, a later card, or another version of the
 // same card after an edit. Version is 0 on cards put up before versions
 // were signed, whose signatures name none.
-type Card struct {
+type CardRef struct {
 	WorkflowID string `json:"workflowId"`
 	RunID      string `json:"runId"`
 	ExpiresAt  string `json:"expiresAt"`
@@ -62,7 +62,7 @@ type unboundDecision struct {
 }
 
 // ApprovalMessage is the canonical bytes a decision's signature covers.
-func ApprovalMessage(a Approval, card Card) []byte {
+func ApprovalMessage(a Approval, card CardRef) []byte {
 	b, _ := json.Marshal(signedDecision{Approver: a.Approver, WorkflowID: card.WorkflowID, RunID: card.RunID, ExpiresAt: card.ExpiresAt,
 		ArgsHash: a.ArgsHash, Decision: a.Decision, Reason: a.Reason, SignedAt: a.SignedAt, KeyID: a.KeyID, Evidence: a.Evidence, Edit: a.Edit,
 		CardVersion: card.Version})
@@ -70,7 +70,7 @@ func ApprovalMessage(a Approval, card Card) []byte {
 }
 
 // SignApproval signs a decision for one card with a private key.
-func SignApproval(a Approval, card Card, keyID string, key ed25519.PrivateKey, signedAt string) Approval {
+func SignApproval(a Approval, card CardRef, keyID string, key ed25519.PrivateKey, signedAt string) Approval {
 	a.KeyID, a.SignedAt = keyID, signedAt
 	a.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, ApprovalMessage(a, card)))
 	return a
@@ -83,7 +83,7 @@ const ClockSkew = time.Minute
 // the deployment trusts, while the card was up: signedAt must fall between
 // the card going up and its expiry, give or take ClockSkew for the signer's
 // clock. It returns a sentence saying what is wrong.
-func VerifyApproval(a Approval, card Card, upAt, expires time.Time, keys ApprovalKeys) (bool, string) {
+func VerifyApproval(a Approval, card CardRef, upAt, expires time.Time, keys ApprovalKeys) (bool, string) {
 	if ok, why := verify(a, keys, ApprovalMessage(a, card)); !ok {
 		return false, why
 	}
@@ -158,6 +158,6 @@ type Signer struct {
 }
 
 // Sign signs a decision for one card at the given RFC 3339 time.
-func (s Signer) Sign(a Approval, card Card, signedAt string) Approval {
+func (s Signer) Sign(a Approval, card CardRef, signedAt string) Approval {
 	return SignApproval(a, card, s.KeyID, s.Key, signedAt)
 }

@@ -105,7 +105,7 @@ type Row struct {
 	// RequesterMaxAge is how old that sign-in may be when the call is
 	// asked, for a row with a tier; 0 means RequesterTierMaxAge.
 	RequesterMaxAge time.Duration
-	// Verified is the tier of the pack's ladder (Domain.Verification) the
+	// Verified is the tier of the pack's ladder (Pack.Verification) the
 	// caller must hold in the conversation; "" means the strictest.
 	// VerifiedWhy says why, for the refusal the model relays.
 	Verified    string

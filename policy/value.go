@@ -73,7 +73,7 @@ func Dollars(cents int64) string { return Unit{Currency: "USD"}.Format(cents) }
 
 // FormatValue writes a value of a tool in its pack's unit.
 func (p *Policy) FormatValue(tool string, v int64) string {
-	d, _ := p.DomainOf(tool)
+	d, _ := p.PackOf(tool)
 	return d.Unit.Format(v)
 }
 

@@ -41,7 +41,7 @@ type grantArgs struct {
 // call (a field it reads without has()) refuses the call rather than
 // route it to whoever comes next.
 func TestARuleThatCannotBeEvaluatedRefuses(t *testing.T) {
-	d := policy.Domain{Name: "grants", System: "the grants office", Unit: policy.Unit{Currency: "GBP"},
+	d := policy.Pack{Name: "grants", System: "the grants office", Unit: policy.Unit{Currency: "GBP"},
 		Roles: []policy.RoleSpec{{Name: "clerk"}, {Name: "board"}},
 		Tools: []policy.ToolSpec{{Name: "award_grant", Description: "Award a grant.", Args: reflect.TypeFor[grantArgs](), Tier: policy.TierWrite, ValueArg: "amount",
 			Route: policy.Route{Method: "POST", Path: "/grants"}}},
@@ -100,7 +100,7 @@ func TestNewRefusesRulesTheValidatorWouldPanicOn(t *testing.T) {
 		"a dotted tag": {reflect.TypeFor[dotted](), []policy.Format{{Tag: "acme.kb", Pattern: regexp.MustCompile(`^x$`), Rule: "is x"}}, `format "acme.kb" must be 1 to 64 lower-case letters`},
 		"dive":         {reflect.TypeFor[bareMax](), []policy.Format{{Tag: "dive", Pattern: regexp.MustCompile(`^x$`), Rule: "is x"}}, `format "dive" takes the name of a built-in rule`},
 	} {
-		d := policy.Domain{Name: "t", System: "the test system", Roles: []policy.RoleSpec{{Name: "user"}}, Formats: c.formats,
+		d := policy.Pack{Name: "t", System: "the test system", Roles: []policy.RoleSpec{{Name: "user"}}, Formats: c.formats,
 			Tools: []policy.ToolSpec{{Name: "x", Description: "x", Args: c.args, Tier: policy.TierRead, Route: policy.Route{Method: "GET", Path: "/x"}}},
 			Rows:  []policy.Row{{Tool: "x", Roles: []policy.Role{"user"}, Decision: policy.DecisionAllow}}}
 		if _, err := policy.New(d); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -115,7 +115,7 @@ func (v *Verification) LastsOrDefault() time.Duration {
 // strictest when it has no row or names none (an unknown action, the empty
 // name). Fail-safe defaults: a registry permissive by omission is an
 // allowlist anyone can join by accident.
-func (d Domain) TierFor(action string) string {
+func (d Pack) TierFor(action string) string {
 	if d.Verification == nil {
 		return ""
 	}
@@ -134,7 +134,7 @@ func (d Domain) TierFor(action string) string {
 // and needs need: of the factors the caller may give now (their tool's row
 // needs no more than held) and that raise them, the first that reaches
 // need, else the one that raises them most; ok false when none does.
-func (d Domain) FactorFor(held, need string) (tool string, f Factor, ok bool) {
+func (d Pack) FactorFor(held, need string) (tool string, f Factor, ok bool) {
 	v := d.Verification
 	best := -1
 	for _, t := range d.Tools {
@@ -164,7 +164,7 @@ type VerifiedNeed struct {
 // factor is not a sealed string arg, that may be retried (each attempt
 // spends the budget), that runs as no one, or that grants no tier of the
 // ladder; and a tier some row needs that no factor can reach.
-func (d Domain) checkVerification() error {
+func (d Pack) checkVerification() error {
 	v := d.Verification
 	if v == nil {
 		for _, r := range d.Rows {
@@ -231,7 +231,7 @@ func (d Domain) checkVerification() error {
 	return nil
 }
 
-func specOf(d Domain, tool string) ToolSpec {
+func specOf(d Pack, tool string) ToolSpec {
 	for _, t := range d.Tools {
 		if t.Name == tool {
 			return t

@@ -244,7 +244,7 @@ func Build(p *policy.Policy, guards []Guard, locations map[string]string) (Regis
 	for _, name := range p.Names() {
 		spec, _ := p.Spec(name)
 		row, _ := p.Row(name)
-		d, _ := p.DomainOf(name)
+		d, _ := p.PackOf(name)
 		t := tool{spec: spec, row: row, decision: p.Effective(name), evidence: p.EvidenceRules(name), unit: d.Unit, ladder: d.Verification}
 		e := describe(t)
 		for _, c := range Catalogue {

@@ -3,8 +3,8 @@
 # Temporal dev server with the Web UI, migrations, the Mangrove upstream and the worker,
 # and, beside Mangrove, the card desk: a pack in a file (examples/packs/carddesk.yaml) whose
 # upstream stand-in (examples/carddesk) takes the demo provider's exchanged tokens (RFC 8693),
-# PlanCover, an insurer's member portal (domains/plancover), whose stand-in takes them too,
-# Northgate Bank's card desk (domains/northgate), whose callers verify before they act,
+# PlanCover, an insurer's member portal (packs/plancover), whose stand-in takes them too,
+# Northgate Bank's card desk (packs/northgate), whose callers verify before they act,
 # and the official MCP filesystem and memory servers, gated as they are (examples/packs/reference.yaml).
 # Every port can be moved: TEMPORAL_ADDRESS, TOOLGATE_TEMPORAL_UI_PORT, UPSTREAM_ADDR, CARDDESK_ADDR,
 # PLANCOVER_ADDR, NORTHGATE_ADDR, IDP_ADDR, APPROVALS_ADDR, MCP_ADDR, CODEC_ADDR, METRICS_ADDR.
@@ -214,8 +214,8 @@ pids+=($!)
 desk_line="" desk_try=""
 if [ -n "$carddesk" ]; then
   desk_line="  card desk      http://$CARDDESK_ADDR   (the file pack examples/packs/carddesk.yaml; tokens exchanged at the provider)
-  PlanCover      http://$PLANCOVER_ADDR   (the insurer's member portal, domains/plancover; tokens exchanged at the provider)
-  Northgate      http://$NORTHGATE_ADDR   (the bank's card desk, domains/northgate; callers verify, card_ops approve)
+  PlanCover      http://$PLANCOVER_ADDR   (the insurer's member portal, packs/plancover; tokens exchanged at the provider)
+  Northgate      http://$NORTHGATE_ADDR   (the bank's card desk, packs/northgate; callers verify, card_ops approve)
   MCP servers    filesystem and memory from npm, over stdio, on $TOOLGATE_SCRATCH   (examples/packs/reference.yaml; keepers approve)
 "
   desk_try="      The card desk, through MCP as cara: her client signs in at the provider (bin/starter token --user cara)

@@ -60,7 +60,7 @@ func callCmd(cfg config.Config, args []string, out io.Writer) error {
 	// task queue, its free text unredacted: say what to set instead.
 	if _, ok := cfg.Policy.Spec(in.Tool); !ok {
 		var names []string
-		for _, d := range cfg.Policy.Domains() {
+		for _, d := range cfg.Policy.Packs() {
 			names = append(names, d.Name)
 		}
 		return fmt.Errorf("call: %q is not a tool of the packs this starter loads (%s): set TOOLGATE_PACKS, and TOOLGATE_TASK_QUEUES, as the worker has them", in.Tool, strings.Join(names, ", "))

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/toolgate/toolgate/domains/northgate"
-	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/northgate"
+	"github.com/toolgate/toolgate/packs/plancover"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )

@@ -46,14 +46,16 @@ type ToolCallInput struct {
 // ToolCallResult is the outcome. Business outcomes complete the workflow
 // normally; a workflow failure means a bug.
 type ToolCallResult struct {
-	Status         CallStatus      `json:"status"`
-	Code           policy.Code     `json:"code"`
-	Message        string          `json:"message"`
-	Retryable      bool            `json:"retryable"`
-	AuthRequired   bool            `json:"authRequired"`
-	Result         json.RawMessage `json:"result"`
-	Card           string          `json:"card"`
-	IdempotencyKey string          `json:"idempotencyKey"`
+	Status       CallStatus      `json:"status"`
+	Code         policy.Code     `json:"code"`
+	Message      string          `json:"message"`
+	Retryable    bool            `json:"retryable"`
+	AuthRequired bool            `json:"authRequired"`
+	Result       json.RawMessage `json:"result"`
+	// Card is the card's text (the sentence an approver decides on), when
+	// the call put one up.
+	Card           string `json:"card"`
+	IdempotencyKey string `json:"idempotencyKey"`
 }
 
 // RequesterMemo is the memo field naming the person (policy.Person) who
@@ -77,8 +79,9 @@ type Outcome struct {
 
 // Status answers the status query.
 type Status struct {
-	Status       CallStatus  `json:"status"`
-	Tool         string      `json:"tool"`
+	Status CallStatus `json:"status"`
+	Tool   string     `json:"tool"`
+	// Card is the card's text, while one is up (and after).
 	Card         string      `json:"card"`
 	ValueCents   int64       `json:"valueCents"`
 	ApproverRole policy.Role `json:"approverRole"`

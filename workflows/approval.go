@@ -70,7 +70,7 @@ func (c *call) cardFor(d decision) (*card, error) {
 	k := &card{d: d, version: firstCardVersion, held: held, ctx: c.ctx, books: c.books, board: c.board,
 		clock: &clock{}, tally: newTally(held.Judging)}
 	k.Rules = policy.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
-		Card: policy.Card{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
+		Card: policy.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
 		Keys: held.Trust.Keys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
 		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable}
 	if held.Judging >= judgeVersioned {
@@ -80,7 +80,7 @@ func (c *call) cardFor(d decision) (*card, error) {
 	if d.value() != nil {
 		value = *d.value()
 	}
-	k.pending = activities.ProjectInput{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
+	k.pending = activities.CardRow{Version: cardPending, Status: activities.CardPending, Tool: c.in.Tool, Session: c.in.Session, Resource: v.Resource,
 		Args: action, ArgsHash: hash, Card: text, ValueCents: value, ApproverRole: v.ApproverRole, ExpiresAt: k.Card.ExpiresAt,
 		Evidence: v.Evidence, Justification: policy.JustificationOf(v.Args), ApprovalsNeeded: k.Need, CardVersion: firstCardVersion, SignedVersion: k.Card.Version, Editable: v.Editable}
 	if d.requester.Known() {
@@ -142,7 +142,7 @@ const (
 	// MaxUnsignedAudited and dropped past it, never ending the card.
 	judgeSignedLock
 	// judgeVersioned is judgeSignedLock, and a decision's signature names
-	// the card's version (policy.Card.Version), so one signed for a
+	// the card's version (policy.CardRef.Version), so one signed for a
 	// version an edit has replaced never counts on a later one; and a
 	// signed decision counts once: received again, it is refused like an
 	// unsigned payload, never towards the lock.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/toolgate/toolgate/activities"
@@ -246,7 +246,7 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		forged := approve(amaID)
 		forged.Signature = "unsigned"
-		otherKey := testenv.Sign(approve(amaID), policy.Card{WorkflowID: env.id})
+		otherKey := testenv.Sign(approve(amaID), policy.CardRef{WorkflowID: env.id})
 		otherKey.KeyID = "stolen"
 		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID}, forged, otherKey)
 		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), policy.Approval{Decision: policy.Reject, Approver: amaID})

@@ -52,7 +52,7 @@ func (b *books) auditAll(rows []activities.AuditInput) error {
 // locally when the event cannot depend on the task's time (an expiry, a
 // result already in history); a decision's acceptance depends on it, so
 // its record runs only after the task that accepted it is complete.
-func (b *books) record(in activities.AuditInput, card activities.ProjectInput, local bool) error {
+func (b *books) record(in activities.AuditInput, card activities.CardRow, local bool) error {
 	in.Tool, in.Session = b.tool, b.session
 	rec := activities.RecordInput{Audit: in, Card: card}
 	var f workflow.Future
@@ -68,7 +68,7 @@ func (b *books) record(in activities.AuditInput, card activities.ProjectInput, l
 }
 
 // project writes a card as it goes up (shape.write says how).
-func (b *books) project(card activities.ProjectInput) error {
+func (b *books) project(card activities.CardRow) error {
 	if err := b.shape.write(b.ctx, "card "+string(card.Status), acts.Project, card).Get(b.ctx, nil); err != nil {
 		return fmt.Errorf("project card: %w", err)
 	}
@@ -78,7 +78,7 @@ func (b *books) project(card activities.ProjectInput) error {
 // notify tells the webhook about the card, when one was in force as the
 // card went up: delivered by an activity with retries, not waited for
 // until the call ends (a slow receiver never holds a card up).
-func (b *books) notify(event string, card activities.ProjectInput, decidedBy string) {
+func (b *books) notify(event string, card activities.CardRow, decidedBy string) {
 	if !b.hooks {
 		return
 	}

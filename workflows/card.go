@@ -40,7 +40,7 @@ const (
 type card struct {
 	policy.Rules
 	d       decision
-	pending activities.ProjectInput
+	pending activities.CardRow
 	// version counts the card's edits (firstCardVersion until the first).
 	version int
 	// escalatedTo is the role the card shows it was also offered to.
@@ -299,7 +299,7 @@ func (k *card) end(status CallStatus, code policy.Code, event activities.Event, 
 // by the call's own activity first, and the card it finishes.
 type approvedCard struct {
 	before activities.RecordInput
-	card   activities.ProjectInput
+	card   activities.CardRow
 }
 
 // approve is the record of approval a: exactly the stored action, which

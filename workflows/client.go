@@ -151,13 +151,13 @@ func mustJSON(v any) []byte {
 }
 
 // CardRef names the card a status shows, for signing a decision on it.
-func (s Status) CardRef(workflowID string) policy.Card {
-	return policy.Card{WorkflowID: workflowID, RunID: s.RunID, ExpiresAt: s.ExpiresAt, Version: s.SignedVersion}
+func (s Status) CardRef(workflowID string) policy.CardRef {
+	return policy.CardRef{WorkflowID: workflowID, RunID: s.RunID, ExpiresAt: s.ExpiresAt, Version: s.SignedVersion}
 }
 
 // CardRef names the card an outcome shows, for signing a decision on it.
-func (o Outcome) CardRef() policy.Card {
-	return policy.Card{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt, Version: o.SignedVersion}
+func (o Outcome) CardRef() policy.CardRef {
+	return policy.CardRef{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt, Version: o.SignedVersion}
 }
 
 // StartOption adds to how Call starts a call.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -165,7 +165,7 @@ func TestARevokedSignInsCredentialNeverRuns(t *testing.T) {
 // mfaStock is the Mangrove pack with get_stock needing an mfa requester
 // (the shipped table has no requester tier).
 func mfaStock(t *testing.T) *policy.Policy {
-	return testenv.Mangrove(t, func(d *policy.Domain) {
+	return testenv.Mangrove(t, func(d *policy.Pack) {
 		for i := range d.Rows {
 			if d.Rows[i].Tool == mangrove.ToolGetStock {
 				d.Rows[i].RequesterTier = policy.ACRMFA

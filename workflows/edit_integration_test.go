@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -25,7 +25,7 @@ func TestEditThroughTheStack(t *testing.T) {
 	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 {
 		t.Fatalf("%v %+v", err, first)
 	}
-	send := func(a policy.Approval, card policy.Card) {
+	send := func(a policy.Approval, card policy.CardRef) {
 		t.Helper()
 		a.Evidence = testenv.Evidence(a.Approver.UserID, time.Now())
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, testenv.Sign(a, card)); err != nil {

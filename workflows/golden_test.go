@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/domains/northgate"
-	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/internal/packs"
+	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/packs/northgate"
+	"github.com/toolgate/toolgate/packs/plancover"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
@@ -94,7 +94,7 @@ var goldenPaths = []struct {
 			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
-	// PlanCover (domains/plancover): a read that runs as no one, a portal
+	// PlanCover (packs/plancover): a read that runs as no one, a portal
 	// not held, a hospital search with neither field, a dead index, and a
 	// signed-out portal read whose sign-in never comes.
 	{"plancover_knowledge_read", workflows.ToolCallInput{Tool: plancover.ToolSearchPolicyKnowledge, Args: json.RawMessage(`{"query":"cataract waiting period"}`)}, nil},
@@ -102,7 +102,7 @@ var goldenPaths = []struct {
 	{"plancover_hospitals_invalid", workflows.ToolCallInput{Tool: plancover.ToolFindNetworkHospitals, Args: json.RawMessage(`{}`)}, nil},
 	{"plancover_index_down", workflows.ToolCallInput{Tool: plancover.ToolSearchPolicyKnowledge, Args: json.RawMessage(`{"query":"maternity"}`)}, nil},
 	{"plancover_signed_out_expired", workflows.ToolCallInput{Tool: plancover.ToolGetPlanDetails, Args: json.RawMessage(`{"portal_ref":"PRT-40122"}`)}, nil},
-	// Northgate (domains/northgate): a public read, a balance refused for
+	// Northgate (packs/northgate): a public read, a balance refused for
 	// the caller's tier, a signed-out read whose sign-in never comes, a
 	// locked-out caller's passphrase, and a reissue at high that card
 	// operations approve.

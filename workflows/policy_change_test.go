@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -15,7 +15,7 @@ import (
 // limit cut below $384.00, every recorded call still replays to the same
 // outcome (the verdict is in its history), while a new call is refused.
 func TestLoweringTheTransferLimitKeepsCallsInFlight(t *testing.T) {
-	lowered := testenv.Mangrove(t, func(d *policy.Domain) {
+	lowered := testenv.Mangrove(t, func(d *policy.Pack) {
 		for i := range d.Rows {
 			if d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
 				d.Rows[i].HardLimitCents = 20000

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/policy"
 	historypb "go.temporal.io/api/history/v1"
@@ -86,7 +86,7 @@ func replayWithFlips(h *historypb.History, tool, workflowID string) error {
 
 // flipped is the Mangrove pack's policy with one field of tool i's spec flipped.
 func flipped(i int, flip func(*policy.ToolSpec)) (*policy.Policy, error) {
-	d := mangrove.Domain()
+	d := mangrove.Policy()
 	flip(&d.Tools[i])
 	return policy.New(d)
 }

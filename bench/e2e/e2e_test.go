@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -71,7 +71,7 @@ func distinctTransfer(stores []int64, i int) (int64, string) {
 // liftedTransferLimits is the Mangrove pack with room for many more cards
 // than the shipped table's 5 transfers per store per day.
 func liftedTransferLimits(t *testing.T) *policy.Policy {
-	return testenv.Mangrove(t, func(d *policy.Domain) {
+	return testenv.Mangrove(t, func(d *policy.Pack) {
 		for i := range d.Rows {
 			if d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
 				d.Rows[i].Limits = []policy.Limit{{Scope: policy.PerResource, Window: policy.Day, MaxCalls: 1_000_000, MaxCents: 1_000_000_000}}

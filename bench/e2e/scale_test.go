@@ -16,10 +16,10 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/approvals"
-	"github.com/toolgate/toolgate/domains/mangrove"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/synth"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"

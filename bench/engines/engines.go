@@ -12,7 +12,7 @@ import (
 	"github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/open-policy-agent/opa/v1/rego"
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	tg "github.com/toolgate/toolgate/policy"
 )
 
@@ -39,7 +39,7 @@ type row struct {
 
 // shipped is the Mangrove pack's policy, the table the engines are compared on.
 var shipped = func() *tg.Policy {
-	p, err := tg.New(mangrove.Domain())
+	p, err := tg.New(mangrove.Policy())
 	if err != nil {
 		panic(err)
 	}

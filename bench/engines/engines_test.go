@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	tg "github.com/toolgate/toolgate/policy"
 )
 

@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/northgate/upstream"
 	"github.com/toolgate/toolgate/internal/httpserver"
+	"github.com/toolgate/toolgate/packs/northgate/upstream"
 )
 
 func main() {

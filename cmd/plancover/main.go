@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/internal/httpserver"
+	"github.com/toolgate/toolgate/packs/plancover/upstream"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove/upstream"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 	"go.uber.org/zap"
 )
 

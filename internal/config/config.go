@@ -417,7 +417,7 @@ func ParseExchange(getenv func(string) string, upstreams map[string]string, p *p
 			continue
 		}
 		known := false
-		for _, d := range p.Domains() {
+		for _, d := range p.Packs() {
 			known = known || d.Name == name
 		}
 		u, own := upstreams[name]
@@ -505,7 +505,7 @@ func packPairs(variable, what, s string, p *policy.Policy, value func(pack, v st
 
 func packNames(p *policy.Policy) []string {
 	var names []string
-	for _, d := range p.Domains() {
+	for _, d := range p.Packs() {
 		names = append(names, d.Name)
 	}
 	return names
@@ -514,7 +514,7 @@ func packNames(p *policy.Policy) []string {
 // QueueFor is the task queue a tool's calls run on: its pack's own
 // (TaskQueues), else TaskQueue.
 func (c Config) QueueFor(tool string) string {
-	if d, ok := c.Policy.DomainOf(tool); ok {
+	if d, ok := c.Policy.PackOf(tool); ok {
 		if q, ok := c.TaskQueues[d.Name]; ok {
 			return q
 		}
@@ -526,7 +526,7 @@ func (c Config) QueueFor(tool string) string {
 // a worker polls every one of them.
 func (c Config) Queues() []string {
 	var out []string
-	for _, d := range c.Policy.Domains() {
+	for _, d := range c.Policy.Packs() {
 		q, ok := c.TaskQueues[d.Name]
 		if !ok {
 			q = c.TaskQueue

@@ -177,7 +177,7 @@ func LoadFile(path string) (pack.Pack, error) {
 			return pack.Pack{}, err
 		}
 	}
-	d, err := r.domain(f, servers, pins)
+	d, err := r.pack(f, servers, pins)
 	if err != nil {
 		return pack.Pack{}, err
 	}
@@ -191,7 +191,7 @@ func LoadFile(path string) (pack.Pack, error) {
 		}
 		return pack.Pack{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return pack.Pack{Domain: d, Servers: servers}, nil
+	return pack.Pack{Policy: d, Servers: servers}, nil
 }
 
 // readFile reads a pack file's fields, refusing one the format does not
@@ -219,7 +219,7 @@ func readFile(path string) (*reader, file, error) {
 	return r, f, nil
 }
 
-// reader turns a file into a Domain, remembering each field's line.
+// reader turns a file into a policy.Pack, remembering each field's line.
 type reader struct {
 	file  string
 	lines map[string]int
@@ -301,8 +301,8 @@ func (r *reader) record(n *yaml.Node, path string) {
 	}
 }
 
-func (r *reader) domain(f file, servers []mcpupstream.Server, pins Pins) (policy.Domain, error) {
-	d := policy.Domain{Name: f.Pack, System: f.System, Unit: policy.Unit{Currency: f.Currency}}
+func (r *reader) pack(f file, servers []mcpupstream.Server, pins Pins) (policy.Pack, error) {
+	d := policy.Pack{Name: f.Pack, System: f.System, Unit: policy.Unit{Currency: f.Currency}}
 	if f.Pack == "" {
 		return d, r.errorf("pack", "required: the pack's name, e.g. pack: helpdesk")
 	}

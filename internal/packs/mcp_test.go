@@ -427,7 +427,7 @@ func TestAServerMayOfferItsUnlistedToolsForApproval(t *testing.T) {
 	if _, ok := set.Policy.Spec("files__edit_file"); ok || offered < 5 {
 		t.Errorf("%d tools offered; edit_file among them: %v", offered, ok)
 	}
-	packtest.Chain(t, set.Policy.Domains()[0])
+	packtest.Chain(t, set.Policy.Packs()[0])
 
 	// A tool pinned by no one is not offered, unlisted or not.
 	delete(pins["files"], "create_directory")

@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/domains/northgate"
-	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/pack"
+	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/packs/northgate"
+	"github.com/toolgate/toolgate/packs/plancover"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -54,7 +54,7 @@ func Names() []string {
 // or packs that do not hold together (policy.New, pack.Check), stop the
 // process at start with what to fix.
 func Load(names string) (*Set, error) {
-	var domains []policy.Domain
+	var policies []policy.Pack
 	set := &Set{Previewers: map[string]pack.Previewer{}, Shapers: map[string]pack.Shaper{}, Servers: map[string]mcpupstream.Server{}}
 	serverPack := map[string]string{}
 	for _, n := range strings.Split(names, ",") {
@@ -80,19 +80,19 @@ func Load(names string) (*Set, error) {
 		}
 		for _, s := range p.Servers {
 			if other, ok := serverPack[s.Name]; ok {
-				return nil, fmt.Errorf("TOOLGATE_PACKS=%s: the MCP server name %q is in packs %s and %s; a server's name is one pack's", names, s.Name, other, p.Domain.Name)
+				return nil, fmt.Errorf("TOOLGATE_PACKS=%s: the MCP server name %q is in packs %s and %s; a server's name is one pack's", names, s.Name, other, p.Policy.Name)
 			}
-			serverPack[s.Name] = p.Domain.Name
+			serverPack[s.Name] = p.Policy.Name
 			set.Servers[s.Name] = s
 		}
-		domains = append(domains, p.Domain)
+		policies = append(policies, p.Policy)
 		maps.Copy(set.Previewers, p.Previewers)
 		maps.Copy(set.Shapers, p.Shapers)
 	}
-	if len(domains) == 0 {
+	if len(policies) == 0 {
 		return nil, fmt.Errorf("TOOLGATE_PACKS names no pack; set it to one or more of %s, comma-separated", strings.Join(Names(), ", "))
 	}
-	p, err := policy.New(domains...)
+	p, err := policy.New(policies...)
 	if err != nil {
 		return nil, fmt.Errorf("TOOLGATE_PACKS=%s: %w", names, err)
 	}

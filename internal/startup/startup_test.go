@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove/upstream"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpgate"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 )
 
 func repoRoot() string {

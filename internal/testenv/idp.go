@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/totp"
-	northgate "github.com/toolgate/toolgate/domains/northgate/upstream"
-	plancover "github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/mcpgate"
+	northgate "github.com/toolgate/toolgate/packs/northgate/upstream"
+	plancover "github.com/toolgate/toolgate/packs/plancover/upstream"
 	"github.com/toolgate/toolgate/policy"
 	"go.uber.org/zap/zaptest"
 )
@@ -42,7 +42,7 @@ const (
 
 // toolgate's token exchange client at every test provider, and the
 // audiences it may ask tokens for: the card desk's (examples/carddesk) and
-// PlanCover's (domains/plancover/upstream).
+// PlanCover's (packs/plancover/upstream).
 const (
 	ExchangeClientID  = "toolgate"
 	DeskAudience      = "https://carddesk.toolgate.test"
@@ -177,7 +177,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// PlanCover starts PlanCover's stand-in (domains/plancover/upstream) on a
+// PlanCover starts PlanCover's stand-in (packs/plancover/upstream) on a
 // loopback port, taking the provider at issuer's tokens for
 // PlanCoverAudience, and returns it with its URL.
 func PlanCover(t testing.TB, issuer string) (*plancover.Server, string) {
@@ -191,7 +191,7 @@ func PlanCover(t testing.TB, issuer string) (*plancover.Server, string) {
 	return pc, srv.URL
 }
 
-// Northgate starts Northgate Bank's stand-in (domains/northgate/upstream)
+// Northgate starts Northgate Bank's stand-in (packs/northgate/upstream)
 // on a loopback port, taking issuer's tokens for NorthgateAudience.
 func Northgate(t testing.TB, issuer string) (*northgate.Server, string) {
 	t.Helper()

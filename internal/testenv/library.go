@@ -31,10 +31,10 @@ type RenewLoanArgs struct {
 	Weeks  int64  `json:"weeks" validate:"required,min=1,max=4" desc:"How many weeks longer, 1 to 4."`
 }
 
-// LibraryDomain is the library pack: a read anyone may make and a renewal
+// LibraryPack is the library pack: a read anyone may make and a renewal
 // a librarian approves, one card per member.
-func LibraryDomain() policy.Domain {
-	return policy.Domain{
+func LibraryPack() policy.Pack {
+	return policy.Pack{
 		Name:   "library",
 		System: "the library system",
 		Roles:  []policy.RoleSpec{{Name: LibraryMember, Label: "Member"}, {Name: LibraryStaff, Label: "Librarian"}},
@@ -59,7 +59,7 @@ func LibraryDomain() policy.Domain {
 
 // WithLibrary is the shipped packs and the library pack, in one policy.
 var WithLibrary = func() *policy.Policy {
-	p, err := policy.New(append(Policy.Domains(), LibraryDomain())...)
+	p, err := policy.New(append(Policy.Packs(), LibraryPack())...)
 	if err != nil {
 		panic(err)
 	}

@@ -27,8 +27,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/codec"
-	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/domains/mangrove/upstream"
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/logging"
@@ -37,6 +35,8 @@ import (
 	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/pack"
+	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
 	"github.com/toolgate/toolgate/workflows"
@@ -60,12 +60,12 @@ const Issuer = "https://id.toolgate.test"
 
 // Sign signs a decision for a card, now. A decision without evidence gets
 // a fresh mfa sign-in at Issuer as its approver, which any card accepts.
-func Sign(a policy.Approval, card policy.Card) policy.Approval {
+func Sign(a policy.Approval, card policy.CardRef) policy.Approval {
 	return SignAt(a, card, time.Now())
 }
 
 // SignAt signs a decision as if at time at, signed in then (see Sign).
-func SignAt(a policy.Approval, card policy.Card, at time.Time) policy.Approval {
+func SignAt(a policy.Approval, card policy.CardRef, at time.Time) policy.Approval {
 	if a.Evidence == nil {
 		a.Evidence = Evidence(a.Approver.UserID, at)
 	}
@@ -425,9 +425,9 @@ var (
 
 // Mangrove is the policy of the Mangrove pack after edit changed it (a
 // row's limit, a tool's spec): what a test that changes the table runs.
-func Mangrove(t testing.TB, edit func(*policy.Domain)) *policy.Policy {
+func Mangrove(t testing.TB, edit func(*policy.Pack)) *policy.Policy {
 	t.Helper()
-	d := mangrove.Domain()
+	d := mangrove.Policy()
 	edit(&d)
 	p, err := policy.New(d)
 	if err != nil {

@@ -40,7 +40,7 @@ const Stranger policy.Role = "packtest_stranger"
 //   - step 6: a call valued one above the hard limit is over_limit (where
 //     the value arg's own maximum does not stop it at step 3 first);
 //   - step 7: each limit, full, is rate_limit.
-func Chain(t *testing.T, d policy.Domain, others ...policy.Domain) {
+func Chain(t *testing.T, d policy.Pack, others ...policy.Pack) {
 	t.Helper()
 	p, err := policy.New(append(slices.Clone(others), d)...)
 	if err != nil {
@@ -72,7 +72,7 @@ func (c call) judge(p *policy.Policy) policy.Verdict {
 	return p.Authorize(policy.Request{Tool: c.tool, Args: c.args, Session: c.sess}, policy.Facts{ValueCents: c.value, Usage: c.usage})
 }
 
-func tool(t *testing.T, p *policy.Policy, d policy.Domain, spec policy.ToolSpec, row policy.Row, held policy.Resources) {
+func tool(t *testing.T, p *policy.Policy, d policy.Pack, spec policy.ToolSpec, row policy.Row, held policy.Resources) {
 	decision := p.Effective(spec.Name)
 	sess := policy.Session{UserID: "packtest", Role: Stranger, Resources: held.Clone(), SessionID: "packtest", ConversationID: "packtest", CredentialRef: "cred-packtest"}
 	if len(row.Roles) > 0 {
@@ -221,11 +221,11 @@ func without(args map[string]json.RawMessage, name string) json.RawMessage {
 
 // ChainFile is Chain for a pack file (YAML or JSON), loaded as
 // TOOLGATE_PACKS loads one.
-func ChainFile(t *testing.T, path string, others ...policy.Domain) {
+func ChainFile(t *testing.T, path string, others ...policy.Pack) {
 	t.Helper()
 	p, err := packs.LoadFile(path)
 	if err != nil {
 		t.Fatalf("the pack file does not load: %v", err)
 	}
-	Chain(t, p.Domain, others...)
+	Chain(t, p.Policy, others...)
 }

@@ -3,7 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
-	"github.com/toolgate/toolgate/domains/mangrove/upstream/api"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream/api"
 	"net/http"
 	"strconv"
 	"strings"

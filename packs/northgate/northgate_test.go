@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/domains/northgate"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/pack/packtest"
+	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/packs/northgate"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -29,7 +29,7 @@ func TestThePackLoadsBesideTheOthers(t *testing.T) {
 // test_unknown_action_defaults_to_high: an action with no row and the
 // empty name need the strictest tier, and so does a row that names none.
 func TestUnknownActionsNeedTheStrictestTier(t *testing.T) {
-	d := northgate.Domain()
+	d := northgate.Policy()
 	for _, action := range []string{"close_account", ""} {
 		if got := d.TierFor(action); got != northgate.TierHigh {
 			t.Errorf("TierFor(%q) = %q, want %q", action, got, northgate.TierHigh)
@@ -59,14 +59,14 @@ func TestUnknownActionsNeedTheStrictestTier(t *testing.T) {
 // TestTheRegisterRowByRow proves every row of the register at every step
 // of the chain it can fail at (pack/packtest), beside Mangrove.
 func TestTheRegisterRowByRow(t *testing.T) {
-	packtest.Chain(t, northgate.Domain(), mangrove.Domain())
+	packtest.Chain(t, northgate.Policy(), mangrove.Policy())
 }
 
 // TestTheModelIsAskedForTheFactorAsSaid: the schema a model reads asks for
 // the passphrase and the code as the caller said them; the sealing is the
 // front door's, so no pattern of a sealed reference is published.
 func TestTheModelIsAskedForTheFactorAsSaid(t *testing.T) {
-	p, err := policy.New(northgate.Domain())
+	p, err := policy.New(northgate.Policy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,11 @@ import (
 	"slices"
 )
 
-// Domain is a pack: one team's tools, the policy rows that gate them, the
+// Pack is a pack as the engine reads it: one team's tools, the policy rows that gate them, the
 // evidence their approvals need, the roles they name and the formats their
 // args use. The engine knows no domain of its own: every tool a deployment
-// gates comes in a Domain, and New checks it whole before anything runs.
-type Domain struct {
+// gates comes in a Pack, and New checks it whole before anything runs.
+type Pack struct {
 	// Name names the pack in configuration and in errors, e.g. "plancover".
 	Name string
 	// System is how messages to the model name the pack's upstream, e.g.
@@ -73,10 +73,10 @@ var reservedTags = []string{"dive", "keys", "endkeys", "omitnil", "omitzero", "i
 // decides no card, so no pack may route one to it or grant tools by it.
 const ReservedRole Role = "auditor"
 
-// check finds what makes a domain unusable on its own: no name, a row
+// check finds what makes a pack unusable on its own: no name, a row
 // naming an undeclared role, a declared role no row names, a format
-// without a pattern. Tools and rows are checked by New across domains.
-func (d Domain) check() error {
+// without a pattern. Tools and rows are checked by New across packs.
+func (d Pack) check() error {
 	if !ValidID(d.Name) {
 		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, clip(d.Name))
 	}

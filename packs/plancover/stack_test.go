@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/toolgate/toolgate/domains/plancover"
-	"github.com/toolgate/toolgate/domains/plancover/upstream"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/plancover"
+	"github.com/toolgate/toolgate/packs/plancover/upstream"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )

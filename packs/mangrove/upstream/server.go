@@ -12,7 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/domains/mangrove/upstream/api"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream/api"
 	"net/http"
 	"slices"
 	"strconv"

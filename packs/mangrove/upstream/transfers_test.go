@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove/upstream"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 )
 
 // TestTransferPreviewAndExecute: the dry run of 40 cases of 40211 into 112

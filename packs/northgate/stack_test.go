@@ -12,12 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolgate/toolgate/domains/northgate"
-	"github.com/toolgate/toolgate/domains/northgate/upstream"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/mcpgate"
+	"github.com/toolgate/toolgate/packs/northgate"
+	"github.com/toolgate/toolgate/packs/northgate/upstream"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 	commonpb "go.temporal.io/api/common/v1"
@@ -310,7 +310,7 @@ func args(t *testing.T, tool string) string {
 // driven in the probes below.
 func TestEveryRowRefusesBelowItsTier(t *testing.T) {
 	d := newDesk(t)
-	rank := northgate.Domain().Verification.Rank
+	rank := northgate.Policy().Verification.Rank
 	high := 0
 	for _, r := range northgate.Register {
 		if r.Verified == northgate.TierHigh {
@@ -697,7 +697,7 @@ func TestATierIsOneSignInsOnKeyedCalls(t *testing.T) {
 // reference comes back only then.
 func TestAReissueGoesToCardOperations(t *testing.T) {
 	d := newDesk(t)
-	for _, s := range northgate.Domain().Tools {
+	for _, s := range northgate.Policy().Tools {
 		if s.Name == northgate.ToolReissueCard {
 			for _, f := range []string{"address", "deliveryAddress", "delivery_address"} {
 				if _, ok := s.Args.FieldByName(f); ok {

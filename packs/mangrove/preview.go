@@ -7,15 +7,15 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/toolgate/toolgate/domains/mangrove/upstream/api"
 	"github.com/toolgate/toolgate/pack"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream/api"
 	"github.com/toolgate/toolgate/policy"
 )
 
 // Pack is the Mangrove pack with its dry run: a transfer is previewed by the
 // store system, which picks the source store and values the move at cost.
 func Pack() pack.Pack {
-	return pack.Pack{Domain: Domain(), Previewers: map[string]pack.Previewer{ToolRequestStockTransfer: previewTransfer}}
+	return pack.Pack{Policy: Policy(), Previewers: map[string]pack.Previewer{ToolRequestStockTransfer: previewTransfer}}
 }
 
 // previewTransfer asks the store system where the stock would come from and
@@ -42,7 +42,7 @@ func previewTransfer(ctx context.Context, req pack.PreviewRequest, sys pack.Syst
 		return pack.Preview{ValueCents: p.ValueCents, Shortfall: p.Shortfall}, nil
 	}
 	action, _ := json.Marshal(TransferAction{ArticleID: args.ArticleID, Quantity: args.Quantity, Reason: args.Reason, StoreID: store, FromStoreID: p.FromStoreID})
-	return pack.Preview{Action: action, ValueCents: p.ValueCents, Card: TransferCard(p)}, nil
+	return pack.Preview{Action: action, ValueCents: p.ValueCents, CardText: TransferCard(p)}, nil
 }
 
 // TransferCard is the sentence an approver decides on, from the preview alone.

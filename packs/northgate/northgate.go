@@ -176,15 +176,15 @@ var Register = []policy.Row{
 	{Tool: ToolVerifyOneTimeCode, Verified: TierMedium, VerifiedWhy: oneTimeCodeWhy, Decision: policy.DecisionAllow},
 }
 
-// Domain is the Northgate pack's policy.
-func Domain() policy.Domain {
+// Policy is the Northgate pack's policy.
+func Policy() policy.Pack {
 	rows := make([]policy.Row, len(Register))
 	for i, r := range Register {
 		r.Roles = []policy.Role{RoleCaller}
 		r.Limits = append(r.Limits, policy.Limit{Scope: policy.PerUser, Window: policy.Hour, MaxCalls: 60})
 		rows[i] = r
 	}
-	return policy.Domain{
+	return policy.Pack{
 		Name:   Name,
 		System: "Northgate Bank",
 		Roles:  []policy.RoleSpec{{Name: RoleCaller, Label: "Caller"}, {Name: RoleCardOps, Label: "Card operations"}},
@@ -206,7 +206,7 @@ func Domain() policy.Domain {
 
 // Pack is the Northgate pack: its policy and reissue_card's dry run.
 func Pack() pack.Pack {
-	return pack.Pack{Domain: Domain(), Previewers: map[string]pack.Previewer{ToolReissueCard: PreviewReissue}}
+	return pack.Pack{Policy: Policy(), Previewers: map[string]pack.Previewer{ToolReissueCard: PreviewReissue}}
 }
 
 // PreviewReissue reads, as the caller, the card a reissue replaces and the
@@ -232,6 +232,6 @@ func PreviewReissue(ctx context.Context, req pack.PreviewRequest, sys pack.Syste
 		return pack.Preview{}, pack.Unavailable("the bank's card record does not read")
 	}
 	return pack.Preview{Action: req.Args, ValueCents: *card.FeePence,
-		Card: fmt.Sprintf("Reissue the card ending %s on %s (%s, card %s). It is posted to the registered address, %s, and cannot be recalled once posted. Fee £%d.%02d.",
+		CardText: fmt.Sprintf("Reissue the card ending %s on %s (%s, card %s). It is posted to the registered address, %s, and cannot be recalled once posted. Fee £%d.%02d.",
 			policy.CardValue(card.Last4), args.AccountRef, args.Reason, policy.CardValue(card.State), policy.CardValue(card.Registered), *card.FeePence/100, *card.FeePence%100)}, nil
 }

@@ -2,7 +2,7 @@
 // (../../../shared/background/designing-tools-and-permissions.txt), the
 // policy rows that gate them, the evidence their approvals need and the
 // roles they name. It registers through the same public API as any other
-// pack (policy.Domain); the engine knows nothing of it.
+// pack (policy.Pack); the engine knows nothing of it.
 package mangrove
 
 import (
@@ -18,10 +18,10 @@ import (
 // Name is the pack's name in TOOLGATE_PACKS.
 const Name = "mangrove"
 
-// Domain is the Mangrove pack. Its slices are its own copies, so a test
+// Policy is the Mangrove pack's policy. Its slices are its own copies, so a test
 // may change one without changing the pack.
-func Domain() policy.Domain {
-	return policy.Domain{
+func Policy() policy.Pack {
+	return policy.Pack{
 		Name:   Name,
 		System: "the store system",
 		Roles: []policy.RoleSpec{
@@ -269,7 +269,7 @@ func Stores(ids ...int64) policy.Resources {
 // with no TOOLGATE_RESOURCE_CLAIMS reads it.
 func ClaimMap() policy.ClaimMap {
 	m := policy.ClaimMap{}
-	for _, k := range Domain().Resources {
+	for _, k := range Policy().Resources {
 		m[k.Name] = k.Claim
 	}
 	return m

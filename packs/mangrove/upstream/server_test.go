@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/domains/mangrove/upstream"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 	"go.uber.org/zap"
 )
 

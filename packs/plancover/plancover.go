@@ -159,15 +159,15 @@ func Tools() []policy.ToolSpec {
 	}
 }
 
-// Domain is the PlanCover pack's policy.
-func Domain() policy.Domain {
+// Policy is the PlanCover pack's policy.
+func Policy() policy.Pack {
 	tools := Tools()
 	rows := make([]policy.Row, len(tools))
 	for i, t := range tools {
 		rows[i] = policy.Row{Tool: t.Name, Roles: []policy.Role{RoleMember}, Decision: policy.DecisionAllow,
 			Limits: []policy.Limit{{Scope: policy.PerUser, Window: policy.Hour, MaxCalls: 120}}}
 	}
-	return policy.Domain{
+	return policy.Pack{
 		Name:   Name,
 		System: "the member portal",
 		Roles:  []policy.RoleSpec{{Name: RoleMember, Label: "Member"}},
@@ -185,5 +185,5 @@ func Domain() policy.Domain {
 
 // Pack is the PlanCover pack: its policy and the hospital search's shaper.
 func Pack() pack.Pack {
-	return pack.Pack{Domain: Domain(), Shapers: map[string]pack.Shaper{ToolFindNetworkHospitals: ShapeHospitals}}
+	return pack.Pack{Policy: Policy(), Shapers: map[string]pack.Shaper{ToolFindNetworkHospitals: ShapeHospitals}}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/domains/mangrove/upstream/api"
+	"github.com/toolgate/toolgate/packs/mangrove/upstream/api"
 	"net/http"
 	"strconv"
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/domains/mangrove"
-	"github.com/toolgate/toolgate/domains/plancover"
 	"github.com/toolgate/toolgate/pack/packtest"
+	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/packs/plancover"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -18,7 +18,7 @@ func TestEveryRowAtEveryStep(t *testing.T) {
 	if err := plancover.Pack().Check(); err != nil {
 		t.Fatal(err)
 	}
-	packtest.Chain(t, plancover.Domain(), mangrove.Domain())
+	packtest.Chain(t, plancover.Policy(), mangrove.Policy())
 }
 
 // TestEveryReadSharesOneShape (the text's "Every PlanCover read shares one
@@ -26,7 +26,7 @@ func TestEveryRowAtEveryStep(t *testing.T) {
 // confirmation, as the signed-in member; the knowledge search alone runs
 // as no one, and names no resource.
 func TestEveryReadSharesOneShape(t *testing.T) {
-	d := plancover.Domain()
+	d := plancover.Policy()
 	for i, s := range d.Tools {
 		row := d.Rows[i]
 		knowledge := s.Name == plancover.ToolSearchPolicyKnowledge
@@ -49,7 +49,7 @@ func member(portals ...string) policy.Session {
 // city is required, and a pin code must be exactly six digits; either
 // mistake is answered with invalid_arguments rather than a search").
 func TestTheHospitalSearchNeedsAPinCodeOrACity(t *testing.T) {
-	p, err := policy.New(plancover.Domain())
+	p, err := policy.New(plancover.Policy())
 	if err != nil {
 		t.Fatal(err)
 	}
