@@ -224,15 +224,14 @@ func (c *call) check(args json.RawMessage, value *int64) policy.Verdict {
 // or the check of a pinned tool's definition), or asks for a sign-in when
 // one would let it go on.
 func (c *call) readFailed(d decision, v policy.Verdict, err error, dryRun bool) (ToolCallResult, error) {
-	failure := err
-	code, msg, retryable, auth := upstreamFailure(failure, true, c.system)
-	if dryRun && unverified(failure) {
+	code, msg, retryable, auth := upstreamFailure(err, true, c.system)
+	if dryRun && unverified(err) {
 		// Refused before the dry run read anything: a denial like
 		// admission's, audited here since admission never saw the call.
-		d.refusal, d.verdict = refusalResult(failure, nil), policy.Verdict{Decision: policy.DecisionDeny, Code: code, Message: msg, Args: v.Args, Resource: v.Resource}
+		d.refusal, d.verdict = refusalResult(err, nil), policy.Verdict{Decision: policy.DecisionDeny, Code: code, Message: msg, Args: v.Args, Resource: v.Resource}
 		return c.denied(d)
 	}
-	if c.signIn.ask(code, refusalResult(failure, nil), false) {
+	if c.signIn.ask(code, refusalResult(err, nil), false) {
 		return ToolCallResult{}, nil
 	}
 	if !dryRun {
@@ -241,11 +240,11 @@ func (c *call) readFailed(d decision, v policy.Verdict, err error, dryRun bool) 
 	if code == policy.CodeUpstreamError {
 		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, sentence(c.system)+" refused the call: ")
 	}
-	res, err := c.failed(d, v, code, msg, retryable, auth)
-	if err == nil && res.Status == StatusFailed {
-		res.Result = refusalResult(failure, res.Result)
+	res, ferr := c.failed(d, v, code, msg, retryable, auth)
+	if ferr == nil && res.Status == StatusFailed {
+		res.Result = refusalResult(err, res.Result)
 	}
-	return res, err
+	return res, ferr
 }
 
 // failed ends a call that could not run, with its audit row.
@@ -288,7 +287,8 @@ func idProblem(key string, in ToolCallInput) string {
 // unless a rate limit refused it.
 func (c *call) denied(d decision) (ToolCallResult, error) {
 	v := d.verdict
-	c.board.status.resource = c.board.about(v)
+	about := c.board.about(v)
+	c.board.status.resource = about
 	c.board.set(StatusDenied, v.Code)
 	workflow.GetLogger(c.ctx).Info("denied", "tool", c.in.Tool, "code", v.Code)
 	if v.Step < policy.StepRateLimit {
@@ -297,7 +297,7 @@ func (c *call) denied(d decision) (ToolCallResult, error) {
 			args = c.in.Args
 		}
 		err := c.books.audit(activities.AuditInput{Key: "decision", Event: activities.EventDenied, Reason: v.Code, Message: v.Message,
-			Args: args, Resource: c.board.about(v), Claim: c.claims.claim()})
+			Args: args, Resource: about, Claim: c.claims.claim()})
 		if err != nil {
 			return c.rerun(err)
 		}
