@@ -102,18 +102,33 @@ if [ -n "$cluster" ]; then
 elif (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
   echo "A Temporal server already answers at $address; using it."
 else
-  temporal server start-dev --ip "$host" --port "$port" --ui-port "$ui_port" \
-    --db-filename .dev/temporal.db --log-level warn \
-    --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
-    --dynamic-config-value system.enableActivityEagerExecution=true \
-    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
-    --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
-    --dynamic-config-value history.maximumSignalsPerExecution=1000 \
-    --dynamic-config-value limit.blobSize.error=262144 \
-    --ui-codec-endpoint "http://${CODEC_ADDR:-127.0.0.1:8089}" "${sa_flags[@]}" \
-    >.dev/temporal.log 2>&1 &
-  pids+=($!)
-  for _ in $(seq 60); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && break; sleep 1; done
+  # start-dev picks its inner services' ports itself, and another program starting at the same moment
+  # may take one first: a server that stops before it answers is started again, twice at most.
+  for attempt in 1 2 3; do
+    temporal server start-dev --ip "$host" --port "$port" --ui-port "$ui_port" \
+      --db-filename .dev/temporal.db --log-level warn \
+      --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
+      --dynamic-config-value system.enableActivityEagerExecution=true \
+      --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+      --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
+      --dynamic-config-value history.maximumSignalsPerExecution=1000 \
+      --dynamic-config-value limit.blobSize.error=262144 \
+      --ui-codec-endpoint "http://${CODEC_ADDR:-127.0.0.1:8089}" "${sa_flags[@]}" \
+      >.dev/temporal.log 2>&1 &
+    temporal_pid=$!
+    pids+=("$temporal_pid")
+    for _ in $(seq 180); do
+      if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null || ! kill -0 "$temporal_pid" 2>/dev/null; then break; fi
+      sleep 1
+    done
+    kill -0 "$temporal_pid" 2>/dev/null && break
+    echo "The Temporal dev server stopped before it answered at $address (try $attempt of 3); the end of .dev/temporal.log:" >&2
+    tail -n 5 .dev/temporal.log >&2
+  done
+  if ! kill -0 "$temporal_pid" 2>/dev/null || ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    echo "No Temporal dev server answers at $address: .dev/temporal.log says why (a port taken: TEMPORAL_ADDRESS and TOOLGATE_TEMPORAL_UI_PORT move it)." >&2
+    exit 1
+  fi
   temporal operator cluster health --address "$address" >/dev/null
 fi
 # A kept .dev/temporal.db or a server of your own may predate an attribute: register any missing one

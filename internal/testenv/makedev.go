@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,18 +157,10 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	d := &DevStack{Root: root}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml")}
-	port := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
 	// Every port moved to a free one, so make dev may run beside this one.
 	moved := map[string]string{}
 	for _, p := range MakeDevPorts {
-		moved[p] = port()
+		moved[p] = unclaimedPort(t)
 	}
 	_, uiPort, _ := net.SplitHostPort(moved["8233"])
 	d.Issuer, d.Cards, d.MCP, d.Temporal = "http://"+moved["8082"], "http://"+moved["8080"], "http://"+moved["8090"]+"/mcp", moved["7233"]
@@ -228,7 +222,7 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 			t.Errorf("make dev left .dev/env behind when it stopped (%v)", err)
 		}
 		if t.Failed() {
-			for _, log := range []string{"worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
+			for _, log := range []string{"temporal", "worker", "mcp", "carddesk", "plancover", "idp", "approvals"} {
 				b, _ := os.ReadFile(filepath.Join(root, ".dev", log+".log"))
 				t.Logf("%s.log:\n%s", log, b)
 			}
@@ -274,6 +268,36 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 		}
 	}
 	return d
+}
+
+// unclaimedPort is a free port below the kernel's ephemeral range, where
+// no connection's local port and no other listener on port 0 is put: make
+// dev listens on it a minute or more after it is picked (make builds
+// first), and a port of the ephemeral range is often taken by then by one
+// of the connections the tests beside it make.
+func unclaimedPort(t testing.TB) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const first = 10000
+	if low <= first+1000 {
+		t.Fatalf("the ephemeral port range starts at %d: no port below it is left for make dev", low)
+	}
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(first+rand.IntN(low-first)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			_ = l.Close()
+			return addr
+		}
+	}
+	t.Fatalf("no free port between %d and %d", first, low)
+	return ""
 }
 
 // checkoutFiles are the files of the checkout at repo: git's, or, in a
