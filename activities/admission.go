@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
@@ -50,14 +51,14 @@ type PendingCard struct {
 	// person is the sign-in behind the credential of who asked for the
 	// card (pending_action's requester_issuer and requester_subject), when
 	// the card names one.
-	person policy.Person
+	person signoff.Person
 }
 
 // askedBy reports whether the card was asked for by the person (nil when
 // their credential names none) now asking again: one issuer and subject,
 // whatever the user IDs; a card or a credential that names no person is
 // nobody's to be told of.
-func (p PendingCard) askedBy(person *policy.Person) bool {
+func (p PendingCard) askedBy(person *signoff.Person) bool {
 	return person != nil && person.Known() && *person == p.person
 }
 
@@ -77,7 +78,7 @@ type AdmitResult struct {
 	// call's credential (its issuer and subject in the vault), so the
 	// two-person rule knows them under any user ID; nil when the vault
 	// names nobody.
-	Requester *policy.Person `json:"requester,omitempty"`
+	Requester *signoff.Person `json:"requester,omitempty"`
 }
 
 // Allowed reports whether the call was admitted.
@@ -220,7 +221,7 @@ func (a *Activities) timing(ctx context.Context, name, tool string, d time.Durat
 // sign-in, where the vault names one: one person under two user IDs asks
 // for one thing, and two people under one user ID for two. Else it is the
 // workflow's, keyed by user ID.
-func personalIntent(in AdmitInput, who *policy.Person) string {
+func personalIntent(in AdmitInput, who *signoff.Person) string {
 	if in.Verdict.Tool == nil || !in.Verdict.Tool.PerRequester || who == nil {
 		return in.Intent
 	}
@@ -234,7 +235,7 @@ func personalIntent(in AdmitInput, who *policy.Person) string {
 // intentOf is a per-requester intent keyed by the person p (never a user
 // ID: "person:" holds a byte no user ID does), or else when the action
 // cannot be read.
-func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, p policy.Person, orElse string) string {
+func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, p signoff.Person, orElse string) string {
 	k, err := policy.Intent(tool, resource, action, "person:"+p.Issuer+"\x00"+p.Subject)
 	if err != nil {
 		return orElse
@@ -247,12 +248,12 @@ func intentOf(tool string, resource policy.ResourceRef, action json.RawMessage, 
 // nobody) and the decision row a previous attempt of this run committed
 // (the truth, since counting again would count that row itself; nil when
 // there is none), in one round trip.
-func requesterAndDecision(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput) (*policy.Person, *AdmitResult, error) {
+func requesterAndDecision(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput) (*signoff.Person, *AdmitResult, error) {
 	ref := in.CredentialRef
 	if ref == "" {
 		ref = in.Session.CredentialRef
 	}
-	var p policy.Person
+	var p signoff.Person
 	var event, reason, message *string
 	var result []byte
 	if err := tx.QueryRow(ctx, `SELECT coalesce(c.issuer, ''), coalesce(c.subject, ''), d.event, d.reason, coalesce(d.message, ''), d.result
@@ -262,7 +263,7 @@ func requesterAndDecision(ctx context.Context, tx pgx.Tx, wf, run string, in Adm
 		Scan(&p.Issuer, &p.Subject, &event, &reason, &message, &result); err != nil {
 		return nil, nil, fmt.Errorf("admit: the requester's sign-in and a recorded decision: %w", err)
 	}
-	var who *policy.Person
+	var who *signoff.Person
 	if p.Known() {
 		who = &p
 	}
@@ -340,10 +341,10 @@ func (a *Activities) running(ctx context.Context, wf, run string) bool {
 // it, by the issuer and subject of the sign-in behind their credential,
 // never by user ID (a provider's display name, which two people may
 // share), and never to another person.
-func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *policy.Person, held PendingCard) (AdmitResult, error) {
+func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *signoff.Person, held PendingCard) (AdmitResult, error) {
 	asker := who
 	if asker != nil {
-		asker = &policy.Person{Issuer: clean(asker.Issuer), Subject: clean(asker.Subject)} // as the card row keeps them
+		asker = &signoff.Person{Issuer: clean(asker.Issuer), Subject: clean(asker.Subject)} // as the card row keeps them
 	}
 	if !held.askedBy(asker) {
 		held.WorkflowID = ""
@@ -367,7 +368,7 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 
 // unverified denies a call whose caller holds less than its row's tier,
 // with its decision row; nothing is counted against the limits.
-func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *policy.Person, u Unverified) (AdmitResult, error) {
+func (a *Activities) unverified(ctx context.Context, tx pgx.Tx, wf, run string, in AdmitInput, who *signoff.Person, u Unverified) (AdmitResult, error) {
 	msg := u.Message(a.Policy.System(in.Tool))
 	result, _ := json.Marshal(u)
 	if err := a.discardFactor(ctx, tx, in); err != nil {
@@ -415,7 +416,7 @@ const windowStart = `now() - make_interval(secs => $3)`
 
 // countUsage counts what a limit bucket has admitted in its rolling window.
 // Calls that were admitted count; so does value waiting for approval.
-func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *policy.Person) (policy.Usage, error) {
+func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *signoff.Person) (policy.Usage, error) {
 	var u policy.Usage
 	sql, args, err := UsageQuery(k, who)
 	if err != nil {
@@ -429,7 +430,7 @@ func countUsage(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *policy.P
 
 // countUsageExcept is countUsage leaving out one run's calls (an edited
 // card's own).
-func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *policy.Person, wf, run string) (policy.Usage, error) {
+func countUsageExcept(ctx context.Context, tx pgx.Tx, k policy.LimitKey, who *signoff.Person, wf, run string) (policy.Usage, error) {
 	var u policy.Usage
 	sql, args, err := usageQuery(k, who)
 	if err != nil {
@@ -464,12 +465,12 @@ const (
 // trigger on the log's insert. who is the person asking (nil when their
 // credential names none), whose rows a per-user limit counts. Admission
 // runs it; tests read its plan and its counts.
-func UsageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
+func UsageQuery(k policy.LimitKey, who *signoff.Person) (string, []any, error) {
 	sql, args, err := usageQuery(k, who)
 	return strings.ReplaceAll(sql, exceptRun, ""), args, err
 }
 
-func usageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
+func usageQuery(k policy.LimitKey, who *signoff.Person) (string, []any, error) {
 	const window = ` AND a.at > ` + windowStart + exceptRun
 	switch k.Scope {
 	case policy.PerResource:
@@ -496,9 +497,9 @@ func usageQuery(k policy.LimitKey, who *policy.Person) (string, []any, error) {
 // person is who as the log keeps it, and whether it names one: exactly as
 // the vault holds it (text the sign-in wrote), never cleaned, since two
 // subjects that clean to one text would be one person's limit.
-func person(who *policy.Person) (policy.Person, bool) {
+func person(who *signoff.Person) (signoff.Person, bool) {
 	if who == nil || !who.Known() {
-		return policy.Person{}, false
+		return signoff.Person{}, false
 	}
 	return *who, true
 }
@@ -508,7 +509,7 @@ func person(who *policy.Person) (policy.Person, bool) {
 // what they reserved (a card rejected or expired, a call released), each
 // card at its latest edit's value. Tests compare the two; nothing admits
 // by it, since it reads every counted row's run again.
-func UsageFromLog(k policy.LimitKey, who *policy.Person) (string, []any, error) {
+func UsageFromLog(k policy.LimitKey, who *signoff.Person) (string, []any, error) {
 	const count = `SELECT count(*), coalesce(sum(CASE WHEN a.event = 'needs_approval' THEN coalesce((SELECT e.value_cents FROM audit_log e
 			  WHERE e.workflow_id = a.workflow_id AND e.run_id = a.run_id AND e.event = 'edited' ORDER BY e.id DESC LIMIT 1), a.value_cents)
 			  ELSE a.value_cents END), 0)::bigint FROM audit_log a`
@@ -539,7 +540,7 @@ func UsageFromLog(k policy.LimitKey, who *policy.Person) (string, []any, error) 
 // limit's own (a per-user limit's is its user ID's, whose unnamed rows
 // every call under it counts), then its person's, when who names one. N
 // concurrent calls can never pass a limit of N-1.
-func lockBuckets(ctx context.Context, tx pgx.Tx, limits []policy.LimitKey, who *policy.Person) error {
+func lockBuckets(ctx context.Context, tx pgx.Tx, limits []policy.LimitKey, who *signoff.Person) error {
 	if err := lockKeys(ctx, tx, limitKeys(limits)); err != nil {
 		return err
 	}
@@ -558,7 +559,7 @@ func limitKeys(limits []policy.LimitKey) []string {
 // personKeys are the keys of the person's buckets of the per-user limits,
 // whichever user ID they call under and whatever the limit's window (a
 // count reads the person's rows of the tool); none when who names nobody.
-func personKeys(limits []policy.LimitKey, who *policy.Person) []string {
+func personKeys(limits []policy.LimitKey, who *signoff.Person) []string {
 	p, named := person(who)
 	if !named {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -35,15 +36,15 @@ type AuditInput struct {
 	// Approver.
 	ClaimedBy string `json:"claimedBy,omitempty"`
 	// Evidence is how a verified approver proved who they are.
-	Evidence *policy.AuthEvidence `json:"evidence,omitempty"`
-	Message  string               `json:"message,omitempty"`
+	Evidence *signoff.AuthEvidence `json:"evidence,omitempty"`
+	Message  string                `json:"message,omitempty"`
 	// Claim, on a run's first write, claims the call for this run.
 	Claim  *Claim          `json:"claim,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	// Requester, on a decision row, is the person behind the call's
 	// credential, whom its per-user limits count (admission reads it from
 	// the vault); nil when the credential names none.
-	Requester *policy.Person `json:"requester,omitempty"`
+	Requester *signoff.Person `json:"requester,omitempty"`
 }
 
 // Audit appends one event to audit_log. Args and result are sanitized here,

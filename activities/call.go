@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/exchange"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -68,7 +69,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallInput) (CallResult, er
 	log := a.Logger.With(zap.String("tool", in.Tool), zap.String("workflowId", info.WorkflowExecution.ID),
 		zap.String("runId", info.WorkflowExecution.RunID), zap.Int32("attempt", info.Attempt))
 	if in.ArgsHash != "" {
-		if h, err := policy.ArgsHash(in.Tool, in.Args); err != nil || h != in.ArgsHash {
+		if h, err := signoff.ArgsHash(in.Tool, in.Args); err != nil || h != in.ArgsHash {
 			return CallResult{}, temporal.NewNonRetryableApplicationError("the args to run do not match the approved card", ErrBadInput, nil)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -23,7 +24,7 @@ func TestCallToolRunsOnlyTheApprovedArgs(t *testing.T) {
 	srv := testenv.Upstream(t, url)
 	a := testenv.NewActivities(testenv.AppPool(t, url), srv.URL, zap.NewNop())
 	approved, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
-	hash, _ := policy.ArgsHash("request_stock_transfer", approved)
+	hash, _ := signoff.ArgsHash("request_stock_transfer", approved)
 	tampered, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 200, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
 
 	var suite testsuite.WorkflowTestSuite
@@ -64,7 +65,7 @@ func TestCallToolRecordsItsOutcome(t *testing.T) {
 	ctx := context.Background()
 	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s1", ConversationID: "c1", CredentialRef: "cred-ama"}
 	action, _ := json.Marshal(mangrove.TransferAction{ArticleID: 40211, Quantity: 40, Reason: "stockout_risk", StoreID: 112, FromStoreID: 118})
-	hash, _ := policy.ArgsHash("request_stock_transfer", action)
+	hash, _ := signoff.ArgsHash("request_stock_transfer", action)
 	card := activities.CardRow{Version: 3, Status: activities.CardExecuted, Tool: "request_stock_transfer", Session: session, Resource: policy.ResourceRef{Kind: "store", ID: "112"},
 		Args: action, ArgsHash: hash, Card: "40 cases", ValueCents: 100, ApproverRole: mangrove.RoleAreaManager, ExpiresAt: "2026-12-01T12:00:00Z"}
 	outcome := activities.AuditInput{Key: "outcome", Event: activities.EventExecuted, Reason: policy.CodeOK, Tool: "request_stock_transfer", Session: session, Args: action, Resource: policy.ResourceRef{Kind: "store", ID: "112"}}

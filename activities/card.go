@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // CardRow is one state of a card for the pending_action projection.
@@ -47,7 +48,7 @@ type CardRow struct {
 	Editable []string `json:"editable,omitempty"`
 	// Requester is the person behind the requester's credential, when the
 	// vault names one.
-	Requester *policy.Person `json:"requester,omitempty"`
+	Requester *signoff.Person `json:"requester,omitempty"`
 }
 
 // ApprovalMark is one approval counted on a card that needs several, with

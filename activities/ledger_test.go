@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // TestTheLedgerCountsWhatTheLogCounts: admission counts limits from the
@@ -37,8 +38,8 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	written := 0
 	// Each row is written twice, as a retried activity would: the second
 	// must reach neither the log nor the ledger.
-	people := []*policy.Person{nil, {Issuer: testenv.Issuer, Subject: "person-1"}, {Issuer: testenv.Issuer, Subject: "person-2"}}
-	var person *policy.Person
+	people := []*signoff.Person{nil, {Issuer: testenv.Issuer, Subject: "person-1"}, {Issuer: testenv.Issuer, Subject: "person-2"}}
+	var person *signoff.Person
 	insert := func(wf, key, event, tool, store, user string, cents *int64, at time.Time) {
 		t.Helper()
 		var iss, sub any
@@ -92,7 +93,7 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 	}
 	type bucket struct {
 		policy.LimitKey
-		who *policy.Person
+		who *signoff.Person
 	}
 	var keys []bucket
 	for _, tool := range tools {
@@ -107,7 +108,7 @@ func TestTheLedgerCountsWhatTheLogCounts(t *testing.T) {
 			}
 		}
 	}
-	count := func(query func(policy.LimitKey, *policy.Person) (string, []any, error), k bucket) policy.Usage {
+	count := func(query func(policy.LimitKey, *signoff.Person) (string, []any, error), k bucket) policy.Usage {
 		t.Helper()
 		sql, args, err := query(k.LimitKey, k.who)
 		if err != nil {

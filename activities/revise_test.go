@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 )
@@ -60,7 +61,7 @@ func TestAnEditCountsItsPersonsCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := revise(transferEdit(policy.LimitKey{Key: "transfers-ama-hour", Tool: tool, Scope: policy.PerUser, UserID: "ama", Window: policy.Hour, MaxCalls: 2},
-		&policy.Person{Issuer: testenv.Issuer, Subject: "ama-1"}))
+		&signoff.Person{Issuer: testenv.Issuer, Subject: "ama-1"}))
 	if res.Code != policy.CodeRateLimit {
 		t.Fatalf("an edit of ama's card with her hour's two other transfers made under kofi: %+v, want %s", res, policy.CodeRateLimit)
 	}
@@ -91,7 +92,7 @@ func reviser(t *testing.T) (*pgxpool.Pool, func(activities.ReviseInput) activiti
 
 // transferEdit is an edit, to version 2, of ama's card for a transfer of 2
 // cases into store 112, counted against limit, whose requester is person.
-func transferEdit(limit policy.LimitKey, person *policy.Person) activities.ReviseInput {
+func transferEdit(limit policy.LimitKey, person *signoff.Person) activities.ReviseInput {
 	const tool = mangrove.ToolRequestStockTransfer
 	store := policy.ResourceRef{Kind: mangrove.KindStore, ID: "112"}
 	session := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s", ConversationID: "c", CredentialRef: "cred-ama"}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -70,7 +71,7 @@ const (
 // one sign-in (its credential): the strongest unexpired tier earned there
 // (at least the signed-in tier), or the weakest when they are locked out
 // or nobody is signed in.
-func standing(ctx context.Context, tx pgx.Tx, d policy.Pack, who *policy.Person, conversation, credentialRef string) (string, bool, error) {
+func standing(ctx context.Context, tx pgx.Tx, d policy.Pack, who *signoff.Person, conversation, credentialRef string) (string, bool, error) {
 	v := d.Verification
 	if who == nil {
 		return v.Weakest(), false, nil
@@ -104,11 +105,11 @@ func standing(ctx context.Context, tx pgx.Tx, d policy.Pack, who *policy.Person,
 
 // personOf is the person whose sign-in issued a credential of userID, nil
 // when there is none.
-func personOf(ctx context.Context, tx pgx.Tx, credentialRef, userID string) (*policy.Person, error) {
+func personOf(ctx context.Context, tx pgx.Tx, credentialRef, userID string) (*signoff.Person, error) {
 	if credentialRef == "" || userID == "" {
 		return nil, nil
 	}
-	var p policy.Person
+	var p signoff.Person
 	err := tx.QueryRow(ctx, `SELECT coalesce(issuer, ''), coalesce(subject, '') FROM vault.credentials WHERE ref = $1 AND user_id = $2 AND NOT revoked`,
 		credentialRef, userID).Scan(&p.Issuer, &p.Subject)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && !p.Known() {
@@ -272,7 +273,7 @@ func (a *Activities) verify(ctx context.Context, in CallInput, spec policy.ToolS
 // in this conversation only while the person is not locked out (a lockout
 // that landed meanwhile wins); a miss that spends the budget locks them out
 // and ends every tier they hold.
-func (a *Activities) settle(ctx context.Context, d policy.Pack, who policy.Person, in CallInput, f policy.Factor, match bool) (CallResult, error) {
+func (a *Activities) settle(ctx context.Context, d policy.Pack, who signoff.Person, in CallInput, f policy.Factor, match bool) (CallResult, error) {
 	v := d.Verification
 	tx, err := a.Pool.Begin(ctx)
 	if err != nil {
@@ -351,7 +352,7 @@ func (a *Activities) discardFactor(ctx context.Context, tx pgx.Tx, in AdmitInput
 
 // lockOut locks a person out of a pack's verification and ends every tier
 // they hold, in every conversation.
-func lockOut(ctx context.Context, tx pgx.Tx, pack string, who policy.Person, factor string) error {
+func lockOut(ctx context.Context, tx pgx.Tx, pack string, who signoff.Person, factor string) error {
 	if _, err := tx.Exec(ctx, `UPDATE caller_verification SET locked_at = coalesce(locked_at, clock_timestamp()), locked_factor = coalesce(locked_factor, $4)
 		WHERE pack = $1 AND issuer = $2 AND subject = $3`, pack, who.Issuer, who.Subject, factor); err != nil {
 		return fmt.Errorf("verify: lock out: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // TestLimitCountReadsOnlyItsWindow: what admission reads to count a limit
@@ -39,11 +40,11 @@ func TestLimitCountReadsOnlyItsWindow(t *testing.T) {
 	if _, err := owner.Exec(ctx, `ANALYZE audit_log`); err != nil {
 		t.Fatal(err)
 	}
-	p7 := &policy.Person{Issuer: testenv.Issuer, Subject: "p7"}
+	p7 := &signoff.Person{Issuer: testenv.Issuer, Subject: "p7"}
 	for _, c := range []struct {
 		name string
 		k    policy.LimitKey
-		who  *policy.Person
+		who  *signoff.Person
 		// counts is whether the bucket counts call g of the window.
 		counts func(g int) bool
 	}{

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/approvals"
@@ -215,7 +216,7 @@ func TestADecisionNamesTheVersionItsApproverSaw(t *testing.T) {
 	}
 	post := func(version string) int {
 		t.Helper()
-		form := decisionForm(page, policy.Approve)
+		form := decisionForm(page, signoff.Approve)
 		form.Del("signedVersion")
 		if version != "" {
 			form.Set("signedVersion", version)
@@ -256,7 +257,7 @@ func TestTwoSessionsDoubleSubmitOneTransfer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, pages[i] = tabs[i%2].decide(id, policy.Approve)
+			_, pages[i] = tabs[i%2].decide(id, signoff.Approve)
 		}()
 	}
 	wg.Wait()
@@ -284,10 +285,10 @@ func TestForgedDecisionRunsNothing(t *testing.T) {
 	first := u.request(t, "forge", "c1", 40)
 	id := workflows.WorkflowID("forge", "c1")
 	amaID := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
-	bare := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
+	bare := signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}
 	stolen := testenv.Sign(bare, first.CardRef())
 	stolen.Approver.Resources = mangrove.Stores(112, 118)
-	for _, a := range []policy.Approval{bare, stolen} {
+	for _, a := range []signoff.Approval{bare, stolen} {
 		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +370,7 @@ func TestUIGuards(t *testing.T) {
 	if code, _ := efua.get("/cards/" + id); code != http.StatusNotFound {
 		t.Fatalf("efua opening ama's card: %d", code)
 	}
-	if code, _ := efua.decide(id, policy.Approve); code != http.StatusNotFound {
+	if code, _ := efua.decide(id, signoff.Approve); code != http.StatusNotFound {
 		t.Fatalf("efua deciding ama's card: %d", code)
 	}
 	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approved', 'approval_refused')`, id); n != 0 {

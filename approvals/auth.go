@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 )
@@ -300,7 +301,7 @@ func (s *Server) backChannelLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	slices.Sort(users)
-	c := &signInClaims{Evidence: policy.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject}}
+	c := &signInClaims{Evidence: signoff.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject}}
 	if len(users) > 0 {
 		c.User.UserID = users[0]
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/activities"
-	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
 )
@@ -68,7 +68,7 @@ func (s *Server) decideMany(w http.ResponseWriter, r *http.Request, sess session
 		return
 	}
 	decision := r.PostFormValue("decision")
-	if decision != policy.Approve && decision != policy.Reject {
+	if decision != signoff.Approve && decision != signoff.Reject {
 		http.Error(w, "Choose Approve selected or Reject selected.", http.StatusBadRequest)
 		return
 	}
@@ -118,15 +118,15 @@ func (s *Server) sendOne(r *http.Request, sess session, c CardView, decision, re
 	switch {
 	case !c.Pending:
 		return "it no longer waits for a decision; open it to see why"
-	case decision == policy.Approve && c.YouAsked:
+	case decision == signoff.Approve && c.YouAsked:
 		return "you asked for it, so your approval does not count; it needs other people"
-	case decision == policy.Approve && c.YouApproved:
+	case decision == signoff.Approve && c.YouApproved:
 		return "you have approved it already; it needs another approver"
-	case decision == policy.Approve && !s.satisfies(sess, c.Evidence):
+	case decision == signoff.Approve && !s.satisfies(sess, c.Evidence):
 		return "approving it needs a fresher or stronger sign-in than yours (" + c.Evidence.ACR + ", within " + age(c.Evidence.MaxAgeSeconds) + "); open it to sign in again"
 	}
 	hash := r.PostFormValue("hash." + c.WorkflowID)
-	card := policy.CardRef{WorkflowID: c.WorkflowID, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	card := signoff.CardRef{WorkflowID: c.WorkflowID, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
 	if card.Version > 0 {
 		seen, err := strconv.Atoi(r.PostFormValue("version." + c.WorkflowID))
 		if err != nil || seen < 1 || seen > card.Version {
@@ -138,7 +138,7 @@ func (s *Server) sendOne(r *http.Request, sess session, c CardView, decision, re
 		return "the form does not say which args you saw; reload the inbox"
 	}
 	ev := sess.Evidence
-	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: reason, Approver: sess.User.Identity, Evidence: &ev},
+	a := s.Signer.Sign(signoff.Approval{Decision: decision, ArgsHash: hash, Reason: reason, Approver: sess.User.Identity, Evidence: &ev},
 		card, at.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), c.WorkflowID, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", c.WorkflowID), zap.Error(err))

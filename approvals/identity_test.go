@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/idp"
@@ -67,7 +68,7 @@ func TestStepUpForTheBigCard(t *testing.T) {
 	if _, page := kofi.get("/cards/" + id); !strings.Contains(page, `id="approve"`) || !strings.Contains(page, "authenticator code, within 5 minutes") {
 		t.Fatalf("the card after the step-up:\n%s", page)
 	}
-	if code, page := kofi.decide(id, policy.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
+	if code, page := kofi.decide(id, signoff.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
 		t.Fatalf("decide: %d\n%s", code, page)
 	}
 	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 1 {
@@ -94,7 +95,7 @@ func TestRejectNeedsNoStepUp(t *testing.T) {
 	id := workflows.WorkflowID("no", "c1")
 	kofi := u.signIn(t, "kofi")
 	_, page := kofi.get("/cards/" + id)
-	form := decisionForm(page, policy.Reject)
+	form := decisionForm(page, signoff.Reject)
 	form.Set("reason", "no festival this week")
 	kofi.step(kofi.c.PostForm(u.URL+"/cards/"+id+"/decision", form))
 	if !strings.Contains(kofi.page, "Rejected by kofi") {
@@ -238,12 +239,12 @@ func TestDecisionsShortOfEvidenceAreRefused(t *testing.T) {
 	id := workflows.WorkflowID("short", "c1")
 	kofiID := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(112)}
 	now := time.Now()
-	for _, ev := range []policy.AuthEvidence{
+	for _, ev := range []signoff.AuthEvidence{
 		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.Add(-6 * time.Minute).UTC().Format(time.RFC3339)},
 		{Issuer: u.IdP.URL, Subject: "kofi", ACR: policy.ACRPassword, AuthTime: now.UTC().Format(time.RFC3339)},
 		{Issuer: "https://id.evil.example", Subject: "kofi", ACR: policy.ACRMFA, AuthTime: now.UTC().Format(time.RFC3339)},
 	} {
-		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: kofiID, Evidence: &ev}, first.CardRef())
+		a := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: kofiID, Evidence: &ev}, first.CardRef())
 		if err := u.Client.SignalWorkflow(context.Background(), id, "", workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +388,7 @@ func TestCardShowsTheAssistantsWords(t *testing.T) {
 		t.Fatalf("the assistant's words are in the card line: %q", first.Card)
 	}
 	_, page = ama.get("/cards/" + run.GetID())
-	form := decisionForm(page, policy.Reject)
+	form := decisionForm(page, signoff.Reject)
 	form.Set("reason", "Delivery due tomorrow.")
 	ama.step(ama.c.PostForm(u.URL+"/cards/"+run.GetID()+"/decision", form))
 	var res workflows.ToolCallResult
@@ -420,7 +421,7 @@ func TestEscalatedCardReachesTheAreaManager(t *testing.T) {
 	if _, page := kofi.get("/cards/" + id); !strings.Contains(page, `id="escalated"`) {
 		t.Fatalf("the card does not say it escalated:\n%s", page)
 	}
-	if code, page := kofi.decide(id, policy.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
+	if code, page := kofi.decide(id, signoff.Approve); code != http.StatusOK || !strings.Contains(page, "Executed: transfer TR-") {
 		t.Fatalf("kofi's approval: %d\n%s", code, page)
 	}
 	if n := u.count(t, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('escalated', 'approved', 'executed')`, id); n != 3 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/chromedp/chromedp"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -25,8 +26,8 @@ func seedInsights(t *testing.T, u *ui) {
 	t.Helper()
 	ctx := context.Background()
 	decide := func(o workflows.Outcome, conv, call string, who policy.Identity, decision string) {
-		a := policy.Approval{Decision: decision, ArgsHash: o.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}
-		if decision == policy.Reject {
+		a := signoff.Approval{Decision: decision, ArgsHash: o.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}
+		if decision == signoff.Reject {
 			a.Reason = "not before Monday"
 		}
 		if err := workflows.SendDecision(ctx, u.Client, workflows.WorkflowID(conv, call), a, testenv.ApprovalSigner); err != nil {
@@ -35,9 +36,9 @@ func seedInsights(t *testing.T, u *ui) {
 	}
 	ama := policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
 	kofi := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121)}
-	decide(u.request(t, "ins", "a40", 40), "ins", "a40", ama, policy.Approve)
-	decide(u.request(t, "ins", "a30", 30), "ins", "a30", ama, policy.Approve)
-	decide(u.request(t, "ins", "a20", 20), "ins", "a20", ama, policy.Reject)
+	decide(u.request(t, "ins", "a40", 40), "ins", "a40", ama, signoff.Approve)
+	decide(u.request(t, "ins", "a30", 30), "ins", "a30", ama, signoff.Approve)
+	decide(u.request(t, "ins", "a20", 20), "ins", "a20", ama, signoff.Reject)
 	big := u.request(t, "ins", "k100", 100)
 	u.request(t, "ins", "left10", 10)
 	sess := amaSession
@@ -53,7 +54,7 @@ func seedInsights(t *testing.T, u *ui) {
 		}
 	}
 	time.Sleep(6 * time.Second)
-	decide(big, "ins", "k100", kofi, policy.Approve)
+	decide(big, "ins", "k100", kofi, signoff.Approve)
 	for deadline := time.Now().Add(30 * time.Second); u.count(t, `SELECT count(*) FROM audit_log WHERE event IN ('executed', 'expired')`) < 4; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the seeded cards did not all end")

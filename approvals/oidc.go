@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"golang.org/x/oauth2"
 )
 
@@ -147,7 +148,7 @@ func NewAuth(ctx context.Context, cfg OIDC, wait time.Duration) (*Auth, error) {
 // signInClaims are what a verified ID token says about the person.
 type signInClaims struct {
 	User     User
-	Evidence policy.AuthEvidence
+	Evidence signoff.AuthEvidence
 	AuthTime time.Time
 	// IDToken is the raw token, kept as the id_token_hint of a sign-out.
 	IDToken string
@@ -208,7 +209,7 @@ func (a *Auth) claims(tok *oidc.IDToken) (signInClaims, error) {
 		return c, errors.New("the ID token has no auth_time: ask the provider for it (the card UI needs to know when the person signed in)")
 	}
 	c.AuthTime = time.Unix(authTime, 0).UTC()
-	c.Evidence = policy.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject, ACR: a.cfg.level(str("acr")), AMR: cleanAMR(amr), AuthTime: c.AuthTime.Format(time.RFC3339)}
+	c.Evidence = signoff.AuthEvidence{Issuer: tok.Issuer, Subject: tok.Subject, ACR: a.cfg.level(str("acr")), AMR: cleanAMR(amr), AuthTime: c.AuthTime.Format(time.RFC3339)}
 	return c, nil
 }
 

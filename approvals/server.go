@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -91,7 +92,7 @@ type Server struct {
 	// Auth signs people in with OpenID Connect.
 	Auth *Auth
 	// Signer signs each decision; the worker trusts its public key.
-	Signer policy.Signer
+	Signer signoff.Signer
 	// SessionKey signs session cookies and CSRF tokens.
 	SessionKey []byte
 	// SecureCookies marks cookies Secure even when the card UI's public URL
@@ -249,7 +250,7 @@ type CardView struct {
 	YouApproved, YouAsked bool
 	// Requester is the person behind the requester's credential, when the
 	// card names one.
-	Requester policy.Person
+	Requester signoff.Person
 	// Version counts the card's versions (edits); Edits are the fields an
 	// approver may change, with their values now; Versions is its history.
 	// SignedVersion is the version a decision's signature names (0 on
@@ -405,10 +406,10 @@ func (s *Server) load(ctx context.Context, id string, sess session) (CardView, e
 		// One person is one person: the same sign-in under another user ID
 		// is the requester, or an approver already counted (as the workflow
 		// judges it).
-		me := policy.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
-		c.YouAsked = policy.SamePerson(me, u.UserID, c.Requester, c.RequestedBy)
+		me := signoff.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
+		c.YouAsked = signoff.SamePerson(me, u.UserID, c.Requester, c.RequestedBy)
 		c.YouApproved = slices.ContainsFunc(c.Approvals, func(m activities.ApprovalMark) bool {
-			return policy.SamePerson(me, u.UserID, policy.Person{Issuer: m.Issuer, Subject: m.Subject}, m.UserID)
+			return signoff.SamePerson(me, u.UserID, signoff.Person{Issuer: m.Issuer, Subject: m.Subject}, m.UserID)
 		})
 	}
 	approvers := c.DecidedBy
@@ -511,11 +512,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	back := "/cards/" + id
 	decision := r.PostFormValue("decision")
-	if !c.Pending || (decision != policy.Approve && decision != policy.Reject && decision != policy.Edit) {
+	if !c.Pending || (decision != signoff.Approve && decision != signoff.Reject && decision != signoff.Edit) {
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
 		return
 	}
-	if decision != policy.Reject && !s.satisfies(sess, c.Evidence) {
+	if decision != signoff.Reject && !s.satisfies(sess, c.Evidence) {
 		http.Redirect(w, r, "/signin?card="+urlQuery(id), http.StatusSeeOther) // sign in again first
 		return
 	}
@@ -524,7 +525,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 		hash = c.ArgsHash
 	}
 	var edit json.RawMessage
-	if decision == policy.Edit {
+	if decision == signoff.Edit {
 		var err error
 		if edit, err = editValues(c, r); err != nil {
 			s.render(w, http.StatusBadRequest, "card.html", pageData{Title: "Card", User: &sess.User, CSRF: s.csrf(sess), Card: &c, Error: err.Error()})
@@ -533,7 +534,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	start := s.now()
 	ev := sess.Evidence
-	card := policy.CardRef{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	card := signoff.CardRef{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
 	if card.Version > 0 {
 		// The version the approver saw, as the args hash is theirs: a later
 		// version refuses it, even one that edits led back to that hash.
@@ -544,7 +545,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 		}
 		card.Version = seen
 	}
-	a := s.Signer.Sign(policy.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
+	a := s.Signer.Sign(signoff.Approval{Decision: decision, ArgsHash: hash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
 		Approver: sess.User.Identity, Evidence: &ev, Edit: edit}, card, start.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("approval signal failed", zap.String("workflowId", id), zap.Error(err))

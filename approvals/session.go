@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.uber.org/zap"
 )
 
@@ -29,7 +30,7 @@ const SessionTTL = 8 * time.Hour
 type session struct {
 	idHash   []byte
 	User     User
-	Evidence policy.AuthEvidence
+	Evidence signoff.AuthEvidence
 	AuthTime time.Time
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -68,7 +69,7 @@ func TestTypeScriptTemporalClient(t *testing.T) {
 	if first.First.Status != workflows.StatusPendingApproval || first.First.ValueCents != 38400 || !strings.Contains(first.First.Card, "Move 40 cases") {
 		t.Fatalf("first outcome: %+v", first.First)
 	}
-	if err := workflows.SendDecision(ctx, s.Client, first.First.IdempotencyKey, policy.Approval{Decision: policy.Approve,
+	if err := workflows.SendDecision(ctx, s.Client, first.First.IdempotencyKey, signoff.Approval{Decision: signoff.Approve,
 		Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)

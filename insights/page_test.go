@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/insights"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -46,7 +47,7 @@ func TestRubberStampSignals(t *testing.T) {
 	}
 	// decide signs for the card's first version, or for the version st
 	// shows when it is given.
-	decide := func(o workflows.Outcome, id string, who policy.Identity, a policy.Approval, st ...workflows.Status) {
+	decide := func(o workflows.Outcome, id string, who policy.Identity, a signoff.Approval, st ...workflows.Status) {
 		a.Approver, a.Evidence = who, testenv.Evidence(who.UserID, time.Now())
 		if a.ArgsHash == "" {
 			a.ArgsHash = o.ArgsHash
@@ -70,13 +71,13 @@ func TestRubberStampSignals(t *testing.T) {
 	ama := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s", ConversationID: "sig", CredentialRef: "cred-ama"}
 	for i, q := range []int{10, 11} {
 		o, id := card(ama, fmt.Sprint("f", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, q))
-		decide(o, id, amaID, policy.Approval{Decision: policy.Approve})
+		decide(o, id, amaID, signoff.Approval{Decision: signoff.Approve})
 		ended(id)
 	}
 	// edited puts a card up, has ama edit its quantity, and returns the new version.
 	edited := func(call string, from, to int) (workflows.Outcome, string, workflows.Status) {
 		o, id := card(ama, call, fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"stockout_risk"}`, from))
-		decide(o, id, amaID, policy.Approval{Decision: policy.Edit, Edit: json.RawMessage(fmt.Sprintf(`{"quantity":%d}`, to))})
+		decide(o, id, amaID, signoff.Approval{Decision: signoff.Edit, Edit: json.RawMessage(fmt.Sprintf(`{"quantity":%d}`, to))})
 		var st workflows.Status
 		for deadline := time.Now().Add(20 * time.Second); st.Version < 2; time.Sleep(50 * time.Millisecond) {
 			if v, err := s.Client.QueryWorkflow(ctx, id, "", workflows.StatusQuery); err == nil {
@@ -90,18 +91,18 @@ func TestRubberStampSignals(t *testing.T) {
 	}
 	// Ama approves her own edit at once: she made the change, so it is no signal.
 	o, id, st := edited("e0", 20, 25)
-	decide(o, id, amaID, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash}, st)
+	decide(o, id, amaID, signoff.Approval{Decision: signoff.Approve, ArgsHash: st.ArgsHash}, st)
 	ended(id)
 	// Kofi approves, at once, the card ama's edit re-priced for him.
 	o, id, st = edited("e1", 40, 60)
-	decide(o, id, kofi, policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash}, st)
+	decide(o, id, kofi, signoff.Approval{Decision: signoff.Approve, ArgsHash: st.ArgsHash}, st)
 	ended(id)
 
 	k := policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: area, SessionID: "s", ConversationID: "sig", CredentialRef: "cred-kofi"}
 	for i := range 10 {
 		store := 113 + i%2
 		o, id := card(k, fmt.Sprint("k", i), fmt.Sprintf(`{"articleId":40211,"quantity":%d,"reason":"festival_peak","storeId":%d}`, 1+i, store))
-		decide(o, id, stamp, policy.Approval{Decision: policy.Approve})
+		decide(o, id, stamp, signoff.Approval{Decision: signoff.Approve})
 		ended(id)
 	}
 	if r := s.Run(t, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "k10", Args: json.RawMessage(`{"articleId":40211,"quantity":20,"reason":"festival_peak","storeId":113}`), Session: k}); r.Code != policy.CodeRateLimit {

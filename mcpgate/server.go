@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -290,7 +291,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if s.QueueFor != nil {
 			queue = s.QueueFor(tool)
 		}
-		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(policy.Person{Issuer: id.Issuer, Subject: id.Subject}))
+		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil
@@ -499,8 +500,8 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	}
 	d := desc.RawResponse
 	// The person, never the user ID (RequestedBy), which two people may share.
-	var asker policy.Person
-	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (policy.Person{Issuer: id.Issuer, Subject: id.Subject}) {
+	var asker signoff.Person
+	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (signoff.Person{Issuer: id.Issuer, Subject: id.Subject}) {
 		return notFound, nil
 	}
 	if d.GetWorkflowExecutionInfo().GetCloseTime() != nil {

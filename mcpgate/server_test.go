@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/approvals"
@@ -316,7 +317,7 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 			return out
 		}()
 		for _, id := range ids {
-			_ = workflows.SendDecision(ctx, g.s.Client, id, policy.Approval{Decision: policy.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
+			_ = workflows.SendDecision(ctx, g.s.Client, id, signoff.Approval{Decision: signoff.Approve, Approver: policy.Identity{UserID: "ama", Role: mangrove.RoleStoreManager,
 				Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner)
 		}
 	}()
@@ -528,7 +529,7 @@ func TestMCPLockoutEndsAuthority(t *testing.T) {
 		}
 	}
 	sm := policy.Identity{UserID: "sm112", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}
-	if err := workflows.SendDecision(ctx, g.s.Client, card, policy.Approval{Decision: policy.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
+	if err := workflows.SendDecision(ctx, g.s.Client, card, signoff.Approval{Decision: signoff.Approve, Approver: sm, Evidence: testenv.Evidence("sm112", time.Now())},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

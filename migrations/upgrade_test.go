@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // beforePartitions is the last migration with audit_log as one table.
@@ -52,7 +53,7 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 		{Key: "quiet", Tool: "get_stock", Scope: policy.PerResource, Resource: policy.ResourceRef{Kind: "store", ID: "300"}, Window: policy.Day},
 		{Key: "user", Tool: "get_stock", Scope: policy.PerUser, UserID: "user-1", Window: policy.Day},
 	}
-	usage := func(query func(policy.LimitKey, *policy.Person) (string, []any, error)) []policy.Usage {
+	usage := func(query func(policy.LimitKey, *signoff.Person) (string, []any, error)) []policy.Usage {
 		t.Helper()
 		var out []policy.Usage
 		for _, k := range buckets {

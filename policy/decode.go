@@ -196,7 +196,7 @@ func checkKeys(raw []byte, fields []field) error {
 		}
 		key, _ := t.(string)
 		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == key }) {
-			return argErrorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", clip(key), listFields(fields), clip(key))
+			return argErrorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", Clip(key), listFields(fields), Clip(key))
 		}
 		if seen[key] {
 			return argErrorf("Field %q is given twice. Give each field once and call again.", key)
@@ -407,8 +407,9 @@ func example(spec ToolSpec) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// clip keeps a hostile key from flooding the message.
-func clip(s string) string {
+// Clip keeps a hostile string from flooding a message: at most 40
+// characters, marked where cut.
+func Clip(s string) string {
 	if len(s) <= 40 {
 		return s
 	}

@@ -78,7 +78,7 @@ const ReservedRole Role = "auditor"
 // without a pattern. Tools and rows are checked by New across packs.
 func (d Pack) check() error {
 	if !ValidID(d.Name) {
-		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, clip(d.Name))
+		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, Clip(d.Name))
 	}
 	if d.System == "" {
 		return fmt.Errorf("pack %s: System must name its upstream for messages to the model, e.g. \"the member portal\"", d.Name)
@@ -86,7 +86,7 @@ func (d Pack) check() error {
 	declared := map[Role]bool{}
 	for _, r := range d.Roles {
 		if r.Name == "" || !ValidID(string(r.Name)) {
-			return fmt.Errorf("pack %s: role %q must be 1 to %d letters, digits or . _ @ -", d.Name, clip(string(r.Name)), MaxIDLength)
+			return fmt.Errorf("pack %s: role %q must be 1 to %d letters, digits or . _ @ -", d.Name, Clip(string(r.Name)), MaxIDLength)
 		}
 		if declared[r.Name] {
 			return fmt.Errorf("pack %s: role %q is declared twice", d.Name, r.Name)
@@ -133,7 +133,7 @@ func (d Pack) check() error {
 			return fmt.Errorf("pack %s: format %q takes the name of a built-in rule", d.Name, f.Tag)
 		}
 		if !formatTag.MatchString(f.Tag) {
-			return fmt.Errorf("pack %s: format %q must be 1 to 64 lower-case letters, digits or _, starting with a letter", d.Name, clip(f.Tag))
+			return fmt.Errorf("pack %s: format %q must be 1 to 64 lower-case letters, digits or _, starting with a letter", d.Name, Clip(f.Tag))
 		}
 	}
 	for _, r := range d.Evidence {

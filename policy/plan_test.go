@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // planSeeds are inputs on both sides of every shortcut the plan takes:
@@ -77,7 +78,7 @@ func TestPlanRefusesWhatItDoesNotKnow(t *testing.T) {
 	type named struct {
 		A policy.Role `json:"a"`
 	}
-	for _, typ := range []reflect.Type{reflect.TypeFor[unknownRule](), reflect.TypeFor[floatField](), reflect.TypeFor[hidden](), reflect.TypeFor[named](), reflect.TypeFor[policy.Approval]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[unknownRule](), reflect.TypeFor[floatField](), reflect.TypeFor[hidden](), reflect.TypeFor[named](), reflect.TypeFor[signoff.Approval]()} {
 		if _, ok := policy.CompilePlan(typ); ok {
 			t.Errorf("%s: compiled, want the reflective path", typ)
 		}

@@ -567,7 +567,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 	e := p.lookup(tool)
 	if e == nil {
 		v.refuse(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
-			clip(tool), strings.Join(p.Offered(s.Role), ", ")))
+			Clip(tool), strings.Join(p.Offered(s.Role), ", ")))
 		return nil, nil
 	}
 	if e.decision == DecisionDeny {
@@ -580,7 +580,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 		return nil, nil
 	}
 	if !slices.Contains(e.row.Roles, s.Role) {
-		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, clip(string(s.Role))))
+		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, Clip(string(s.Role))))
 		return nil, nil
 	}
 	return e, held

@@ -90,11 +90,11 @@ func (r Resources) Problem(field string) string {
 	for _, kind := range sortedKinds(r) {
 		ids := r[kind]
 		if !kindName.MatchString(kind) {
-			return fmt.Sprintf("%s has the kind %q; a kind is 1 to 32 lower-case letters, digits or _, starting with a letter", field, clip(kind))
+			return fmt.Sprintf("%s has the kind %q; a kind is 1 to 32 lower-case letters, digits or _, starting with a letter", field, Clip(kind))
 		}
 		for _, id := range ids {
 			if !ValidID(id) {
-				return fmt.Sprintf("%s.%s holds %q; an ID is 1 to %d letters, digits or . _ @ -", field, kind, clip(id), MaxIDLength)
+				return fmt.Sprintf("%s.%s holds %q; an ID is 1 to %d letters, digits or . _ @ -", field, kind, Clip(id), MaxIDLength)
 			}
 		}
 	}
@@ -412,7 +412,7 @@ func checkKinds(d Pack) error {
 	seen := map[string]bool{}
 	for _, k := range d.Resources {
 		if !kindName.MatchString(k.Name) {
-			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, clip(k.Name))
+			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, Clip(k.Name))
 		}
 		if slices.Contains(reservedKinds, k.Name) {
 			return fmt.Errorf("pack %s: resource kind %q is reserved (%s read as something else); name it otherwise", d.Name, k.Name, strings.Join(reservedKinds, ", "))
@@ -495,7 +495,7 @@ func (rp *resourcePlan) held(n int64, id string, held []string) (ResourceRef, st
 	}
 	if !slices.Contains(held, id) {
 		if rp.kind.Conceal {
-			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), clip(id), rp.arg, rp.arg)
+			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), Clip(id), rp.arg, rp.arg)
 		}
 		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
 	}
@@ -622,7 +622,7 @@ func (p *Policy) ResourceKinds() []ResourceKind {
 // arg that holds that kind.
 func (p *Policy) CheckResource(kind, id string) error {
 	if !slices.ContainsFunc(p.ResourceKinds(), func(k ResourceKind) bool { return k.Name == kind }) {
-		return fmt.Errorf("%q is not a kind of resource any pack names", clip(kind))
+		return fmt.Errorf("%q is not a kind of resource any pack names", Clip(kind))
 	}
 	for _, n := range p.names {
 		rp := p.entries[n].resource
@@ -632,17 +632,17 @@ func (p *Policy) CheckResource(kind, id string) error {
 		if rp.isInt {
 			v, err := strconv.ParseInt(id, 10, 64)
 			if err != nil || strconv.FormatInt(v, 10) != id || (rp.rule != "" && p.validate.Var(v, rp.rule) != nil) {
-				return fmt.Errorf("%q is not a %s number (written in decimal, no leading zeros)", clip(id), kind)
+				return fmt.Errorf("%q is not a %s number (written in decimal, no leading zeros)", Clip(id), kind)
 			}
 			return nil
 		}
 		if !ValidID(id) || (rp.rule != "" && p.validate.Var(id, rp.rule) != nil) {
-			return fmt.Errorf("%q is not a valid %s", clip(id), kind)
+			return fmt.Errorf("%q is not a valid %s", Clip(id), kind)
 		}
 		return nil
 	}
 	if !ValidID(id) {
-		return fmt.Errorf("%q is not a valid %s", clip(id), kind)
+		return fmt.Errorf("%q is not a valid %s", Clip(id), kind)
 	}
 	return nil
 }

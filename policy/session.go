@@ -107,9 +107,9 @@ func ValidWorkflowID(id string) bool {
 func CallIDProblem(conversationID, toolCallID string) string {
 	switch {
 	case !ValidToolCallID(toolCallID):
-		return fmt.Sprintf("toolCallId %q must be 1 to 64 letters, digits, '_', '.' or ':' (no '-')", clip(toolCallID))
+		return fmt.Sprintf("toolCallId %q must be 1 to 64 letters, digits, '_', '.' or ':' (no '-')", Clip(toolCallID))
 	case !ValidID(conversationID):
-		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", clip(conversationID), MaxIDLength)
+		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", Clip(conversationID), MaxIDLength)
 	}
 	return ""
 }

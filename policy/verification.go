@@ -184,7 +184,7 @@ func (d Pack) checkVerification() error {
 	}
 	for i, t := range v.Tiers {
 		if !ValidID(t) || slices.Index(v.Tiers, t) != i {
-			return fmt.Errorf("pack %s: the ladder's tier %q must be a distinct ID", d.Name, clip(t))
+			return fmt.Errorf("pack %s: the ladder's tier %q must be a distinct ID", d.Name, Clip(t))
 		}
 	}
 	if v.SignedIn != "" && v.Rank(v.SignedIn) < 0 {
@@ -198,7 +198,7 @@ func (d Pack) checkVerification() error {
 			continue
 		}
 		if factors[f.Name] || !ValidID(f.Name) {
-			return fmt.Errorf("pack %s: %s verifies %q, which must be a distinct ID", d.Name, t.Name, clip(f.Name))
+			return fmt.Errorf("pack %s: %s verifies %q, which must be a distinct ID", d.Name, t.Name, Clip(f.Name))
 		}
 		factors[f.Name] = true
 		if v.Rank(f.Grants) < 0 {

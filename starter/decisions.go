@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -98,9 +99,9 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	// The operator holding the signing key vouches for the approver: the
 	// evidence names the operator as its issuer, and counts only where the
 	// worker trusts it (make dev does; a deployment should not).
-	a := policy.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
+	a := signoff.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
 		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), Resources: held},
-		Evidence: &policy.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
+		Evidence: &signoff.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
 	if *wait <= 0 {
 		if err := workflows.SendDecision(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 			return fmt.Errorf("%s: %w", decision, err)

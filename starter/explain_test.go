@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolgate/toolgate/insights"
@@ -36,7 +37,7 @@ func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %s: %v %+v", call, err, first)
 		}
-		a := policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: amaID, Reason: note, Evidence: testenv.Evidence("ama", time.Now())}
+		a := signoff.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: amaID, Reason: note, Evidence: testenv.Evidence("ama", time.Now())}
 		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
@@ -46,9 +47,9 @@ func friday(t *testing.T, s *testenv.Stack) (milk1, milk2, milk3 string) {
 		}
 		return run.GetID()
 	}
-	milk1 = card("milk1", "40", policy.Approve, "")
-	milk2 = card("milk2", "30", policy.Approve, "flooding again")
-	milk3 = card("milk3", "20", policy.Reject, "enough already, ring me on 0244 123 456")
+	milk1 = card("milk1", "40", signoff.Approve, "")
+	milk2 = card("milk2", "30", signoff.Approve, "flooding again")
+	milk3 = card("milk3", "20", signoff.Reject, "enough already, ring me on 0244 123 456")
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "read", Args: json.RawMessage(`{"articleId":40211}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "get_stock", ToolCallID: "scope", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`), Session: sess})
 	s.Run(t, workflows.ToolCallInput{Tool: "create_task", ToolCallID: "kind", Args: json.RawMessage(`{"kind":"clean","dueBy":"today"}`), Session: sess})

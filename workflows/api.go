@@ -58,7 +58,7 @@ type ToolCallResult struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 }
 
-// RequesterMemo is the memo field naming the person (policy.Person) who
+// RequesterMemo is the memo field naming the person (signoff.Person) who
 // started a call through the MCP server (StartedBy).
 const RequesterMemo = "requester"
 

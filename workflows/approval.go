@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -32,7 +33,7 @@ func (c *call) approval(d decision) (ToolCallResult, error) {
 	}
 	k.decided(a, ended)
 	var res ToolCallResult
-	if ended == "" && a.Decision != policy.Reject {
+	if ended == "" && a.Decision != signoff.Reject {
 		ap, err := k.approve(a)
 		if err != nil {
 			return ToolCallResult{}, err
@@ -56,7 +57,7 @@ func (c *call) cardFor(d decision) (*card, error) {
 	} else if c.shape.lean() {
 		text = c.settings.Policy.CardText(c.in.Tool, action)
 	}
-	hash, err := policy.ArgsHash(c.in.Tool, action)
+	hash, err := signoff.ArgsHash(c.in.Tool, action)
 	if err != nil {
 		return nil, fmt.Errorf("hash the action: %w", err)
 	}
@@ -69,8 +70,8 @@ func (c *call) cardFor(d decision) (*card, error) {
 	expires := now.Add(held.TTL)
 	k := &card{d: d, version: firstCardVersion, held: held, ctx: c.ctx, books: c.books, board: c.board,
 		clock: &clock{}, tally: newTally(held.Judging)}
-	k.Rules = policy.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
-		Card: policy.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
+	k.Rules = signoff.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
+		Card: signoff.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
 		Keys: held.Trust.Keys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
 		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable}
 	if held.Judging >= judgeVersioned {
@@ -92,10 +93,10 @@ func (c *call) cardFor(d decision) (*card, error) {
 // await waits on card k until a decision that counts, an expiry or a
 // lock ends the wait; each edit on the way puts up the card's next
 // version, and the card that stands is returned.
-func (c *call) await(k *card) (*card, policy.Approval, CallStatus, error) {
+func (c *call) await(k *card) (*card, signoff.Approval, CallStatus, error) {
 	for {
 		a, ended, err := k.wait()
-		if err != nil || ended != "" || a.Decision != policy.Edit {
+		if err != nil || ended != "" || a.Decision != signoff.Edit {
 			return k, a, ended, err
 		}
 		// An edit puts the card up again as a new version, or is refused,
@@ -133,8 +134,8 @@ const (
 	// the approval's sign-in level and age (cards recorded before).
 	_ judging = iota
 	// judgeBySignIn tells people apart by the issuer and subject of their
-	// sign-in as well (policy.SamePerson), and a rejection needs a
-	// sign-in, never the approval's step-up (policy.CheckSignIn).
+	// sign-in as well (signoff.SamePerson), and a rejection needs a
+	// sign-in, never the approval's step-up (signoff.CheckSignIn).
 	judgeBySignIn
 	// judgeSignedLock is judgeBySignIn, and only a refused decision whose
 	// signature verifies counts towards the card's lock: one that does
@@ -142,7 +143,7 @@ const (
 	// MaxUnsignedAudited and dropped past it, never ending the card.
 	judgeSignedLock
 	// judgeVersioned is judgeSignedLock, and a decision's signature names
-	// the card's version (policy.CardRef.Version), so one signed for a
+	// the card's version (signoff.CardRef.Version), so one signed for a
 	// version an edit has replaced never counts on a later one; and a
 	// signed decision counts once: received again, it is refused like an
 	// unsigned payload, never towards the lock.
@@ -168,8 +169,8 @@ func refusalCode(j judging, code policy.Code) policy.Code {
 // trust is what a decision is checked against: the keys that may sign it
 // and the identity providers whose sign-ins it may carry.
 type trust struct {
-	Keys    policy.ApprovalKeys `json:"keys"`
-	Issuers []string            `json:"issuers"`
+	Keys    signoff.ApprovalKeys `json:"keys"`
+	Issuers []string             `json:"issuers"`
 	// Hooks says card events go to the webhook (absent before webhooks).
 	Hooks bool `json:"hooks,omitempty"`
 }

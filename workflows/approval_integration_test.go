@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -91,7 +92,7 @@ func TestFirstOutcomeArrivesWhileTheCardIsPending(t *testing.T) {
 	if err != nil || again.ArgsHash != first.ArgsHash || again.Status != workflows.StatusPendingApproval {
 		t.Fatalf("attach: %v %+v", err, again)
 	}
-	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), signoff.Approval{Decision: signoff.Reject, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
@@ -122,7 +123,7 @@ func TestTenConcurrentApprovalsMakeOneTransfer(t *testing.T) {
 			defer wg.Done()
 			<-start
 			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
+				testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
 		}()
 	}
 	close(start)
@@ -149,7 +150,7 @@ func TestApprovalAfterTheTTLRunsNothing(t *testing.T) {
 		t.Fatalf("%v %+v", err, first)
 	}
 	time.Sleep(3 * time.Second)
-	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
+	err = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
 	var res workflows.ToolCallResult
 	if gerr := run.Get(ctx, &res); gerr != nil || res.Status != "expired" {
 		t.Fatalf("%v %+v", gerr, res)
@@ -186,7 +187,7 @@ func TestDemoStory(t *testing.T) {
 	if err != nil || first.Card != "Move 40 cases of UHT milk 1 L, case of 12 ($384.00 at cost) from store 118 to store 112, arriving tomorrow by 10:00." || first.ApproverRole != mangrove.RoleStoreManager {
 		t.Fatalf("card: %v %+v", err, first)
 	}
-	a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}
+	a := signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())}
 	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), a, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
@@ -252,11 +253,11 @@ func TestSayingNoNeedsNoStepUp(t *testing.T) {
 		t.Fatalf("%v %+v", err, first)
 	}
 	signedIn := time.Now().Add(-2 * time.Hour)
-	pwd := &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword, AMR: []string{"pwd"}, AuthTime: signedIn.UTC().Format(time.RFC3339)}
-	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: kofiID, Evidence: pwd}, testenv.ApprovalSigner); err != nil {
+	pwd := &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword, AMR: []string{"pwd"}, AuthTime: signedIn.UTC().Format(time.RFC3339)}
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), signoff.Approval{Decision: signoff.Approve, Approver: kofiID, Evidence: pwd}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
-	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Reject, Approver: kofiID, Evidence: pwd, Reason: "no festival this week"},
+	if err := workflows.SendDecision(ctx, s.Client, run.GetID(), signoff.Approval{Decision: signoff.Reject, Approver: kofiID, Evidence: pwd, Reason: "no festival this week"},
 		testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}

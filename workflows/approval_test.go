@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/toolgate/toolgate/activities"
@@ -100,7 +101,7 @@ var (
 
 // decide sends signed decisions at a moment of the wait; hash "" means the
 // card's own; a decision with Signature "unsigned" goes without one.
-func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, approvals ...policy.Approval) {
+func decide(t *testing.T, env tenv, at time.Duration, seen *workflows.Status, approvals ...signoff.Approval) {
 	env.RegisterDelayedCallback(func() {
 		st := status(t, env)
 		if seen != nil {
@@ -126,8 +127,8 @@ func storeManager(store int64) policy.Identity {
 	return policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}
 }
 
-func approve(who policy.Identity) policy.Approval {
-	return policy.Approval{Decision: policy.Approve, Approver: who}
+func approve(who policy.Identity) signoff.Approval {
+	return signoff.Approval{Decision: signoff.Approve, Approver: who}
 }
 
 const fortyCases = `{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`
@@ -218,7 +219,7 @@ func TestApprovalAt30MinutesIsExpired(t *testing.T) {
 
 func TestRejectRunsNothing(t *testing.T) {
 	f := newFixture(t)
-	rej := policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "we get a delivery tomorrow"}
+	rej := signoff.Approval{Decision: signoff.Reject, Approver: amaID, Reason: "we get a delivery tomorrow"}
 	res := f.run(t, "rej", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		decide(t, env, 5*time.Minute, nil, rej, approve(amaID))
 	})
@@ -246,10 +247,10 @@ func TestRefusedDecisionsAreAuditedAndTheWaitGoesOn(t *testing.T) {
 	res := f.run(t, "ref", "c1", "request_stock_transfer", fortyCases, ama(""), func(env tenv) {
 		forged := approve(amaID)
 		forged.Signature = "unsigned"
-		otherKey := testenv.Sign(approve(amaID), policy.CardRef{WorkflowID: env.id})
+		otherKey := testenv.Sign(approve(amaID), signoff.CardRef{WorkflowID: env.id})
 		otherKey.KeyID = "stolen"
-		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, policy.Approval{Decision: "yes", Approver: amaID}, forged, otherKey)
-		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), policy.Approval{Decision: policy.Reject, Approver: amaID})
+		decide(t, env, time.Minute, nil, approve(kofiID), approve(efuaID), wrongHash, signoff.Approval{Decision: "yes", Approver: amaID}, forged, otherKey)
+		decide(t, env, 10*time.Minute, nil, approve(amaID), approve(amaID), signoff.Approval{Decision: signoff.Reject, Approver: amaID})
 	})
 	if res.Status != "executed" {
 		t.Fatalf("%+v", res)
@@ -324,7 +325,7 @@ func TestRejectedAndExpiredCardsFreeTheirBudget(t *testing.T) {
 	f := newFixture(t)
 	for i := 1; i <= 5; i++ {
 		during := func(env tenv) {
-			decide(t, env, time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: storeManager(116)})
+			decide(t, env, time.Minute, nil, signoff.Approval{Decision: signoff.Reject, Approver: storeManager(116)})
 		}
 		if i%2 == 0 {
 			during = nil // left to expire
@@ -391,7 +392,7 @@ func TestOutcomeIsAuditedWhenTheCallCannotRecordIt(t *testing.T) {
 // but spends none of them, and never fills the approver column.
 func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 	f := newFixture(t)
-	var flood []policy.Approval
+	var flood []signoff.Approval
 	for i := range workflows.MaxRefusedDecisions + 1 {
 		a := approve(kofiID) // signed, but the wrong role; each its own decision, as a repeat never counts
 		a.Reason = fmt.Sprintf("attempt %d", i)
@@ -428,7 +429,7 @@ func TestTooManyRefusedDecisionsLockTheCard(t *testing.T) {
 // signedIn is an approval carrying a sign-in at acr, age before the moment
 // it is sent, by issuer.
 type signedIn struct {
-	a      policy.Approval
+	a      signoff.Approval
 	issuer string
 	acr    string
 	age    time.Duration
@@ -441,7 +442,7 @@ func decideAs(t *testing.T, env tenv, at time.Duration, decisions ...signedIn) {
 		for _, d := range decisions {
 			a := d.a
 			a.ArgsHash = st.ArgsHash
-			a.Evidence = &policy.AuthEvidence{Issuer: d.issuer, Subject: a.Approver.UserID, ACR: d.acr, AuthTime: env.Now().Add(-d.age).UTC().Format(time.RFC3339)}
+			a.Evidence = &signoff.AuthEvidence{Issuer: d.issuer, Subject: a.Approver.UserID, ACR: d.acr, AuthTime: env.Now().Add(-d.age).UTC().Format(time.RFC3339)}
 			env.SignalWorkflow(workflows.ApprovalSignal, testenv.SignAt(a, st.CardRef(env.id), env.Now()))
 		}
 	}, at)
@@ -537,7 +538,7 @@ func TestReasonsReachBothSides(t *testing.T) {
 	f := newFixture(t)
 	args := `{"articleId":40211,"quantity":40,"reason":"festival_peak","justification":"Festival on Saturday; the supplier said call 0244 123 456 to confirm."}`
 	res := f.run(t, "reasons", "c1", "request_stock_transfer", args, ama(""), func(env tenv) {
-		decide(t, env, time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "Delivery due tomorrow; ring me on 0244 555 123 if not."})
+		decide(t, env, time.Minute, nil, signoff.Approval{Decision: signoff.Reject, Approver: amaID, Reason: "Delivery due tomorrow; ring me on 0244 555 123 if not."})
 	})
 	var note struct{ Note string }
 	_ = json.Unmarshal(res.Result, &note)
@@ -643,7 +644,7 @@ func TestTwoPersonRule(t *testing.T) {
 	kofi114.Resources = mangrove.Stores(114)
 	res = f.run(t, "quorum", "q3", "request_stock_transfer", `{"articleId":40211,"quantity":190,"reason":"festival_peak"}`, kofi114, func(env tenv) {
 		decide(t, env, time.Minute, nil, approve(adwoaID))
-		decide(t, env, 2*time.Minute, nil, policy.Approval{Decision: policy.Reject, Approver: yoofiID, Reason: "too much"})
+		decide(t, env, 2*time.Minute, nil, signoff.Approval{Decision: signoff.Reject, Approver: yoofiID, Reason: "too much"})
 	})
 	if got := events(f.audit(t, "toolcall-quorum-q3")); res.Status != workflows.StatusRejected || got != "needs_approval/ok approval_counted/ok rejected/rejected" {
 		t.Fatalf("%s, audit: %s", res.Status, got)

@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -32,13 +33,13 @@ const (
 
 // card is a card up for a person to decide. It holds the decision it
 // shows (d: the call's, or an edit's), the rules a decision must match to
-// count on it (policy.Rules, which policy.Judge holds it to), the state
+// count on it (signoff.Rules, which signoff.Judge holds it to), the state
 // written to pending_action, and its version, timers and tally; and it
 // owns its steps: going up, waiting, judging, being revised (revised
 // returns a new card) and closing. What it writes goes through the call's
 // books; what it shows, to its board (board.show).
 type card struct {
-	policy.Rules
+	signoff.Rules
 	d       decision
 	pending activities.CardRow
 	// version counts the card's edits (firstCardVersion until the first).
@@ -92,7 +93,7 @@ func (k *card) startTimers(ctx workflow.Context, set Settings) error {
 // wait returns the first decision that counts, or ends with
 // StatusExpired or codeLocked. Every payload that arrives is judged: the
 // refused ones are audited in one write per batch, up to the cap.
-func (k *card) wait() (policy.Approval, CallStatus, error) {
+func (k *card) wait() (signoff.Approval, CallStatus, error) {
 	ch := workflow.GetSignalChannel(k.ctx, ApprovalSignal)
 	for {
 		var batch []received
@@ -102,28 +103,28 @@ func (k *card) wait() (policy.Approval, CallStatus, error) {
 		sel.Select(k.ctx)
 		switch *rang {
 		case rangExpiry:
-			return policy.Approval{}, StatusExpired, nil
+			return signoff.Approval{}, StatusExpired, nil
 		case rangEscalation:
 			if k.EscalateTo != "" {
 				if err := k.escalate(); err != nil {
-					return policy.Approval{}, "", err
+					return signoff.Approval{}, "", err
 				}
 			}
 			if !k.clock.escalated(k.Expires) {
-				return policy.Approval{}, StatusExpired, nil
+				return signoff.Approval{}, StatusExpired, nil
 			}
 			continue
 		}
 		winner, late, err := k.judgeAll(batch, workflow.Now(k.ctx))
 		switch {
 		case err != nil:
-			return policy.Approval{}, "", err
+			return signoff.Approval{}, "", err
 		case winner != nil:
 			return *winner, "", nil
 		case late:
-			return policy.Approval{}, StatusExpired, nil
+			return signoff.Approval{}, StatusExpired, nil
 		case k.tally.refused > MaxRefusedDecisions:
-			return policy.Approval{}, codeLocked, nil
+			return signoff.Approval{}, codeLocked, nil
 		}
 	}
 }
@@ -132,9 +133,9 @@ func (k *card) wait() (policy.Approval, CallStatus, error) {
 // counted, refusals audited; the first decision that ends the wait wins,
 // and what follows it is kept for drain. late says one came after the
 // expiry.
-func (k *card) judgeAll(batch []received, now time.Time) (winner *policy.Approval, late bool, err error) {
+func (k *card) judgeAll(batch []received, now time.Time) (winner *signoff.Approval, late bool, err error) {
 	var refused []refusal
-	var counted []policy.Approval
+	var counted []signoff.Approval
 	for i, r := range batch {
 		if winner != nil {
 			k.late = append(k.late, batch[i:]...)
@@ -142,7 +143,7 @@ func (k *card) judgeAll(batch []received, now time.Time) (winner *policy.Approva
 		}
 		f := k.tally.once(k.judge(r, now))
 		if f.code == policy.CodeOK {
-			if r.a.Decision == policy.Approve && len(k.Approvals)+1 < k.Need {
+			if r.a.Decision == signoff.Approve && len(k.Approvals)+1 < k.Need {
 				// One of the approvals the card needs: counted, not yet enough.
 				k.Approvals = append(k.Approvals, r.a)
 				counted = append(counted, r.a)
@@ -165,17 +166,17 @@ func (k *card) judge(r received, now time.Time) refusal {
 	if r.bad != "" {
 		return refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
 	}
-	j := policy.Judge(k.Rules, r.a, now)
+	j := signoff.Judge(k.Rules, r.a, now)
 	return refusal{received: r, code: j.Code, why: j.Why, verified: j.Verified}
 }
 
 // countApprovals records the approvals counted towards the card's quorum,
 // each with its approver and evidence, and the card showing them so far.
-func (k *card) countApprovals(counted []policy.Approval, now time.Time) error {
+func (k *card) countApprovals(counted []signoff.Approval, now time.Time) error {
 	for i, a := range counted {
 		n := len(k.Approvals) - len(counted) + i + 1
 		who := a.Approver
-		p := policy.PersonOf(a)
+		p := signoff.PersonOf(a)
 		k.pending.Approvals = append(k.pending.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
 			At: now.UTC().Format(time.RFC3339), Issuer: p.Issuer, Subject: p.Subject})
 		k.board.show(k)
@@ -216,7 +217,7 @@ func (k *card) escalate() error {
 
 // outcome names how a wait that returned a and ended ended, as the
 // approvals metric counts it.
-func (k *card) outcome(a policy.Approval, ended CallStatus) string {
+func (k *card) outcome(a signoff.Approval, ended CallStatus) string {
 	switch {
 	case ended == codeLocked:
 		return "locked"
@@ -224,14 +225,14 @@ func (k *card) outcome(a policy.Approval, ended CallStatus) string {
 		return "expired"
 	case ended == codeChanged:
 		return "definition_changed"
-	case a.Decision == policy.Reject:
+	case a.Decision == signoff.Reject:
 		return "rejected"
 	}
 	return "approved"
 }
 
 // decided tells the webhook and the metrics how the card was decided.
-func (k *card) decided(a policy.Approval, ended CallStatus) {
+func (k *card) decided(a signoff.Approval, ended CallStatus) {
 	outcome := k.outcome(a, ended)
 	shown, by := k.pending, a.Approver.UserID
 	shown.Status = activities.CardApproved
@@ -256,7 +257,7 @@ func (k *card) decided(a policy.Approval, ended CallStatus) {
 
 // close ends a card that will not run, as its wait ended (a rejection a,
 // a lock, an expiry, a changed definition).
-func (k *card) close(a policy.Approval, ended CallStatus) (ToolCallResult, error) {
+func (k *card) close(a signoff.Approval, ended CallStatus) (ToolCallResult, error) {
 	switch {
 	case ended == codeLocked:
 		return k.end(StatusRejected, policy.CodeLocked, activities.EventRejected, nil,
@@ -276,7 +277,7 @@ func (k *card) close(a policy.Approval, ended CallStatus) (ToolCallResult, error
 }
 
 // end records a card that will not run as ended with status and code.
-func (k *card) end(status CallStatus, code policy.Code, event activities.Event, by *policy.Approval, msg string) (ToolCallResult, error) {
+func (k *card) end(status CallStatus, code policy.Code, event activities.Event, by *signoff.Approval, msg string) (ToolCallResult, error) {
 	k.board.set(status, code)
 	in := activities.AuditInput{Key: string(event), Event: event, Reason: code, Message: msg, Args: k.pending.Args, Resource: k.pending.Resource, Value: k.d.value()}
 	// An expiry or a lock does not depend on when the task runs: record it locally.
@@ -304,8 +305,8 @@ type approvedCard struct {
 
 // approve is the record of approval a: exactly the stored action, which
 // must still hash to what the card showed.
-func (k *card) approve(a policy.Approval) (*approvedCard, error) {
-	if h, err := policy.ArgsHash(k.books.tool, k.Action); err != nil || h != k.ArgsHash {
+func (k *card) approve(a signoff.Approval) (*approvedCard, error) {
+	if h, err := signoff.ArgsHash(k.books.tool, k.Action); err != nil || h != k.ArgsHash {
 		return nil, fmt.Errorf("stored args changed after the card was shown (hash %s, card %s)", h, k.ArgsHash)
 	}
 	decided := k.pending

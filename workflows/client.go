@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -96,7 +97,7 @@ func checkIDs(in ToolCallInput) error {
 // than signed for today's version. (A hash that edits led back to is the
 // card's again, and is signed for today's version: the operator decides on
 // what the card shows now.)
-func SendDecision(ctx context.Context, c client.Client, workflowID string, a policy.Approval, signer policy.Signer) error {
+func SendDecision(ctx context.Context, c client.Client, workflowID string, a signoff.Approval, signer signoff.Signer) error {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", StatusQuery)
 	if err != nil {
 		return fmt.Errorf("read the card of %s: %w", workflowID, err)
@@ -151,13 +152,13 @@ func mustJSON(v any) []byte {
 }
 
 // CardRef names the card a status shows, for signing a decision on it.
-func (s Status) CardRef(workflowID string) policy.CardRef {
-	return policy.CardRef{WorkflowID: workflowID, RunID: s.RunID, ExpiresAt: s.ExpiresAt, Version: s.SignedVersion}
+func (s Status) CardRef(workflowID string) signoff.CardRef {
+	return signoff.CardRef{WorkflowID: workflowID, RunID: s.RunID, ExpiresAt: s.ExpiresAt, Version: s.SignedVersion}
 }
 
 // CardRef names the card an outcome shows, for signing a decision on it.
-func (o Outcome) CardRef() policy.CardRef {
-	return policy.CardRef{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt, Version: o.SignedVersion}
+func (o Outcome) CardRef() signoff.CardRef {
+	return signoff.CardRef{WorkflowID: o.IdempotencyKey, RunID: o.RunID, ExpiresAt: o.ExpiresAt, Version: o.SignedVersion}
 }
 
 // StartOption adds to how Call starts a call.
@@ -167,7 +168,7 @@ type StartOption func(*client.StartWorkflowOptions)
 // subject of their sign-in) in its memo (RequesterMemo), for readers that
 // must tell people apart where user IDs may be shared: the MCP server's
 // status tool shows a call to the person who started it alone.
-func StartedBy(p policy.Person) StartOption {
+func StartedBy(p signoff.Person) StartOption {
 	return func(o *client.StartWorkflowOptions) {
 		if p.Known() {
 			o.Memo = map[string]any{RequesterMemo: p}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 )
 
 // decision is what the chain settled for a call, once: the verdict, the
@@ -23,7 +24,7 @@ type decision struct {
 	dryRun *activities.PreviewResult
 	// requester is the person behind the call's credential, as admission
 	// read it (unknown on calls admitted before it did).
-	requester policy.Person
+	requester signoff.Person
 	// refusal is what a refusal tells the model beyond its message: the
 	// equivalent card an already_pending call waits for, or the tier a
 	// step_up_required caller lacks.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -31,7 +32,7 @@ const batchSize = 64
 // received is one payload of the approval signal: a decision, or why the
 // payload is not one.
 type received struct {
-	a   policy.Approval
+	a   signoff.Approval
 	bad string
 }
 
@@ -65,7 +66,7 @@ func takeDecisions(ch workflow.ReceiveChannel, max int) []received {
 		if !ok {
 			break
 		}
-		a, err := policy.DecodeApproval(raw)
+		a, err := signoff.DecodeApproval(raw)
 		if err != nil {
 			out = append(out, received{bad: err.Error()})
 			continue

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -24,7 +25,7 @@ const MaxEdits = 5
 // edit that fails is refused like any decision, audited with its code,
 // and the card stays as it was (next is nil); one that finds a pinned
 // tool no longer as accepted ends the card (codeChanged).
-func (c *call) revise(k *card, a policy.Approval) (*card, CallStatus, error) {
+func (c *call) revise(k *card, a signoff.Approval) (*card, CallStatus, error) {
 	refuse := func(code policy.Code, why string) (*card, CallStatus, error) {
 		return nil, "", k.refuse([]refusal{{received: received{a: a}, code: code, why: "the edit was not applied: " + why, verified: true}}, 0, "", "")
 	}
@@ -40,7 +41,7 @@ func (c *call) revise(k *card, a policy.Approval) (*card, CallStatus, error) {
 	if len(e.pv.Action) > 0 {
 		action = e.pv.Action
 	}
-	hash, err := policy.ArgsHash(c.in.Tool, action)
+	hash, err := signoff.ArgsHash(c.in.Tool, action)
 	if err != nil {
 		return nil, "", fmt.Errorf("hash the edited action: %w", err)
 	}
@@ -85,7 +86,7 @@ type editCheck struct {
 // edited runs the chain on the args edit a makes to card k: the checks, a
 // fresh dry run as the requester, the value against the hard limit and
 // the routing, and a pinned tool's definition.
-func (c *call) edited(k *card, a policy.Approval) editCheck {
+func (c *call) edited(k *card, a signoff.Approval) editCheck {
 	// A pinned tool (recorded so since the check before a card) found no
 	// longer as accepted ends the card: no version of it can run.
 	failed := func(err error, nv policy.Verdict, what string) editCheck {
@@ -98,7 +99,7 @@ func (c *call) edited(k *card, a policy.Approval) editCheck {
 	if k.version > MaxEdits {
 		return editCheck{code: policy.CodeInvalidArguments, why: fmt.Sprintf("the card has been edited %d times, the most it takes; approve or reject it as it is", MaxEdits)}
 	}
-	args, err := policy.ApplyEdit(k.d.verdict.Args, a.Edit, k.Editable)
+	args, err := signoff.ApplyEdit(k.d.verdict.Args, a.Edit, k.Editable)
 	if err != nil {
 		return editCheck{code: policy.CodeInvalidArguments, why: err.Error()}
 	}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -25,7 +25,7 @@ func TestEditThroughTheStack(t *testing.T) {
 	if err != nil || first.Status != workflows.StatusPendingApproval || first.ValueCents != 38400 {
 		t.Fatalf("%v %+v", err, first)
 	}
-	send := func(a policy.Approval, card policy.CardRef) {
+	send := func(a signoff.Approval, card signoff.CardRef) {
 		t.Helper()
 		a.Evidence = testenv.Evidence(a.Approver.UserID, time.Now())
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, testenv.Sign(a, card)); err != nil {
@@ -45,7 +45,7 @@ func TestEditThroughTheStack(t *testing.T) {
 			}
 		}
 	}
-	send(policy.Approval{Decision: policy.Edit, ArgsHash: first.ArgsHash, Approver: amaID, Edit: json.RawMessage(`{"quantity":60}`)}, first.CardRef())
+	send(signoff.Approval{Decision: signoff.Edit, ArgsHash: first.ArgsHash, Approver: amaID, Edit: json.RawMessage(`{"quantity":60}`)}, first.CardRef())
 	waitRows(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'edited' AND approver_id = 'ama' AND value_cents = 57600`, 1)
 	// The edit's row is written by its activity, before the workflow task
 	// that puts the new version up completes: the status follows.
@@ -63,10 +63,10 @@ func TestEditThroughTheStack(t *testing.T) {
 	if st.ValueCents != 57600 || st.ApproverRole != mangrove.RoleAreaManager || st.ArgsHash == first.ArgsHash {
 		t.Fatalf("after the edit: %+v", st)
 	}
-	send(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())
-	send(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: kofiID}, first.CardRef())
+	send(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())
+	send(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: kofiID}, first.CardRef())
 	waitRows(`SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approval_refused'`, 2)
-	send(policy.Approval{Decision: policy.Approve, ArgsHash: st.ArgsHash, Approver: kofiID}, st.CardRef(run.GetID()))
+	send(signoff.Approval{Decision: signoff.Approve, ArgsHash: st.ArgsHash, Approver: kofiID}, st.CardRef(run.GetID()))
 	res := awaitResult(t, run, 30*time.Second, "the edited transfer")
 	if res.Status != workflows.StatusExecuted {
 		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)

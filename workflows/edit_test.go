@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
 
-func edit(who policy.Identity, fields string) policy.Approval {
-	return policy.Approval{Decision: policy.Edit, Approver: who, Edit: json.RawMessage(fields)}
+func edit(who policy.Identity, fields string) signoff.Approval {
+	return signoff.Approval{Decision: signoff.Edit, Approver: who, Edit: json.RawMessage(fields)}
 }
 
 // TestEditThenApprove: ama edits her 40-case card to 60; the workflow runs
@@ -95,7 +96,7 @@ func TestEditsCountAgainstTheLimits(t *testing.T) {
 }
 
 // signed signs a decision for the card a status showed, now.
-func signed(env tenv, a policy.Approval, st workflows.Status) policy.Approval {
+func signed(env tenv, a signoff.Approval, st workflows.Status) signoff.Approval {
 	return testenv.SignAt(a, st.CardRef(env.id), env.Now())
 }
 
@@ -108,7 +109,7 @@ func TestEditsAreBounded(t *testing.T) {
 		for i := range workflows.MaxEdits + 1 {
 			decide(t, env, time.Duration(i+1)*time.Minute, nil, edit(amaID, fmt.Sprintf(`{"quantity":%d}`, 11+i)))
 		}
-		decide(t, env, 10*time.Minute, &last, policy.Approval{Decision: policy.Reject, Approver: amaID})
+		decide(t, env, 10*time.Minute, &last, signoff.Approval{Decision: signoff.Reject, Approver: amaID})
 	})
 	if res.Status != workflows.StatusRejected || last.Version != workflows.MaxEdits+1 || last.ValueCents != int64(10+workflows.MaxEdits)*960 {
 		t.Fatalf("%s; last version %+v", res.Status, last)

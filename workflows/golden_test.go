@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/packs/northgate"
 	"github.com/toolgate/toolgate/packs/plancover"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/internal/cost"
@@ -43,7 +44,7 @@ var goldenPaths = []struct {
 	name string
 	in   workflows.ToolCallInput
 	// decisions are sent once the card is up (their hash filled from it).
-	decisions []policy.Approval
+	decisions []signoff.Approval
 }{
 	{"allowed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"executed_task", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
@@ -53,45 +54,45 @@ var goldenPaths = []struct {
 	{"denied_store_scope", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211,"storeId":118}`)}, nil},
 	{"failed_upstream_error", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":99999}`)}, nil},
 	{"transfer_step_up_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":35,"reason":"festival_peak"}`)},
-		[]policy.Approval{{Decision: policy.Approve, Approver: kofiID, Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword,
+		[]signoff.Approval{{Decision: signoff.Approve, Approver: kofiID, Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "kofi", ACR: policy.ACRPassword,
 			AuthTime: time.Now().UTC().Format(time.RFC3339)}}, approve(kofiID)}},
-	{"transfer_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
+	{"transfer_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []signoff.Approval{approve(amaID)}},
 	{"transfer_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
-		[]policy.Approval{approve(kofiID), approve(efuaID), approve(amaID), approve(amaID)}},
+		[]signoff.Approval{approve(kofiID), approve(efuaID), approve(amaID), approve(amaID)}},
 	{"transfer_other_store_refused_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
-		[]policy.Approval{approve(efuaID), approve(storeManager(121))}},
+		[]signoff.Approval{approve(efuaID), approve(storeManager(121))}},
 	{"transfer_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
-		[]policy.Approval{{Decision: policy.Reject, Approver: amaID, Reason: "delivery due"}}},
-	{"transfer_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{}},
+		[]signoff.Approval{{Decision: signoff.Reject, Approver: amaID, Reason: "delivery due"}}},
+	{"transfer_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []signoff.Approval{}},
 	{"transfer_over_limit", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":250,"reason":"festival_peak"}`)}, nil},
-	{"transfer_signed_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []policy.Approval{approve(amaID)}},
+	{"transfer_signed_approved_executed", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, []signoff.Approval{approve(amaID)}},
 	{"transfer_forged_then_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
-		[]policy.Approval{{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
+		[]signoff.Approval{{Decision: signoff.Approve, Approver: amaID, Signature: "unsigned"}, approve(amaID)}},
 	{"transfer_unsigned_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, unsignedThenRejected()},
 	{"transfer_locked", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)}, lockingDecisions()},
 	{"transfer_repeated_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(fortyCases)},
-		[]policy.Approval{approve(kofiID), {Signature: goldenRepeat}, {Signature: goldenRepeat}, {Decision: policy.Reject, Approver: storeManager(114), Reason: "not after all"}}},
+		[]signoff.Approval{approve(kofiID), {Signature: goldenRepeat}, {Signature: goldenRepeat}, {Decision: signoff.Reject, Approver: storeManager(114), Reason: "not after all"}}},
 	{"transfer_edited_stale_then_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
-		[]policy.Approval{edit(storeManager(115), `{"quantity":35}`), {Decision: policy.Approve, Approver: kofiID, Signature: goldenFirstVersion},
-			{Decision: policy.Reject, Approver: kofiID, Reason: "not after all"}}},
+		[]signoff.Approval{edit(storeManager(115), `{"quantity":35}`), {Decision: signoff.Approve, Approver: kofiID, Signature: goldenFirstVersion},
+			{Decision: signoff.Reject, Approver: kofiID, Reason: "not after all"}}},
 	{"transfer_escalated_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":12,"reason":"stockout_risk"}`)},
-		[]policy.Approval{approve(kofiID)}},
+		[]signoff.Approval{approve(kofiID)}},
 	{"transfer_already_pending", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":50110,"quantity":10,"reason":"stockout_risk"}`)}, nil},
 	{"transfer_shortfall", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":201,"reason":"festival_peak"}`)}, nil},
 	{"transfer_two_person_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
-		[]policy.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
+		[]signoff.Approval{approve(kofiID), approve(adwoaID), approve(yoofiID)}},
 	{"transfer_edited_approved", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
-		[]policy.Approval{edit(storeManager(117), `{"quantity":35}`), approve(kofiID)}},
+		[]signoff.Approval{edit(storeManager(117), `{"quantity":35}`), approve(kofiID)}},
 	{"transfer_edited_expired", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":20,"reason":"stockout_risk"}`)},
-		[]policy.Approval{edit(storeManager(120), `{"quantity":35}`)}},
+		[]signoff.Approval{edit(storeManager(120), `{"quantity":35}`)}},
 	{"transfer_webhook_rejected", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
-		[]policy.Approval{{Decision: policy.Reject, Approver: kofiID, Reason: "not this week"}}},
+		[]signoff.Approval{{Decision: signoff.Reject, Approver: kofiID, Reason: "not this week"}}},
 	{"transfer_rejected_by_password", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":100,"reason":"festival_peak"}`)},
-		[]policy.Approval{{Decision: policy.Reject, Approver: adwoaID, Reason: "not this week", Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa",
+		[]signoff.Approval{{Decision: signoff.Reject, Approver: adwoaID, Reason: "not this week", Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa",
 			ACR: policy.ACRPassword, AuthTime: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}}},
 	{"transfer_two_person_one_person", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
-		[]policy.Approval{approve(adwoaID), {Decision: policy.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources},
-			Evidence: &policy.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
+		[]signoff.Approval{approve(adwoaID), {Decision: signoff.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources},
+			Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 	// PlanCover (packs/plancover): a read that runs as no one, a portal
@@ -110,7 +111,7 @@ var goldenPaths = []struct {
 	{"northgate_balance_step_up", workflows.ToolCallInput{Tool: northgate.ToolGetBalance, Args: json.RawMessage(`{}`)}, nil},
 	{"northgate_signed_out_expired", workflows.ToolCallInput{Tool: northgate.ToolGetBalance, Args: json.RawMessage(`{}`)}, nil},
 	{"northgate_locked_out", workflows.ToolCallInput{Tool: northgate.ToolVerifyPassphrase, Args: json.RawMessage(`{"passphrase":"sealed:sf_00000000000000000000000000000000"}`)}, nil},
-	{"northgate_reissue_approved", workflows.ToolCallInput{Tool: northgate.ToolReissueCard, Args: json.RawMessage(`{"reason":"captured"}`)}, []policy.Approval{approve(imogenID)}},
+	{"northgate_reissue_approved", workflows.ToolCallInput{Tool: northgate.ToolReissueCard, Args: json.RawMessage(`{"reason":"captured"}`)}, []signoff.Approval{approve(imogenID)}},
 }
 
 // imogenID is Northgate's card operations on the golden paths.
@@ -167,20 +168,20 @@ var goldenHolders = map[string]bool{"transfer_already_pending": true}
 // by one, and than it takes before it locks, then ama's rejection, which
 // ends it (a rejection, so the store's transfers left for the day stay as
 // the later paths need them).
-func unsignedThenRejected() []policy.Approval {
-	var out []policy.Approval
+func unsignedThenRejected() []signoff.Approval {
+	var out []signoff.Approval
 	for range workflows.MaxRefusedDecisions + 5 {
-		out = append(out, policy.Approval{Decision: policy.Approve, Approver: amaID, Signature: "unsigned"})
+		out = append(out, signoff.Approval{Decision: signoff.Approve, Approver: amaID, Signature: "unsigned"})
 	}
-	return append(out, policy.Approval{Decision: policy.Reject, Approver: amaID, Reason: "not after all"})
+	return append(out, signoff.Approval{Decision: signoff.Reject, Approver: amaID, Reason: "not after all"})
 }
 
 // lockingDecisions are one more refused signed decision than a card takes
 // (kofi's: not the card's role), then a valid approval that must not count.
 // The recorded transfer_locked history is of an earlier judging, when
 // unsigned decisions locked a card too; it replays as it was.
-func lockingDecisions() []policy.Approval {
-	var out []policy.Approval
+func lockingDecisions() []signoff.Approval {
+	var out []signoff.Approval
 	for i := range workflows.MaxRefusedDecisions + 1 {
 		a := approve(kofiID)
 		a.Reason = fmt.Sprintf("attempt %d", i) // each its own decision: a repeat never counts
@@ -264,7 +265,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 				t.Fatalf("%s: the holder: %v %+v", p.name, err, first)
 			}
 			defer func() {
-				_ = workflows.SendDecision(context.Background(), s.Client, first.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: kofiID,
+				_ = workflows.SendDecision(context.Background(), s.Client, first.IdempotencyKey, signoff.Approval{Decision: signoff.Reject, Approver: kofiID,
 					Evidence: testenv.Evidence("kofi", time.Now())}, testenv.ApprovalSigner)
 			}()
 		}
@@ -291,7 +292,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 			}
 			time.Sleep(goldenWaits[p.name])
 			hash, version, card := first.ArgsHash, 1, first.CardRef()
-			var last policy.Approval
+			var last signoff.Approval
 			for _, a := range p.decisions {
 				if a.Signature == goldenRepeat {
 					a = last
@@ -315,7 +316,7 @@ func TestRecordGoldenHistories(t *testing.T) {
 				if err := s.Client.SignalWorkflow(context.Background(), run.GetID(), "", workflows.ApprovalSignal, a); err != nil && !strings.Contains(err.Error(), "already completed") {
 					t.Fatal(err)
 				}
-				if a.Decision == policy.Edit {
+				if a.Decision == signoff.Edit {
 					// The next decision is for the new version.
 					version++
 					st := awaitVersion(t, s, run.GetID(), version)
@@ -367,16 +368,16 @@ func TestRecordGoldenHistories(t *testing.T) {
 
 // goldenCaller signs dana in as the MCP server does (her token verified,
 // exchanged for a grant, a credential issued) for Northgate's paths.
-func goldenCaller(t *testing.T, s *testenv.Stack, id *testenv.IdP) (policy.Session, policy.Person) {
+func goldenCaller(t *testing.T, s *testenv.Stack, id *testenv.IdP) (policy.Session, signoff.Person) {
 	t.Helper()
 	who, ref, _ := testenv.MCPSignIn(t, id, goldenPacks.Policy, s.DatabaseURL, "dana")
 	return policy.Session{UserID: who.UserID, Role: who.Role, Resources: who.Resources, SessionID: "s-dana", ConversationID: "golden", CredentialRef: ref},
-		policy.Person{Issuer: who.Issuer, Subject: who.Subject}
+		signoff.Person{Issuer: who.Issuer, Subject: who.Subject}
 }
 
 // northgateStanding gives dana what a Northgate path needs of her: a
 // lockout, or the high tier in the golden conversation; else nothing.
-func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana policy.Person, credential string) {
+func northgateStanding(t *testing.T, s *testenv.Stack, path string, dana signoff.Person, credential string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.Owner.Exec(ctx, `DELETE FROM caller_verification WHERE pack = 'northgate'; DELETE FROM caller_tiers WHERE pack = 'northgate'`); err != nil {

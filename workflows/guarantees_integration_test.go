@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -56,7 +57,7 @@ func TestUndecodableApprovalSignalsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
-	if err := stranger.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}); err != nil {
+	if err := stranger.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}); err != nil {
 		t.Fatal(err)
 	}
 	res := awaitResult(t, run, 30*time.Second, "the card never ended (wedged by an undecodable signal?)")
@@ -94,7 +95,7 @@ func TestFloodedCardLocks(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < signals; i += 16 {
 				// Decisions signed by ama for another action, each its own: each is refused (the hash is not the card's).
-				a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: strings.Repeat("0", 64), Approver: amaID,
+				a := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: strings.Repeat("0", 64), Approver: amaID,
 					Reason: fmt.Sprintf("flood %d ", i) + strings.Repeat("flood ", 40)}, first.CardRef())
 				if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {
 					closed.Add(1)
@@ -111,7 +112,7 @@ func TestFloodedCardLocks(t *testing.T) {
 	}
 	// A valid approval afterwards changes nothing.
 	_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
+		testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef()))
 	var events int
 	iter := s.Client.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
@@ -162,10 +163,10 @@ func TestOnlyASignedDecisionCanEndACard(t *testing.T) {
 	}
 	const junk = 40
 	for i := range junk {
-		var payload any = policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Signature: "unsigned"}
+		var payload any = signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Signature: "unsigned"}
 		switch i % 4 {
 		case 1:
-			forged := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())
+			forged := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())
 			forged.Approver.Role = "regional_director" // changed after signing
 			payload = forged
 		case 2:
@@ -187,7 +188,7 @@ func TestOnlyASignedDecisionCanEndACard(t *testing.T) {
 		}
 	}
 	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-		testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
+		testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
 		t.Fatal(err)
 	}
 	res := awaitResult(t, run, 30*time.Second, "the card did not end")
@@ -230,7 +231,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	if err != nil || firstA.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, firstA)
 	}
-	copied := signFor(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID}, firstA, runA, time.Now())
+	copied := signFor(signoff.Approval{Decision: signoff.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID}, firstA, runA, time.Now())
 	if err := s.Client.TerminateWorkflow(ctx, runA.GetID(), runA.GetRunID(), "operator ended it"); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	if err != nil || firstB.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, firstB)
 	}
-	otherCard := signFor(policy.Approval{Decision: policy.Approve, ArgsHash: firstB.ArgsHash, Approver: amaID}, firstB, runB, time.Now())
+	otherCard := signFor(signoff.Approval{Decision: signoff.Approve, ArgsHash: firstB.ArgsHash, Approver: amaID}, firstB, runB, time.Now())
 	// A second run of c1 started by a bare client with Temporal's default reuse policy.
 	runC, err := s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runA.GetID(), TaskQueue: s.TaskQueue},
 		workflows.WorkflowType, transferIn("moment", "c1", fortyCases, ama("")))
@@ -252,9 +253,9 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 	if v, err := s.Client.QueryWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.StatusQuery); err == nil {
 		_ = v.Get(&st)
 	}
-	dated := testenv.SignAt(policy.Approval{Decision: policy.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID},
+	dated := testenv.SignAt(signoff.Approval{Decision: signoff.Approve, ArgsHash: firstA.ArgsHash, Approver: amaID},
 		st.CardRef(runC.GetID()), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-	for _, a := range []policy.Approval{copied, otherCard, dated} {
+	for _, a := range []signoff.Approval{copied, otherCard, dated} {
 		_ = s.Client.SignalWorkflow(ctx, runC.GetID(), runC.GetRunID(), workflows.ApprovalSignal, a)
 	}
 	res := awaitResult(t, runC, 45*time.Second, "the second run did not end")
@@ -267,7 +268,7 @@ func TestDecisionsBoundToTheirMoment(t *testing.T) {
 }
 
 // signFor signs a decision for the card a run shows, at a given time.
-func signFor(a policy.Approval, first workflows.Outcome, run client.WorkflowRun, at time.Time) policy.Approval {
+func signFor(a signoff.Approval, first workflows.Outcome, run client.WorkflowRun, at time.Time) signoff.Approval {
 	card := first.CardRef()
 	card.WorkflowID, card.RunID = run.GetID(), run.GetRunID()
 	return testenv.SignAt(a, card, at)
@@ -323,7 +324,7 @@ func TestAPlantedDevKeysFileSignsNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, config.DevKeysFile), []byte(planted), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	signer := policy.Signer{KeyID: "planted", Key: priv}
+	signer := signoff.Signer{KeyID: "planted", Key: priv}
 	logs, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestAPlantedDevKeysFileSignsNothing(t *testing.T) {
 	}
 	send := func(reason string) {
 		t.Helper()
-		a := policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Reason: reason, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
+		a := signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID, Reason: reason, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, signer.Sign(a, first.CardRef(), time.Now().UTC().Format(time.RFC3339))); err != nil {
 			t.Fatal(err)
 		}
@@ -401,7 +402,7 @@ func TestAPlantedDevKeysFileSignsNothing(t *testing.T) {
 	if err != nil || second.Status != workflows.StatusPendingApproval {
 		t.Fatalf("%v %+v", err, second)
 	}
-	a := policy.Approval{Decision: policy.Approve, ArgsHash: second.ArgsHash, Approver: amaID, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
+	a := signoff.Approval{Decision: signoff.Approve, ArgsHash: second.ArgsHash, Approver: amaID, Evidence: testenv.Evidence(amaID.UserID, time.Now())}
 	if err := s.Client.SignalWorkflow(ctx, run2.GetID(), second.RunID, workflows.ApprovalSignal, signer.Sign(a, second.CardRef(), time.Now().UTC().Format(time.RFC3339))); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -155,7 +156,7 @@ func TestApprovalRacingTheExpiry(t *testing.T) {
 			}
 			time.Sleep(2*time.Second - 300*time.Millisecond + time.Duration(i)*80*time.Millisecond)
 			_ = s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: storeManager(store)}, first.CardRef()))
+				testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: storeManager(store)}, first.CardRef()))
 			var res workflows.ToolCallResult
 			if err := run.Get(ctx, &res); err != nil {
 				t.Error(err)
@@ -214,7 +215,7 @@ func TestApprovalLandingWithTheExpiry(t *testing.T) {
 			s.StopWorker()
 			time.Sleep(time.Until(up.Add(tc.ttl - time.Second))) // the card has about a second left
 			if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal,
-				testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
+				testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: amaID}, first.CardRef())); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(2500 * time.Millisecond) // the timer fires while no worker runs

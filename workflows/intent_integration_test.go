@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -76,7 +77,7 @@ func TestOneCardPerIntent(t *testing.T) {
 		t.Fatalf("41 cases: %v %+v", err, f.ToolCallResult)
 	}
 	// The card ends (rejected): the intent is free again.
-	if err := workflows.SendDecision(ctx, s.Client, card.IdempotencyKey, policy.Approval{Decision: policy.Reject, Approver: amaID,
+	if err := workflows.SendDecision(ctx, s.Client, card.IdempotencyKey, signoff.Approval{Decision: signoff.Reject, Approver: amaID,
 		Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestAnIntentIsItsPersons(t *testing.T) {
 	// A librarian's edit to 3 weeks keeps the card ama's: asking for 3
 	// weeks under her other user ID finds it.
 	librarian := policy.Identity{UserID: "lena", Role: testenv.LibraryStaff}
-	edit := policy.Approval{Decision: policy.Edit, ArgsHash: first.ArgsHash, Approver: librarian, Edit: json.RawMessage(`{"weeks":3}`)}
+	edit := signoff.Approval{Decision: signoff.Edit, ArgsHash: first.ArgsHash, Approver: librarian, Edit: json.RawMessage(`{"weeks":3}`)}
 	if err := s.Client.SignalWorkflow(ctx, first.IdempotencyKey, first.RunID, workflows.ApprovalSignal, testenv.Sign(edit, first.CardRef())); err != nil {
 		t.Fatal(err)
 	}

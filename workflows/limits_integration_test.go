@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -193,7 +194,7 @@ func TestACallThatRanNothingGivesItsBudgetBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if err := workflows.SendDecision(ctx, s.Client, id, policy.Approval{Decision: policy.Approve, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())},
+		if err := workflows.SendDecision(ctx, s.Client, id, signoff.Approval{Decision: signoff.Approve, Approver: amaID, Evidence: testenv.Evidence("ama", time.Now())},
 			testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}

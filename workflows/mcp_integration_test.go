@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/packs"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -84,7 +85,7 @@ func referencePack(t *testing.T, dir string, edit func(string) string) string {
 
 // decideCard sends one signed decision on a pending card and returns the
 // call's final result.
-func decideCard(t *testing.T, s *testenv.Stack, first workflows.Outcome, a policy.Approval) workflows.ToolCallResult {
+func decideCard(t *testing.T, s *testenv.Stack, first workflows.Outcome, a signoff.Approval) workflows.ToolCallResult {
 	t.Helper()
 	a.ArgsHash = first.ArgsHash
 	a = testenv.Sign(a, first.CardRef())
@@ -202,7 +203,7 @@ func TestTheReferenceServersBehindTheChain(t *testing.T) {
 	rejected := filepath.Join(scratch, "rejected.txt")
 	first = s.First(t, workflows.ToolCallInput{Tool: "files__write_file", ToolCallID: "w2", Session: writer,
 		Args: json.RawMessage(`{"path":` + quoteJSON(rejected) + `,"content":"no"}`)})
-	res = decideCard(t, s, first, policy.Approval{Decision: policy.Reject, Approver: keeperID, Reason: "not today"})
+	res = decideCard(t, s, first, signoff.Approval{Decision: signoff.Reject, Approver: keeperID, Reason: "not today"})
 	if res.Status != workflows.StatusRejected {
 		t.Fatalf("the rejected write: %s/%s", res.Status, res.Code)
 	}
@@ -565,7 +566,7 @@ func TestAnEditFindsAChangedDefinitionAndEndsTheCard(t *testing.T) {
 	}
 	s.UsePolicy(t, changed.Policy)
 	for _, c := range cards {
-		a := policy.Approval{Decision: policy.Edit, ArgsHash: c.first.ArgsHash, Approver: keeperID, Edit: json.RawMessage(c.edit)}
+		a := signoff.Approval{Decision: signoff.Edit, ArgsHash: c.first.ArgsHash, Approver: keeperID, Edit: json.RawMessage(c.edit)}
 		if err := s.Client.SignalWorkflow(ctx, c.run.GetID(), c.first.RunID, workflows.ApprovalSignal, testenv.Sign(a, c.first.CardRef())); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -33,7 +34,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	}
 	decideAs := func(who policy.Identity) {
 		t.Helper()
-		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())},
+		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), signoff.Approval{Decision: signoff.Approve, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())},
 			testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestTwoPersonRuleThroughTheStack(t *testing.T) {
 	// card decided.
 	var wg sync.WaitGroup
 	for _, who := range []policy.Identity{yoofiID, {UserID: "akua", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113)}} {
-		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}, first.CardRef())
+		a := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash, Approver: who, Evidence: testenv.Evidence(who.UserID, time.Now())}, first.CardRef())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -120,7 +121,7 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 	s := testenv.NewStack(t)
 	ctx := context.Background()
 	_, run, status := kofisBigCard(t, s, "quorum-edit")
-	send := func(a policy.Approval) {
+	send := func(a signoff.Approval) {
 		t.Helper()
 		st := status()
 		a.ArgsHash, a.Evidence = st.ArgsHash, testenv.Evidence(a.Approver.UserID, time.Now())
@@ -141,16 +142,16 @@ func TestAnEditClearsWhatWasApproved(t *testing.T) {
 			}
 		}
 	}
-	send(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
+	send(signoff.Approval{Decision: signoff.Approve, Approver: adwoaID})
 	waitFor("adwoa's approval on the card row", func() bool { m, _ := row(); return strings.Contains(m, "adwoa") })
-	send(policy.Approval{Decision: policy.Edit, Approver: yoofiID, Edit: json.RawMessage(`{"quantity":190}`)})
+	send(signoff.Approval{Decision: signoff.Edit, Approver: yoofiID, Edit: json.RawMessage(`{"quantity":190}`)})
 	// A card row is written by its activity before the workflow task that
 	// changes the status completes: each wait is for both.
 	waitFor("the edit", func() bool { _, v := row(); return v == 2 && status().Version == 2 })
 	if marks, _ := row(); marks != "" || len(status().ApprovedBy) != 0 {
 		t.Fatalf("after the edit the card row keeps approvals %q, the workflow %v", marks, status().ApprovedBy)
 	}
-	send(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
+	send(signoff.Approval{Decision: signoff.Approve, Approver: adwoaID})
 	waitFor("adwoa's approval of the new version", func() bool {
 		m, _ := row()
 		return strings.Contains(m, "adwoa") && len(status().ApprovedBy) > 0
@@ -173,12 +174,12 @@ func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 	ctx := context.Background()
 	first, run, status := kofisBigCard(t, s, "quorum-versions")
 	akuaID := policy.Identity{UserID: "akua", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(113)}
-	signed := func(a policy.Approval) policy.Approval {
+	signed := func(a signoff.Approval) signoff.Approval {
 		st := status()
 		a.ArgsHash, a.Evidence = st.ArgsHash, testenv.Evidence(a.Approver.UserID, time.Now())
 		return testenv.Sign(a, st.CardRef(run.GetID()))
 	}
-	send := func(a policy.Approval) {
+	send := func(a signoff.Approval) {
 		t.Helper()
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), first.RunID, workflows.ApprovalSignal, a); err != nil {
 			t.Fatal(err)
@@ -198,13 +199,13 @@ func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 			}
 		}
 	}
-	counted := signed(policy.Approval{Decision: policy.Approve, Approver: adwoaID})
-	intercepted := signed(policy.Approval{Decision: policy.Approve, Approver: yoofiID})
+	counted := signed(signoff.Approval{Decision: signoff.Approve, Approver: adwoaID})
+	intercepted := signed(signoff.Approval{Decision: signoff.Approve, Approver: yoofiID})
 	send(counted)
 	waitFor("adwoa's approval counted", func() bool { return len(status().ApprovedBy) == 1 })
-	send(signed(policy.Approval{Decision: policy.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":190}`)}))
+	send(signed(signoff.Approval{Decision: signoff.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":190}`)}))
 	waitFor("the edit to 190", func() bool { return status().Version == 2 })
-	send(signed(policy.Approval{Decision: policy.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":200}`)}))
+	send(signed(signoff.Approval{Decision: signoff.Edit, Approver: akuaID, Edit: json.RawMessage(`{"quantity":200}`)}))
 	waitFor("the edit back to 200", func() bool { return status().Version == 3 })
 	if st := status(); st.ArgsHash != first.ArgsHash || len(st.ApprovedBy) != 0 {
 		t.Fatalf("version 3 should show version 1's args hash and no approvals: %+v", st)
@@ -223,9 +224,9 @@ func TestADecisionCountsOnlyOnItsVersionAndOnce(t *testing.T) {
 	if st := status(); st.Status != workflows.StatusPendingApproval || len(st.ApprovedBy) != 0 {
 		t.Fatalf("decisions signed for version 1 counted on version 3, or their repeats locked it: %+v", st)
 	}
-	send(signed(policy.Approval{Decision: policy.Approve, Approver: adwoaID}))
+	send(signed(signoff.Approval{Decision: signoff.Approve, Approver: adwoaID}))
 	waitFor("adwoa's fresh approval counted", func() bool { return len(status().ApprovedBy) == 1 })
-	send(signed(policy.Approval{Decision: policy.Approve, Approver: yoofiID}))
+	send(signed(signoff.Approval{Decision: signoff.Approve, Approver: yoofiID}))
 	res := awaitResult(t, run, 30*time.Second, "the transfer approved afresh by adwoa and yoofi")
 	if res.Status != workflows.StatusExecuted {
 		t.Fatalf("%s/%s %s", res.Status, res.Code, res.Message)
@@ -257,7 +258,7 @@ func TestOnePersonIsOnePerson(t *testing.T) {
 		t.Helper()
 		who := policy.Identity{UserID: userID, Role: mangrove.RoleAreaManager, Resources: kofiID.Resources}
 		ev := testenv.Evidence(subject, time.Now())
-		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), policy.Approval{Decision: policy.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
+		if err := workflows.SendDecision(ctx, s.Client, run.GetID(), signoff.Approval{Decision: signoff.Approve, Approver: who, Evidence: ev}, testenv.ApprovalSigner); err != nil {
 			t.Fatal(err)
 		}
 	}

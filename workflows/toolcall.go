@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
@@ -24,7 +25,7 @@ type Settings struct {
 	// ApprovalTTL is how long a card waits for a decision; 30 minutes when zero.
 	ApprovalTTL time.Duration
 	// ApprovalKeys verify decisions; with none, every decision is refused.
-	ApprovalKeys policy.ApprovalKeys
+	ApprovalKeys signoff.ApprovalKeys
 	// ApproverIssuers are the identity providers whose sign-ins an approval
 	// may carry as evidence; with none, no card that needs evidence can be
 	// decided.

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/policy"
@@ -262,12 +263,12 @@ func TestChaos(t *testing.T) {
 			}
 			if first.Status == workflows.StatusPendingApproval && (p.kind == "approve" || p.kind == "reject") {
 				time.Sleep(delay)
-				decision := policy.Approve
+				decision := signoff.Approve
 				if p.kind == "reject" {
-					decision = policy.Reject
+					decision = signoff.Reject
 				}
 				approver := policy.Identity{UserID: fmt.Sprint("sm", store), Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}
-				a := testenv.Sign(policy.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, first.CardRef())
+				a := testenv.Sign(signoff.Approval{Decision: decision, ArgsHash: first.ArgsHash, Approver: approver}, first.CardRef())
 				for attempt := 0; attempt < 20; attempt++ {
 					if err := c.SignalWorkflow(ctx, p.workflow, "", workflows.ApprovalSignal, a); err == nil {
 						break

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
+	"github.com/toolgate/toolgate/signoff"
 
 	"github.com/toolgate/toolgate/internal/cost"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -213,7 +214,7 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil || first.Status != workflows.StatusPendingApproval {
 			t.Fatalf("card %d: %v %+v", i, err, first)
 		}
-		a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash,
+		a := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash,
 			Approver: policy.Identity{UserID: "sm", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}}, first.CardRef())
 		start := time.Now()
 		if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 )
@@ -295,7 +296,7 @@ func approveOnce(t *testing.T, s *testenv.Stack, bareQueue, prefix string, i int
 	if err != nil || first.Status != workflows.StatusPendingApproval {
 		t.Fatalf("card %d: %v %+v", i, err, first)
 	}
-	a := testenv.Sign(policy.Approval{Decision: policy.Approve, ArgsHash: first.ArgsHash,
+	a := testenv.Sign(signoff.Approval{Decision: signoff.Approve, ArgsHash: first.ArgsHash,
 		Approver: policy.Identity{UserID: "sm", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(store)}}, first.CardRef())
 	begin := time.Now()
 	if err := s.Client.SignalWorkflow(ctx, run.GetID(), "", workflows.ApprovalSignal, a); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/mcpupstream"
 	"github.com/toolgate/toolgate/pack"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.uber.org/zap"
@@ -94,7 +95,7 @@ type Config struct {
 	MetricsAddr   string
 	ApprovalsAddr string
 	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
-	ApprovalKeys policy.ApprovalKeys
+	ApprovalKeys signoff.ApprovalKeys
 	// EscalateAfter (TOOLGATE_ESCALATE_AFTER) is the fraction of the TTL
 	// after which an unanswered card is also offered one role up.
 	EscalateAfter float64
@@ -102,7 +103,7 @@ type Config struct {
 	// are the identity providers whose sign-ins a decision may carry.
 	ApproverIssuers []string
 	// SigningKey (TOOLGATE_APPROVAL_SIGNING_KEY) signs decisions in the approvals server and starter.
-	SigningKey *policy.Signer
+	SigningKey *signoff.Signer
 	// Codec (TOOLGATE_CODEC_KEYS, TOOLGATE_CODEC_KEY_ID) encrypts payloads; nil means plaintext.
 	Codec *codec.Codec
 	// CodecAddr serves the codec endpoint for Temporal Web and the CLI.
@@ -262,7 +263,7 @@ func FromEnv() (Config, error) {
 		}
 		c.MaxResultChars = n
 	}
-	keys, err := policy.ParseApprovalKeys(env("TOOLGATE_APPROVAL_KEYS", devEnv("TOOLGATE_APPROVAL_KEYS")))
+	keys, err := signoff.ParseApprovalKeys(env("TOOLGATE_APPROVAL_KEYS", devEnv("TOOLGATE_APPROVAL_KEYS")))
 	if err != nil {
 		return c, fmt.Errorf("TOOLGATE_APPROVAL_KEYS: %w", err)
 	}
@@ -273,11 +274,11 @@ func FromEnv() (Config, error) {
 		}
 	}
 	if v := env("TOOLGATE_APPROVAL_SIGNING_KEY", devEnv("TOOLGATE_APPROVAL_SIGNING_KEY")); v != "" {
-		id, key, err := policy.ParseSigningKey(v)
+		id, key, err := signoff.ParseSigningKey(v)
 		if err != nil {
 			return c, fmt.Errorf("TOOLGATE_APPROVAL_SIGNING_KEY: %w", err)
 		}
-		c.SigningKey = &policy.Signer{KeyID: id, Key: key}
+		c.SigningKey = &signoff.Signer{KeyID: id, Key: key}
 	}
 	if v := env("TOOLGATE_CODEC_KEYS", devEnv("TOOLGATE_CODEC_KEYS")); v != "" {
 		cd, err := codec.Parse(v, env("TOOLGATE_CODEC_KEY_ID", devEnv("TOOLGATE_CODEC_KEY_ID")))

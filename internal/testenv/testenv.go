@@ -39,6 +39,7 @@ import (
 	"github.com/toolgate/toolgate/packs/mangrove/upstream"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -49,9 +50,9 @@ import (
 )
 
 // ApprovalSigner signs the tests' decisions; ApprovalKeys verify them.
-var ApprovalSigner, ApprovalKeys = func() (policy.Signer, policy.ApprovalKeys) {
+var ApprovalSigner, ApprovalKeys = func() (signoff.Signer, signoff.ApprovalKeys) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	return policy.Signer{KeyID: "test", Key: priv}, policy.ApprovalKeys{"test": pub}
+	return signoff.Signer{KeyID: "test", Key: priv}, signoff.ApprovalKeys{"test": pub}
 }()
 
 // Issuer is the identity provider the tests' workers trust for approvers'
@@ -60,12 +61,12 @@ const Issuer = "https://id.toolgate.test"
 
 // Sign signs a decision for a card, now. A decision without evidence gets
 // a fresh mfa sign-in at Issuer as its approver, which any card accepts.
-func Sign(a policy.Approval, card policy.CardRef) policy.Approval {
+func Sign(a signoff.Approval, card signoff.CardRef) signoff.Approval {
 	return SignAt(a, card, time.Now())
 }
 
 // SignAt signs a decision as if at time at, signed in then (see Sign).
-func SignAt(a policy.Approval, card policy.CardRef, at time.Time) policy.Approval {
+func SignAt(a signoff.Approval, card signoff.CardRef, at time.Time) signoff.Approval {
 	if a.Evidence == nil {
 		a.Evidence = Evidence(a.Approver.UserID, at)
 	}
@@ -73,8 +74,8 @@ func SignAt(a policy.Approval, card policy.CardRef, at time.Time) policy.Approva
 }
 
 // Evidence is an mfa sign-in of user at Issuer at time at.
-func Evidence(user string, at time.Time) *policy.AuthEvidence {
-	return &policy.AuthEvidence{Issuer: Issuer, Subject: user, ACR: policy.ACRMFA, AMR: []string{"pwd", "otp"}, AuthTime: at.UTC().Format(time.RFC3339)}
+func Evidence(user string, at time.Time) *signoff.AuthEvidence {
+	return &signoff.AuthEvidence{Issuer: Issuer, Subject: user, ACR: policy.ACRMFA, AMR: []string{"pwd", "otp"}, AuthTime: at.UTC().Format(time.RFC3339)}
 }
 
 // SigningKeyEnv is the tests' TOOLGATE_APPROVAL_SIGNING_KEY, for processes.

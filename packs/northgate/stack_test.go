@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/packs/northgate"
 	"github.com/toolgate/toolgate/packs/northgate/upstream"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
@@ -613,7 +614,7 @@ func (d *desk) decide(t *testing.T, a answer, decision string) workflows.ToolCal
 		t.Fatalf("status of %s: %v", a.CallID, err)
 	}
 	imogen := policy.Identity{UserID: "imogen", Role: northgate.RoleCardOps, Resources: policy.Resources{northgate.KindAccount: {upstream.DanaAccount, upstream.LewisAccount}}}
-	if err := workflows.SendDecision(ctx, d.Client, a.CallID, policy.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: imogen, Evidence: testenv.Evidence("imogen", time.Now())}, testenv.ApprovalSigner); err != nil {
+	if err := workflows.SendDecision(ctx, d.Client, a.CallID, signoff.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: imogen, Evidence: testenv.Evidence("imogen", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
 	var res workflows.ToolCallResult
@@ -722,7 +723,7 @@ func TestAReissueGoesToCardOperations(t *testing.T) {
 	if err := d.Owner.QueryRow(context.Background(), `SELECT approver_role FROM pending_action WHERE workflow_id = $1`, a.CallID).Scan(&role); err != nil || role != string(northgate.RoleCardOps) {
 		t.Fatalf("the card goes to %q (%v), want card operations", role, err)
 	}
-	res := d.decide(t, a, policy.Approve)
+	res := d.decide(t, a, signoff.Approve)
 	if res.Status != workflows.StatusExecuted || !strings.Contains(string(res.Result), "RC-") {
 		t.Fatalf("the approved reissue: %+v", res)
 	}
@@ -747,7 +748,7 @@ func TestALockoutAfterTheCardRefusesTheRun(t *testing.T) {
 	if o := other.passphrase("wrong twice"); o.outcome().Outcome != "locked_out" {
 		t.Fatalf("the lockout: %+v", o)
 	}
-	res := d.decide(t, a, policy.Approve)
+	res := d.decide(t, a, signoff.Approve)
 	if res.Status != workflows.StatusFailed || res.Code != policy.CodeStepUpRequired || strings.Contains(string(res.Result), "RC-") {
 		t.Fatalf("the approved card of a locked-out caller: %+v", res)
 	}

@@ -1,4 +1,4 @@
-package policy
+package signoff
 
 import (
 	"crypto/ed25519"
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // ApprovalKeys are the public keys decisions may be signed with, by key ID.
@@ -31,15 +33,15 @@ type CardRef struct {
 
 // signedDecision is exactly what a signature covers.
 type signedDecision struct {
-	Approver   Identity `json:"approver"`
-	WorkflowID string   `json:"workflowId"`
-	RunID      string   `json:"runId"`
-	ExpiresAt  string   `json:"expiresAt"`
-	ArgsHash   string   `json:"argsHash"`
-	Decision   string   `json:"decision"`
-	Reason     string   `json:"reason"`
-	SignedAt   string   `json:"signedAt"`
-	KeyID      string   `json:"keyId"`
+	Approver   policy.Identity `json:"approver"`
+	WorkflowID string          `json:"workflowId"`
+	RunID      string          `json:"runId"`
+	ExpiresAt  string          `json:"expiresAt"`
+	ArgsHash   string          `json:"argsHash"`
+	Decision   string          `json:"decision"`
+	Reason     string          `json:"reason"`
+	SignedAt   string          `json:"signedAt"`
+	KeyID      string          `json:"keyId"`
 	// Evidence is left out when absent, so decisions signed before it
 	// existed still verify.
 	Evidence *AuthEvidence `json:"evidence,omitempty"`
@@ -52,13 +54,13 @@ type signedDecision struct {
 // unboundDecision is what signatures covered before they were bound to the
 // run and the card's expiry; calls recorded then still verify with it.
 type unboundDecision struct {
-	Approver   Identity `json:"approver"`
-	WorkflowID string   `json:"workflowId"`
-	ArgsHash   string   `json:"argsHash"`
-	Decision   string   `json:"decision"`
-	Reason     string   `json:"reason"`
-	SignedAt   string   `json:"signedAt"`
-	KeyID      string   `json:"keyId"`
+	Approver   policy.Identity `json:"approver"`
+	WorkflowID string          `json:"workflowId"`
+	ArgsHash   string          `json:"argsHash"`
+	Decision   string          `json:"decision"`
+	Reason     string          `json:"reason"`
+	SignedAt   string          `json:"signedAt"`
+	KeyID      string          `json:"keyId"`
 }
 
 // ApprovalMessage is the canonical bytes a decision's signature covers.
@@ -89,7 +91,7 @@ func VerifyApproval(a Approval, card CardRef, upAt, expires time.Time, keys Appr
 	}
 	at, err := time.Parse(time.RFC3339, a.SignedAt)
 	if err != nil {
-		return false, fmt.Sprintf("the decision's signing time %q is not an RFC 3339 time", clip(a.SignedAt))
+		return false, fmt.Sprintf("the decision's signing time %q is not an RFC 3339 time", policy.Clip(a.SignedAt))
 	}
 	if at.Before(upAt.Add(-ClockSkew)) {
 		return false, fmt.Sprintf("the decision was signed at %s, before the card went up at %s", at.UTC().Format(time.RFC3339), upAt.UTC().Format(time.RFC3339))
@@ -114,7 +116,7 @@ func verify(a Approval, keys ApprovalKeys, msg []byte) (bool, string) {
 	}
 	pub, ok := keys[a.KeyID]
 	if !ok {
-		return false, fmt.Sprintf("the decision is signed with an unknown key %q", clip(a.KeyID))
+		return false, fmt.Sprintf("the decision is signed with an unknown key %q", policy.Clip(a.KeyID))
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Signature)
 	if err != nil || !ed25519.Verify(pub, msg, sig) {
@@ -134,7 +136,7 @@ func ParseApprovalKeys(s string) (ApprovalKeys, error) {
 		id, b64, ok := strings.Cut(entry, ":")
 		raw, err := base64.StdEncoding.DecodeString(b64)
 		if !ok || id == "" || err != nil || len(raw) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("approval key %q: want id:base64 of a %d-byte Ed25519 public key", clip(entry), ed25519.PublicKeySize)
+			return nil, fmt.Errorf("approval key %q: want id:base64 of a %d-byte Ed25519 public key", policy.Clip(entry), ed25519.PublicKeySize)
 		}
 		keys[id] = ed25519.PublicKey(raw)
 	}

@@ -1,9 +1,11 @@
-package policy
+package signoff
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // Rules are what a decision must match to count on one card, fixed when
@@ -12,10 +14,10 @@ import (
 type Rules struct {
 	// Role is the approver role the card is routed to; EscalateTo is
 	// offered it as well once Escalated.
-	Role       Role
-	EscalateTo Role
+	Role       policy.Role
+	EscalateTo policy.Role
 	Escalated  bool
-	Resource   ResourceRef
+	Resource   policy.ResourceRef
 	// ArgsHash is the hash of the action the decision must name; Card, UpAt
 	// and Expires what its signature binds.
 	ArgsHash      string
@@ -25,7 +27,7 @@ type Rules struct {
 	Issuers       []string
 	// Evidence is the sign-in an approval needs; nil on cards recorded
 	// before evidence rules.
-	Evidence *Requirement
+	Evidence *policy.Requirement
 	// Need is how many different people must approve (the two-person rule
 	// at 2): never the requester, never one of Approvals twice.
 	Need            int
@@ -44,7 +46,7 @@ type Rules struct {
 // Judgment is whether a decision counts (Code is CodeOK) and, when it
 // does not, why; Verified says its signature held, whatever else failed.
 type Judgment struct {
-	Code     Code
+	Code     policy.Code
 	Why      string
 	Verified bool
 }
@@ -57,40 +59,40 @@ type Judgment struct {
 func Judge(r Rules, a Approval, now time.Time) Judgment {
 	if !now.Before(r.Expires) {
 		ok, _ := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys)
-		return Judgment{Code: CodeExpired, Why: "the card expired before this decision arrived", Verified: ok}
+		return Judgment{Code: policy.CodeExpired, Why: "the card expired before this decision arrived", Verified: ok}
 	}
 	if ok, why := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys); !ok {
 		if v := r.signedFor(a); v > 0 {
-			return Judgment{Code: CodeInvalidArguments, Verified: true,
+			return Judgment{Code: policy.CodeInvalidArguments, Verified: true,
 				Why: fmt.Sprintf("the decision was signed for version %d of the card, and it is version %d now: an edit has changed it since", v, r.Card.Version)}
 		}
-		return Judgment{Code: CodeCredentialUnavailable, Why: why}
+		return Judgment{Code: policy.CodeCredentialUnavailable, Why: why}
 	}
 	j := Judgment{Verified: true}
 	role := r.Role
 	if r.Escalated && a.Approver.Role == r.EscalateTo {
 		role = r.EscalateTo
 	}
-	if j.Code, j.Why = CheckApproval(a, role, r.Resource, r.ArgsHash); j.Code != CodeOK {
+	if j.Code, j.Why = CheckApproval(a, role, r.Resource, r.ArgsHash); j.Code != policy.CodeOK {
 		return j
 	}
-	if j.Code, j.Why = r.checkEvidence(a, now); j.Code != CodeOK {
+	if j.Code, j.Why = r.checkEvidence(a, now); j.Code != policy.CodeOK {
 		return j
 	}
 	if a.Decision == Edit {
 		if _, err := ApplyEdit(r.Action, a.Edit, r.Editable); err != nil {
-			j.Code, j.Why = CodeInvalidArguments, err.Error()
+			j.Code, j.Why = policy.CodeInvalidArguments, err.Error()
 			return j
 		}
 	}
 	if r.Need > 1 {
 		if r.Same(a, r.RequesterPerson, r.Requester) {
-			j.Code, j.Why = CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", r.Requester, r.Need)
+			j.Code, j.Why = policy.CodeRole, fmt.Sprintf("%s asked for this, and a card that needs %d approvers takes none from its requester", r.Requester, r.Need)
 			return j
 		}
 		for _, earlier := range r.Approvals {
 			if r.Same(a, PersonOf(earlier), earlier.Approver.UserID) {
-				j.Code, j.Why = CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", earlier.Approver.UserID, r.Need)
+				j.Code, j.Why = policy.CodeRole, fmt.Sprintf("%s has already approved; the card needs %d different people", earlier.Approver.UserID, r.Need)
 				return j
 			}
 		}
@@ -115,7 +117,7 @@ func (r Rules) signedFor(a Approval) int {
 // checkEvidence holds a decision to the sign-in it needs: an approval or
 // an edit to the card's level and age, a rejection (BySignIn) to a sign-in
 // alone.
-func (r Rules) checkEvidence(a Approval, now time.Time) (Code, string) {
+func (r Rules) checkEvidence(a Approval, now time.Time) (policy.Code, string) {
 	if r.BySignIn && a.Decision == Reject && r.Evidence != nil {
 		return CheckSignIn(a, r.Issuers, now)
 	}

@@ -1,0 +1,91 @@
+package signoff_test
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
+)
+
+// TestJudgeIsDataInDecisionOut loops over a card's refusals, one row per
+// rule a decision must meet, on a card of a pack with no stores and no
+// money: each row changes one thing of a decision (or the card) that
+// counts, and is refused with its own code, or counts.
+func TestJudgeIsDataInDecisionOut(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, stranger, _ := ed25519.GenerateKey(nil)
+	up := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	now := up.Add(5 * time.Minute)
+	const issuer = "https://id.example"
+	rules := signoff.Rules{Role: "card_supervisor", EscalateTo: "desk_head", Resource: policy.ResourceRef{Kind: "account", ID: "ACC-4471"}, ArgsHash: strings.Repeat("a", 64),
+		Card: signoff.CardRef{WorkflowID: "toolcall-desk-4", RunID: "r", ExpiresAt: up.Add(30 * time.Minute).Format(time.RFC3339)}, UpAt: up, Expires: up.Add(30 * time.Minute),
+		Keys: signoff.ApprovalKeys{"k1": pub}, Issuers: []string{issuer}, Evidence: &policy.Requirement{ACR: policy.ACRPassword, MaxAgeSeconds: 3600},
+		Need: 1, Requester: "cara", RequesterPerson: signoff.Person{Issuer: issuer, Subject: "cara"}, BySignIn: true,
+		Action: json.RawMessage(`{"accountRef":"ACC-4471","fee":2500,"reason":"stolen"}`), Editable: []string{"fee"}}
+	decision := func(user string, role policy.Role, change func(*signoff.Approval)) signoff.Approval {
+		a := signoff.Approval{Decision: signoff.Approve, ArgsHash: rules.ArgsHash, Reason: "checked",
+			Approver: policy.Identity{UserID: user, Role: role, Resources: policy.Resources{"account": {"ACC-4471"}}},
+			Evidence: &signoff.AuthEvidence{Issuer: issuer, Subject: user, ACR: policy.ACRPassword, AuthTime: now.Add(-time.Minute).Format(time.RFC3339)}}
+		if change != nil {
+			change(&a)
+		}
+		return signoff.SignApproval(a, rules.Card, "k1", priv, now.Format(time.RFC3339))
+	}
+	sam := decision("sam", "card_supervisor", nil)
+	rows := []struct {
+		name     string
+		rules    func(*signoff.Rules)
+		a        signoff.Approval
+		at       time.Time
+		want     policy.Code
+		verified bool
+	}{
+		{name: "counts", a: sam, want: policy.CodeOK, verified: true},
+		{name: "after the expiry", a: sam, at: up.Add(31 * time.Minute), want: policy.CodeExpired, verified: true},
+		{name: "signed by a stranger", a: signoff.SignApproval(signoff.Approval{Decision: sam.Decision, ArgsHash: sam.ArgsHash, Reason: sam.Reason, Approver: sam.Approver,
+			Evidence: sam.Evidence}, rules.Card, "k1", stranger, sam.SignedAt), want: policy.CodeCredentialUnavailable},
+		{name: "signed for another card", a: sam, rules: func(r *signoff.Rules) { r.Card.WorkflowID = "toolcall-desk-5" }, want: policy.CodeCredentialUnavailable},
+		{name: "another role", a: decision("cara2", "card_agent", nil), want: policy.CodeRole, verified: true},
+		{name: "one role up before the escalation", a: decision("dee", "desk_head", nil), want: policy.CodeRole, verified: true},
+		{name: "one role up after it", a: decision("dee", "desk_head", nil), rules: func(r *signoff.Rules) { r.Escalated = true }, want: policy.CodeOK, verified: true},
+		{name: "another account", a: decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Approver.Resources = policy.Resources{"account": {"ACC-5120"}} }),
+			want: policy.CodeResourceScope, verified: true},
+		{name: "another action", a: decision("sam", "card_supervisor", func(a *signoff.Approval) { a.ArgsHash = strings.Repeat("b", 64) }), want: policy.CodeInvalidArguments, verified: true},
+		{name: "a sign-in too old", a: decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Evidence.AuthTime = now.Add(-2 * time.Hour).Format(time.RFC3339) }),
+			want: policy.CodeStepUpRequired, verified: true},
+		{name: "an untrusted provider", a: decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Evidence.Issuer = "https://other.example" }),
+			want: policy.CodeCredentialUnavailable, verified: true},
+		{name: "a rejection needs a sign-in alone", a: decision("sam", "card_supervisor", func(a *signoff.Approval) {
+			a.Decision, a.Evidence.AuthTime = signoff.Reject, now.Add(-2*time.Hour).Format(time.RFC3339)
+		}), want: policy.CodeOK, verified: true},
+		{name: "an edit of an editable arg", a: decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Decision, a.Edit = signoff.Edit, json.RawMessage(`{"fee":1500}`) }),
+			want: policy.CodeOK, verified: true},
+		{name: "an edit of another arg", a: decision("sam", "card_supervisor", func(a *signoff.Approval) {
+			a.Decision, a.Edit = signoff.Edit, json.RawMessage(`{"accountRef":"ACC-5120"}`)
+		}), want: policy.CodeInvalidArguments, verified: true},
+		{name: "the requester, on a card two must approve", a: decision("cara", "card_supervisor", nil), rules: func(r *signoff.Rules) { r.Need = 2 }, want: policy.CodeRole, verified: true},
+		{name: "the requester under another name", a: decision("cara.doyle", "card_supervisor", func(a *signoff.Approval) { a.Evidence.Subject = "cara" }),
+			rules: func(r *signoff.Rules) { r.Need = 2 }, want: policy.CodeRole, verified: true},
+		{name: "an approver twice", a: sam, rules: func(r *signoff.Rules) { r.Need, r.Approvals = 2, []signoff.Approval{sam} }, want: policy.CodeRole, verified: true},
+		{name: "a second approver", a: decision("sol", "card_supervisor", nil), rules: func(r *signoff.Rules) { r.Need, r.Approvals = 2, []signoff.Approval{sam} },
+			want: policy.CodeOK, verified: true},
+	}
+	for _, row := range rows {
+		r := rules
+		if row.rules != nil {
+			row.rules(&r)
+		}
+		at := now
+		if !row.at.IsZero() {
+			at = row.at
+		}
+		j := signoff.Judge(r, row.a, at)
+		if j.Code != row.want || j.Verified != row.verified || (j.Code != policy.CodeOK && j.Why == "") {
+			t.Errorf("%s: %+v, want %s (verified %v)", row.name, j, row.want, row.verified)
+		}
+	}
+}
