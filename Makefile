@@ -136,7 +136,7 @@ FUZZ_PLAN      ?= 1000000x
 FUZZ_SANITIZE  ?= 300000x
 fuzz:
 	go test -run='^$$' -fuzz=FuzzAuthorize -fuzztime=$(FUZZ_AUTHORIZE) ./policy
-	go test -run='^$$' -fuzz=FuzzPlanAgrees -fuzztime=$(FUZZ_PLAN) ./policy
+	go test -run='^$$' -fuzz=FuzzPlanAgrees -fuzztime=$(FUZZ_PLAN) ./toolargs
 	go test -run='^$$' -fuzz=FuzzResult -fuzztime=$(FUZZ_SANITIZE) ./sanitize
 
 ## bench: toolgate against a bare workflow end to end (same dev server, upstream, PostgreSQL; interleaved),

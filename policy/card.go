@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // CardText is what a card says for a tool without a dry run: the exact
@@ -27,20 +29,20 @@ func (p *Policy) CardText(tool string, args json.RawMessage) string {
 		return ""
 	}
 	parts := []string{tool}
-	for _, f := range fieldsOf(spec.Args) {
-		raw, ok := named[f.name]
+	for _, f := range toolargs.Fields(spec.Args) {
+		raw, ok := named[f.Name]
 		if !ok || string(raw) == "null" {
 			continue
 		}
-		label := f.title
+		label := f.Title
 		if label == "" {
-			label = f.name
+			label = f.Name
 		}
 		var text string
 		var n int64
 		var s string
 		switch {
-		case f.name == spec.ValueArg && json.Unmarshal(raw, &n) == nil:
+		case f.Name == spec.ValueArg && json.Unmarshal(raw, &n) == nil:
 			text = p.FormatValue(tool, n)
 		case json.Unmarshal(raw, &s) == nil:
 			text = CardValue(s)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // ClaimMap says which sign-in claim lists the resources of each kind, by
@@ -32,10 +34,10 @@ func (p *Policy) ClaimMap(override string) (ClaimMap, error) {
 		kind, claim, ok := strings.Cut(pair, "=")
 		kind, claim = strings.TrimSpace(kind), strings.TrimSpace(claim)
 		if !ok || kind == "" || claim == "" {
-			return nil, fmt.Errorf("resource claims: %q is not kind=claim", Clip(pair))
+			return nil, fmt.Errorf("resource claims: %q is not kind=claim", toolargs.Clip(pair))
 		}
 		if !slices.ContainsFunc(kinds, func(k ResourceKind) bool { return k.Name == kind }) {
-			return nil, fmt.Errorf("resource claims: %q is not a resource kind of the packs (%s)", Clip(kind), strings.Join(kindNames(kinds), ", "))
+			return nil, fmt.Errorf("resource claims: %q is not a resource kind of the packs (%s)", toolargs.Clip(kind), strings.Join(kindNames(kinds), ", "))
 		}
 		m[kind] = claim
 	}
@@ -67,7 +69,7 @@ func (p *Policy) ResourcesFromClaims(m ClaimMap, claims map[string]json.RawMessa
 		if err := json.Unmarshal(raw, &list); err != nil {
 			var s string
 			if json.Unmarshal(raw, &s) != nil {
-				return nil, fmt.Errorf("the %q claim: want a list of %s IDs, got %s", claim, kind, Clip(string(raw)))
+				return nil, fmt.Errorf("the %q claim: want a list of %s IDs, got %s", claim, kind, toolargs.Clip(string(raw)))
 			}
 			for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 				list = append(list, f)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
 )
@@ -39,7 +40,7 @@ func TestDecodeNamesFieldRuleAndAllowedValues(t *testing.T) {
 		{"request_stock_transfer", `{"articleId":40211,"quantity":501,"reason":"stockout_risk"}`, []string{`"quantity"`, "at most 500"}},
 		{"request_stock_transfer", `{"articleId":40211,"quantity":5,"reason":"promotion"}`, []string{`"reason"`, "one of: stockout_risk, festival_peak, damaged_delivery"}},
 		{"get_stock", `{"articleId":1,"role":"area_manager"}`, []string{`"role"`}},
-		{"get_stock", `{"articleId":1,"storeId":112,"x":"` + strings.Repeat("a", policy.MaxArgsBytes) + `"}`, []string{"bytes"}},
+		{"get_stock", `{"articleId":1,"storeId":112,"x":"` + strings.Repeat("a", toolargs.MaxArgsBytes) + `"}`, []string{"bytes"}},
 	}
 	for _, c := range cases {
 		spec, _ := p.Spec(c.tool)
@@ -78,7 +79,7 @@ func TestSchemaFollowsTheGoTypes(t *testing.T) {
 			t.Errorf("%s: schema must be a closed object", spec.Name)
 		}
 		props := s["properties"].(map[string]any)
-		for _, f := range policy.FieldsOf(spec.Args) {
+		for _, f := range toolargs.Fields(spec.Args) {
 			if _, ok := props[f.Name]; !ok {
 				t.Errorf("%s: schema lacks %s", spec.Name, f.Name)
 			}

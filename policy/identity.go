@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Identity is who decides a card, from the approver's own sign-in. On the
@@ -75,7 +77,7 @@ func strictObject(raw []byte, v any) error {
 		return fmt.Errorf("want a JSON object")
 	}
 	if dup := duplicateKey(raw); dup != "" {
-		return fmt.Errorf("field %q appears twice", Clip(dup))
+		return fmt.Errorf("field %q appears twice", toolargs.Clip(dup))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Pack is a pack as the engine reads it: one team's tools, the policy rows that gate them, the
@@ -51,16 +53,9 @@ type RoleSpec struct {
 
 // Format is a validate tag a pack defines for its string args: a value
 // passes when it matches Pattern. Rule completes "Field "x" ..." in the
-// refusal, e.g. `must be a portal reference such as "PRT-40122"`.
-type Format struct {
-	Tag     string
-	Pattern *regexp.Regexp
-	Rule    string
-}
-
-// builtinTags are the validate tags the validator and the schema already
-// know; a format may not take one of their names.
-var builtinTags = []string{"required", "required_without", SealedTag, "omitempty", "min", "max", "oneof", "numeric", "datetime", "startswith"}
+// refusal, e.g. `must be a portal reference such as "PRT-40122"`. The args
+// codec reads it; a pack states it here.
+type Format = toolargs.Format
 
 // formatTag is the shape of a format's tag: the validator panics on
 // punctuation in one, and reserves words such as dive and isdefault.
@@ -78,7 +73,7 @@ const ReservedRole Role = "auditor"
 // without a pattern. Tools and rows are checked by New across packs.
 func (d Pack) check() error {
 	if !ValidID(d.Name) {
-		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, Clip(d.Name))
+		return fmt.Errorf("a pack needs a name of 1 to %d letters, digits or . _ @ -, not %q", MaxIDLength, toolargs.Clip(d.Name))
 	}
 	if d.System == "" {
 		return fmt.Errorf("pack %s: System must name its upstream for messages to the model, e.g. \"the member portal\"", d.Name)
@@ -86,7 +81,7 @@ func (d Pack) check() error {
 	declared := map[Role]bool{}
 	for _, r := range d.Roles {
 		if r.Name == "" || !ValidID(string(r.Name)) {
-			return fmt.Errorf("pack %s: role %q must be 1 to %d letters, digits or . _ @ -", d.Name, Clip(string(r.Name)), MaxIDLength)
+			return fmt.Errorf("pack %s: role %q must be 1 to %d letters, digits or . _ @ -", d.Name, toolargs.Clip(string(r.Name)), MaxIDLength)
 		}
 		if declared[r.Name] {
 			return fmt.Errorf("pack %s: role %q is declared twice", d.Name, r.Name)
@@ -129,11 +124,11 @@ func (d Pack) check() error {
 		if f.Tag == "" || f.Pattern == nil || f.Rule == "" {
 			return fmt.Errorf("pack %s: format %q needs a tag, a pattern and a rule", d.Name, f.Tag)
 		}
-		if slices.Contains(builtinTags, f.Tag) || slices.Contains(reservedTags, f.Tag) {
+		if slices.Contains(toolargs.BuiltinTags, f.Tag) || slices.Contains(reservedTags, f.Tag) {
 			return fmt.Errorf("pack %s: format %q takes the name of a built-in rule", d.Name, f.Tag)
 		}
 		if !formatTag.MatchString(f.Tag) {
-			return fmt.Errorf("pack %s: format %q must be 1 to 64 lower-case letters, digits or _, starting with a letter", d.Name, Clip(f.Tag))
+			return fmt.Errorf("pack %s: format %q must be 1 to 64 lower-case letters, digits or _, starting with a letter", d.Name, toolargs.Clip(f.Tag))
 		}
 	}
 	for _, r := range d.Evidence {

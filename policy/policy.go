@@ -9,10 +9,9 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/go-playground/validator/v10"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Policy is the tools of one or more packs (Pack) paired with their
@@ -33,12 +32,10 @@ type Policy struct {
 	kinds []string
 	// evidence is every pack's evidence table, in pack order.
 	evidence []EvidenceRule
-	// formats and validate are the packs' own validate tags and the
-	// validator that knows them.
-	formats  map[string]Format
-	validate *validator.Validate
-	// plans holds each args type's plan (nil when it has none).
-	plans sync.Map
+	// formats are the packs' own validate tags, and codec the args codec
+	// that knows them.
+	formats map[string]Format
+	codec   *toolargs.Codec
 }
 
 type entry struct {
@@ -173,7 +170,7 @@ func New(packs ...Pack) (*Policy, error) {
 		}
 	}
 	p.packs = packs
-	p.validate = newValidator(p.formats)
+	p.codec = toolargs.New(p.formats)
 	p.entries = map[string]*entry{}
 	for _, n := range p.names {
 		d := packs[p.pack[n]]
@@ -229,7 +226,7 @@ func New(packs ...Pack) (*Policy, error) {
 				return nil, fmt.Errorf("policy: pack %s: tool %s: the row lets approvers edit %q, which is not one of its args", d.Name, n, name)
 			}
 		}
-		rp, err := compileResource(e.spec, d.Resources, p.formats)
+		rp, err := compileResource(e.spec, d.Resources, p.codec)
 		if err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
 		}
@@ -251,7 +248,7 @@ func New(packs ...Pack) (*Policy, error) {
 		p.byLen[len(n)] = append(p.byLen[len(n)], e)
 	}
 	for _, n := range p.names {
-		if err := p.checkArgs(p.specs[n]); err != nil {
+		if err := p.codec.Check(toolargs.Tool{Name: n, Args: p.specs[n].Args}); err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", packs[p.pack[n]].Name, n, err)
 		}
 	}
@@ -479,7 +476,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		req := *v.Evidence
 		v.Evidence = &req
 	}
-	canonical, err := p.encodeArgs(args)
+	canonical, err := p.codec.Encode(args)
 	if err != nil {
 		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
 	}
@@ -567,7 +564,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 	e := p.lookup(tool)
 	if e == nil {
 		v.refuse(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
-			Clip(tool), strings.Join(p.Offered(s.Role), ", ")))
+			toolargs.Clip(tool), strings.Join(p.Offered(s.Role), ", ")))
 		return nil, nil
 	}
 	if e.decision == DecisionDeny {
@@ -580,7 +577,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 		return nil, nil
 	}
 	if !slices.Contains(e.row.Roles, s.Role) {
-		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, Clip(string(s.Role))))
+		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, toolargs.Clip(string(s.Role))))
 		return nil, nil
 	}
 	return e, held

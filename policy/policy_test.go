@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // validArgs builds the smallest valid args for a tool from its own field
@@ -17,11 +18,11 @@ import (
 func validArgs(t *testing.T, spec policy.ToolSpec) map[string]any {
 	t.Helper()
 	out := map[string]any{}
-	for _, f := range policy.FieldsOf(spec.Args) {
+	for _, f := range toolargs.Fields(spec.Args) {
 		if !strings.Contains(f.Validate, "required") {
 			continue
 		}
-		switch f.Typ.Kind() {
+		switch f.Type.Kind() {
 		case reflect.Int64, reflect.Int:
 			out[f.Name] = 40211
 			if _, after, ok := strings.Cut(f.Validate, "max="); ok && len(strings.Split(after, ",")[0]) <= 5 {
@@ -37,7 +38,7 @@ func validArgs(t *testing.T, spec policy.ToolSpec) map[string]any {
 				out[f.Name] = "check the cooler"
 			}
 		default:
-			t.Fatalf("validArgs: teach me %s", f.Typ)
+			t.Fatalf("validArgs: teach me %s", f.Type)
 		}
 	}
 	return out

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unsafe"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Resources are what a credential grants, by kind: {"portal": ["PRT-40122"]}.
@@ -90,11 +92,11 @@ func (r Resources) Problem(field string) string {
 	for _, kind := range sortedKinds(r) {
 		ids := r[kind]
 		if !kindName.MatchString(kind) {
-			return fmt.Sprintf("%s has the kind %q; a kind is 1 to 32 lower-case letters, digits or _, starting with a letter", field, Clip(kind))
+			return fmt.Sprintf("%s has the kind %q; a kind is 1 to 32 lower-case letters, digits or _, starting with a letter", field, toolargs.Clip(kind))
 		}
 		for _, id := range ids {
 			if !ValidID(id) {
-				return fmt.Sprintf("%s.%s holds %q; an ID is 1 to %d letters, digits or . _ @ -", field, kind, Clip(id), MaxIDLength)
+				return fmt.Sprintf("%s.%s holds %q; an ID is 1 to %d letters, digits or . _ @ -", field, kind, toolargs.Clip(id), MaxIDLength)
 			}
 		}
 	}
@@ -218,12 +220,9 @@ type resourcePlan struct {
 	index []int
 	// isInt says the arg holds a number, written in decimal as its ID.
 	isInt bool
-	rule  string
-	// rules is rule compiled as an args plan compiles a tag, when fast says
-	// it could be: an ID it passes needs no validator, and one it fails is
-	// left to the validator, which decides.
-	rules planRules
-	fast  bool
+	// rule is the arg's validate rules but required and omitempty, which
+	// every ID must meet.
+	rule toolargs.Rule
 	// args is the pointer type Decode returns, and offset and direct where
 	// and as what a value of it holds the arg (direct is 0 when the arg's
 	// type is not one scopeAt knows): step 5 reads the arg on every call,
@@ -237,7 +236,7 @@ type resourcePlan struct {
 
 // compileResource checks the tool's ResourceArg against its args and the
 // pack's kinds.
-func compileResource(spec ToolSpec, kinds []ResourceKind, formats map[string]Format) (*resourcePlan, error) {
+func compileResource(spec ToolSpec, kinds []ResourceKind, codec *toolargs.Codec) (*resourcePlan, error) {
 	ra := spec.Resource
 	if ra.Arg == "" && ra.Kind == "" {
 		return nil, nil
@@ -250,20 +249,18 @@ func compileResource(spec ToolSpec, kinds []ResourceKind, formats map[string]For
 	if !ok {
 		return nil, fmt.Errorf("its resource arg %q is not one of its args", ra.Arg)
 	}
-	t := f.typ // the field's type, a pointer's element
-	if t.Kind() != reflect.String && !isInt(t) {
+	t := f.Type // the field's type, a pointer's element
+	if t.Kind() != reflect.String && !toolargs.IsInt(t) {
 		return nil, fmt.Errorf("its resource arg %q must hold a string or an integer, not %s", ra.Arg, t)
 	}
 	// A string left out is "", which no ID is; a number left out must be a
 	// nil pointer, to tell it from 0.
-	if isInt(t) && spec.Args.FieldByIndex(f.index).Type.Kind() != reflect.Pointer && !requiredRule(f.validate) {
+	if toolargs.IsInt(t) && spec.Args.FieldByIndex(f.Index).Type.Kind() != reflect.Pointer && !requiredRule(f.Validate) {
 		return nil, fmt.Errorf("its resource arg %q may be left out, so it must be a pointer (to tell it from a zero value)", ra.Arg)
 	}
 	k := kinds[i]
-	rule := presentRule(f.validate)
-	rules, fast := compileRules(rule, formats)
-	offset, direct := directField(spec.Args, f.index)
-	return &resourcePlan{kind: k, arg: ra.Arg, index: f.index, isInt: isInt(t), rule: rule, rules: rules, fast: fast,
+	offset, direct := directField(spec.Args, f.Index)
+	return &resourcePlan{kind: k, arg: ra.Arg, index: f.Index, isInt: toolargs.IsInt(t), rule: codec.Rule(presentRule(f.Validate)),
 		args: reflect.PointerTo(spec.Args), offset: offset, direct: direct,
 		noneHeld: fmt.Sprintf("The signed-in person has no %[1]s, so there is no default %[1]s for this call. Do not retry; tell the person their account has no %[1]s assigned.", k.Name),
 		invalid:  "The signed-in person's session names " + k.Name + " %s, which is not a valid " + k.Name + ". Do not retry; tell the person their session needs fixing.",
@@ -380,12 +377,12 @@ func (p *Policy) sessionsFirst(rp *resourcePlan, held []string) (id string, n in
 		if n, err = strconv.ParseInt(id, 10, 64); err != nil || !isDecimal(id, n) {
 			return "", 0, fmt.Sprintf(rp.invalid, id)
 		}
-		if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindInt, n, "", n == 0)) && p.validate.Var(n, rp.rule) != nil {
+		if !rp.rule.AllowsInt(n) {
 			return "", 0, fmt.Sprintf(rp.invalid, id)
 		}
 		return id, n, ""
 	}
-	if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindString, 0, id, id == "")) && p.validate.Var(id, rp.rule) != nil {
+	if !rp.rule.AllowsString(id) {
 		return "", 0, fmt.Sprintf(rp.invalid, id)
 	}
 	return id, 0, ""
@@ -412,7 +409,7 @@ func checkKinds(d Pack) error {
 	seen := map[string]bool{}
 	for _, k := range d.Resources {
 		if !kindName.MatchString(k.Name) {
-			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, Clip(k.Name))
+			return fmt.Errorf("pack %s: resource kind %q must be 1 to 32 lower-case letters, digits or _, starting with a letter", d.Name, toolargs.Clip(k.Name))
 		}
 		if slices.Contains(reservedKinds, k.Name) {
 			return fmt.Errorf("pack %s: resource kind %q is reserved (%s read as something else); name it otherwise", d.Name, k.Name, strings.Join(reservedKinds, ", "))
@@ -438,7 +435,7 @@ func (p *Policy) scope(rp *resourcePlan, args any, held []string) (ResourceRef, 
 			return ResourceRef{}, rp.noneHeld
 		}
 		id = held[0]
-		if rp.rule != "" && !(rp.fast && rp.rules.passValue(kindString, 0, id, id == "")) && p.validate.Var(id, rp.rule) != nil {
+		if !rp.rule.AllowsString(id) {
 			return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 		}
 		f.SetString(id)
@@ -459,12 +456,12 @@ func (p *Policy) scope(rp *resourcePlan, args any, held []string) (ResourceRef, 
 			v.Elem().SetInt(n)
 			// The rule judges what the arg holds, which a narrower int may
 			// have wrapped.
-			if m := v.Elem().Int(); rp.rule != "" && !(rp.fast && rp.rules.passValue(kindInt, m, "", m == 0)) && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
+			if !rp.rule.AllowsInt(v.Elem().Int()) {
 				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 			}
 		} else {
 			v.Elem().SetString(id)
-			if rp.rule != "" && p.validate.Var(v.Elem().Interface(), rp.rule) != nil {
+			if !rp.rule.Allows(v.Elem().Interface()) {
 				return ResourceRef{}, fmt.Sprintf(rp.invalid, id)
 			}
 		}
@@ -495,7 +492,7 @@ func (rp *resourcePlan) held(n int64, id string, held []string) (ResourceRef, st
 	}
 	if !slices.Contains(held, id) {
 		if rp.kind.Conceal {
-			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), Clip(id), rp.arg, rp.arg)
+			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), toolargs.Clip(id), rp.arg, rp.arg)
 		}
 		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
 	}
@@ -622,7 +619,7 @@ func (p *Policy) ResourceKinds() []ResourceKind {
 // arg that holds that kind.
 func (p *Policy) CheckResource(kind, id string) error {
 	if !slices.ContainsFunc(p.ResourceKinds(), func(k ResourceKind) bool { return k.Name == kind }) {
-		return fmt.Errorf("%q is not a kind of resource any pack names", Clip(kind))
+		return fmt.Errorf("%q is not a kind of resource any pack names", toolargs.Clip(kind))
 	}
 	for _, n := range p.names {
 		rp := p.entries[n].resource
@@ -631,18 +628,18 @@ func (p *Policy) CheckResource(kind, id string) error {
 		}
 		if rp.isInt {
 			v, err := strconv.ParseInt(id, 10, 64)
-			if err != nil || strconv.FormatInt(v, 10) != id || (rp.rule != "" && p.validate.Var(v, rp.rule) != nil) {
-				return fmt.Errorf("%q is not a %s number (written in decimal, no leading zeros)", Clip(id), kind)
+			if err != nil || strconv.FormatInt(v, 10) != id || !rp.rule.Allows(v) {
+				return fmt.Errorf("%q is not a %s number (written in decimal, no leading zeros)", toolargs.Clip(id), kind)
 			}
 			return nil
 		}
-		if !ValidID(id) || (rp.rule != "" && p.validate.Var(id, rp.rule) != nil) {
-			return fmt.Errorf("%q is not a valid %s", Clip(id), kind)
+		if !ValidID(id) || !rp.rule.Allows(id) {
+			return fmt.Errorf("%q is not a valid %s", toolargs.Clip(id), kind)
 		}
 		return nil
 	}
 	if !ValidID(id) {
-		return fmt.Errorf("%q is not a valid %s", Clip(id), kind)
+		return fmt.Errorf("%q is not a valid %s", toolargs.Clip(id), kind)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // route is one approver's When rule, compiled once when the pack loads.
@@ -44,13 +45,13 @@ func (e *entry) compile() error {
 			return fmt.Errorf("ValueArg %q and DryRun both give the value; keep one", a)
 		}
 		f, ok := fieldByName(e.spec.Args, a)
-		if !ok || !isInt(f.typ) || !requiredRule(f.validate) {
+		if !ok || !toolargs.IsInt(f.Type) || !requiredRule(f.Validate) {
 			return fmt.Errorf("ValueArg %q must name a required integer arg", a)
 		}
-		if min, ok := ruleParam(f.validate, "min"); !ok || min < 0 {
+		if min, ok := ruleParam(f.Validate, "min"); !ok || min < 0 {
 			return fmt.Errorf("ValueArg %q must not be negative: give it a minimum of 0 or more", a)
 		}
-		e.value = f.index
+		e.value = f.Index
 	}
 	for _, a := range e.row.Approvers {
 		if a.When == "" {
@@ -149,8 +150,8 @@ func argsMap(args any) map[string]any {
 	if v.Kind() != reflect.Struct {
 		return out
 	}
-	for _, f := range fieldsOf(v.Type()) {
-		fv := v.FieldByIndex(f.index)
+	for _, f := range toolargs.Fields(v.Type()) {
+		fv := v.FieldByIndex(f.Index)
 		if fv.Kind() == reflect.Pointer {
 			if fv.IsNil() {
 				continue
@@ -160,12 +161,12 @@ func argsMap(args any) map[string]any {
 		switch fv.Kind() {
 		case reflect.String:
 			if fv.String() != "" {
-				out[f.name] = fv.String()
+				out[f.Name] = fv.String()
 			}
 		case reflect.Int, reflect.Int32, reflect.Int64:
-			out[f.name] = fv.Int()
+			out[f.Name] = fv.Int()
 		case reflect.Bool:
-			out[f.name] = fv.Bool()
+			out[f.Name] = fv.Bool()
 		}
 	}
 	return out
@@ -190,21 +191,13 @@ func intAt(args any, index []int) (int64, bool) {
 	return f.Int(), true
 }
 
-func fieldByName(t reflect.Type, name string) (field, bool) {
-	for _, f := range fieldsOf(t) {
-		if f.name == name {
+func fieldByName(t reflect.Type, name string) (toolargs.Field, bool) {
+	for _, f := range toolargs.Fields(t) {
+		if f.Name == name {
 			return f, true
 		}
 	}
-	return field{}, false
-}
-
-func isInt(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		return true
-	}
-	return false
+	return toolargs.Field{}, false
 }
 
 // ruleParam is the integer parameter of a validate rule, e.g. min=1.

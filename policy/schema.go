@@ -1,10 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"reflect"
-	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Definition is a tool as offered to a model: its name, when to use it, and
@@ -48,135 +48,25 @@ func containsRole(rs []Role, r Role) bool {
 	return false
 }
 
-// Schema derives a JSON Schema (draft 2020-12 subset) from an args struct's
-// json, validate and desc tags, a pack's format as its pattern. A list's
-// rules before dive bound its items' count, those after it each item.
-// additionalProperties is always false.
-func (pol *Policy) Schema(t reflect.Type) map[string]any {
-	props := map[string]any{}
-	required := []string{}
-	fs := fieldsOf(t)
-	for _, f := range fs {
-		rules, itemRules, listed := strings.Split(f.validate, ","), []string(nil), f.typ.Kind() == reflect.Slice
-		if i := slices.Index(rules, "dive"); i >= 0 {
-			rules, itemRules = rules[:i], rules[i+1:]
-		}
-		var p map[string]any
-		if listed {
-			p = map[string]any{"type": "array", "items": pol.valueSchema(f.typ.Elem(), itemRules)}
-			for _, rule := range rules {
-				name, param, _ := strings.Cut(rule, "=")
-				n, _ := strconv.ParseInt(param, 10, 64)
-				switch name {
-				case "min":
-					p["minItems"] = n
-				case "max":
-					p["maxItems"] = n
-				}
-			}
-		} else {
-			p = pol.valueSchema(f.typ, rules)
-		}
-		if f.desc != "" {
-			p["description"] = f.desc
-		}
-		for _, rule := range rules {
-			name, param, _ := strings.Cut(rule, "=")
-			switch name {
-			case "required":
-				required = append(required, f.name)
-			case "required_without":
-				// Model providers refuse anyOf at a tool schema's top level,
-				// so the rule is said where the model reads each field.
-				if o, ok := sibling(f, param, fs); ok {
-					p["description"] = strings.TrimSpace(f.desc + " Required when " + o.name + " is left out.")
-				}
-			}
-		}
-		if f.title != "" {
-			p["title"] = f.title
-		}
-		if f.def != "" && !listed {
-			n, nerr := strconv.ParseInt(f.def, 10, 64)
-			b, berr := strconv.ParseBool(f.def)
-			switch {
-			case nerr == nil && p["type"] == "integer":
-				p["default"] = n
-			case berr == nil && p["type"] == "boolean":
-				p["default"] = b
-			default:
-				p["default"] = f.def
-			}
-		}
-		props[f.name] = p
-	}
-	return map[string]any{
-		"type":                 "object",
-		"properties":           props,
-		"required":             required,
-		"additionalProperties": false,
-	}
+// Schema derives the JSON Schema of an args struct a model is offered
+// (toolargs.Codec.Schema), a pack's format as its pattern.
+func (p *Policy) Schema(t reflect.Type) map[string]any { return p.codec.Schema(t) }
+
+// Decode strictly decodes raw args into a new value of the tool's args type
+// and validates it (toolargs.Codec.Decode): a refusal is a *toolargs.ArgError
+// whose text names the field, the rule and the allowed values.
+func (p *Policy) Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
+	return p.codec.Decode(toolargs.Tool{Name: spec.Name, Args: spec.Args}, raw)
 }
 
-// valueSchema is one value's type and the rules on it: a field's, or each
-// item's of a list.
-func (pol *Policy) valueSchema(t reflect.Type, rules []string) map[string]any {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// RedactPII returns args with the free-text fields tagged redact:"pii"
+// passed through the sanitizer (toolargs.RedactPII), for clients to apply
+// before they start a call; args of a tool it does not know come back
+// unchanged.
+func (p *Policy) RedactPII(tool string, args json.RawMessage) json.RawMessage {
+	spec, ok := p.Spec(tool)
+	if !ok {
+		return args
 	}
-	p := map[string]any{}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		p["type"] = "integer"
-	case reflect.Float32, reflect.Float64:
-		p["type"] = "number"
-	case reflect.Bool:
-		p["type"] = "boolean"
-	default:
-		p["type"] = "string"
-	}
-	isString := t.Kind() == reflect.String
-	for _, rule := range rules {
-		name, param, _ := strings.Cut(rule, "=")
-		switch name {
-		case "min", "max":
-			n, err := strconv.ParseInt(param, 10, 64)
-			var v any = n
-			if err != nil {
-				f, _ := strconv.ParseFloat(param, 64)
-				v = f
-			}
-			key := map[string]string{"min": "minimum", "max": "maximum"}[name]
-			if isString {
-				key = map[string]string{"min": "minLength", "max": "maxLength"}[name]
-			}
-			p[key] = v
-		case "oneof":
-			p["enum"] = strings.Fields(param)
-		case "datetime":
-			p["format"] = "date"
-		case "numeric":
-			p["pattern"] = "^[0-9]+$"
-		case "startswith":
-			p["pattern"] = "^" + regexpQuote(param)
-		default:
-			// A sealed arg's pattern is the front door's to meet, not the
-			// model's: the model passes the factor as the caller said it.
-			if f, ok := pol.formats[name]; ok && name != SealedTag {
-				p["pattern"] = f.Pattern.String()
-			}
-		}
-	}
-	return p
-}
-
-func regexpQuote(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return toolargs.RedactPII(toolargs.Tool{Name: spec.Name, Args: spec.Args}, args)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Session is who is asking, as the agent backend's sign-in established it.
@@ -107,9 +109,9 @@ func ValidWorkflowID(id string) bool {
 func CallIDProblem(conversationID, toolCallID string) string {
 	switch {
 	case !ValidToolCallID(toolCallID):
-		return fmt.Sprintf("toolCallId %q must be 1 to 64 letters, digits, '_', '.' or ':' (no '-')", Clip(toolCallID))
+		return fmt.Sprintf("toolCallId %q must be 1 to 64 letters, digits, '_', '.' or ':' (no '-')", toolargs.Clip(toolCallID))
 	case !ValidID(conversationID):
-		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", Clip(conversationID), MaxIDLength)
+		return fmt.Sprintf("session.conversationId %q must be 1 to %d letters, digits or . _ @ -", toolargs.Clip(conversationID), MaxIDLength)
 	}
 	return ""
 }

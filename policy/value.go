@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/toolgate/toolgate/toolargs"
 	"golang.org/x/text/currency"
 )
 
@@ -23,7 +24,7 @@ func (u Unit) check() error {
 		return nil
 	}
 	if _, err := currency.ParseISO(u.Currency); err != nil || strings.ToUpper(u.Currency) != u.Currency {
-		return fmt.Errorf("the currency %q is not an ISO 4217 code such as USD or EUR", Clip(u.Currency))
+		return fmt.Errorf("the currency %q is not an ISO 4217 code such as USD or EUR", toolargs.Clip(u.Currency))
 	}
 	return nil
 }

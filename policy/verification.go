@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Verification is a pack's ladder of caller tiers: what a caller has
@@ -54,7 +56,7 @@ type Factor struct {
 // value is a one-time reference to the factor, which the front door (the
 // MCP server) stored in the vault before starting the call, so no
 // history, log, audit row or result holds the factor itself.
-const SealedTag = "sealed"
+const SealedTag = toolargs.SealedTag
 
 // sealedRef is the shape of a sealed factor's reference.
 var sealedRef = sealedPattern()
@@ -184,7 +186,7 @@ func (d Pack) checkVerification() error {
 	}
 	for i, t := range v.Tiers {
 		if !ValidID(t) || slices.Index(v.Tiers, t) != i {
-			return fmt.Errorf("pack %s: the ladder's tier %q must be a distinct ID", d.Name, Clip(t))
+			return fmt.Errorf("pack %s: the ladder's tier %q must be a distinct ID", d.Name, toolargs.Clip(t))
 		}
 	}
 	if v.SignedIn != "" && v.Rank(v.SignedIn) < 0 {
@@ -198,7 +200,7 @@ func (d Pack) checkVerification() error {
 			continue
 		}
 		if factors[f.Name] || !ValidID(f.Name) {
-			return fmt.Errorf("pack %s: %s verifies %q, which must be a distinct ID", d.Name, t.Name, Clip(f.Name))
+			return fmt.Errorf("pack %s: %s verifies %q, which must be a distinct ID", d.Name, t.Name, toolargs.Clip(f.Name))
 		}
 		factors[f.Name] = true
 		if v.Rank(f.Grants) < 0 {
@@ -208,7 +210,7 @@ func (d Pack) checkVerification() error {
 			return fmt.Errorf("pack %s: %s verifies a factor, so it runs once (not Idempotent), as the signed-in person (RequiresCredential), and POSTs its factor arg %q in the body", d.Name, t.Name, f.Arg)
 		}
 		arg, ok := fieldByName(t.Args, f.Arg)
-		if !ok || arg.typ.Kind() != reflect.String || !slices.Contains(strings.Split(arg.validate, ","), SealedTag) {
+		if !ok || arg.Type.Kind() != reflect.String || !slices.Contains(strings.Split(arg.Validate, ","), SealedTag) {
 			return fmt.Errorf("pack %s: %s's factor arg %q must be a string field with the validate rule %q", d.Name, t.Name, f.Arg, SealedTag)
 		}
 		if v.Rank(d.TierFor(t.Name)) >= v.Rank(f.Grants) {

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Decisions an approver can send. Edit changes the fields the row marks
@@ -54,16 +55,16 @@ type Approval struct {
 // expiry are the caller's.
 func CheckApproval(a Approval, role policy.Role, resource policy.ResourceRef, argsHash string) (policy.Code, string) {
 	if a.Decision != Approve && a.Decision != Reject && a.Decision != Edit {
-		return policy.CodeInvalidArguments, fmt.Sprintf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, policy.Clip(a.Decision))
+		return policy.CodeInvalidArguments, fmt.Sprintf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, toolargs.Clip(a.Decision))
 	}
 	if a.Approver.UserID == "" {
 		return policy.CodeInvalidArguments, "the approver is not identified"
 	}
 	if a.Approver.Role != role {
-		return policy.CodeRole, fmt.Sprintf("this card is for a %s; %s is %s", role, policy.Clip(a.Approver.UserID), policy.Clip(string(a.Approver.Role)))
+		return policy.CodeRole, fmt.Sprintf("this card is for a %s; %s is %s", role, toolargs.Clip(a.Approver.UserID), toolargs.Clip(string(a.Approver.Role)))
 	}
 	if resource.Kind != "" && !a.Approver.Resources.Holds(resource.Kind, resource.ID) {
-		return policy.CodeResourceScope, fmt.Sprintf("%s %s is not one of %s's", resource.Kind, resource.ID, policy.Clip(a.Approver.UserID))
+		return policy.CodeResourceScope, fmt.Sprintf("%s %s is not one of %s's", resource.Kind, resource.ID, toolargs.Clip(a.Approver.UserID))
 	}
 	if a.ArgsHash != argsHash {
 		return policy.CodeInvalidArguments, "the args hash does not match the card: the card shown is not the one pending"
@@ -109,7 +110,7 @@ func ApplyEdit(args, edit json.RawMessage, editable []string) (json.RawMessage, 
 			if len(editable) == 0 {
 				return nil, fmt.Errorf("nothing on this card may be edited; approve or reject it")
 			}
-			return nil, fmt.Errorf("%q may not be edited; only %s may", policy.Clip(k), strings.Join(editable, ", "))
+			return nil, fmt.Errorf("%q may not be edited; only %s may", toolargs.Clip(k), strings.Join(editable, ", "))
 		}
 		merged[k] = v
 	}
@@ -159,7 +160,7 @@ func DecodeApproval(raw []byte) (Approval, error) {
 func (a Approval) validate() error {
 	switch {
 	case a.Decision != Approve && a.Decision != Reject && a.Decision != Edit:
-		return fmt.Errorf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, policy.Clip(a.Decision))
+		return fmt.Errorf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, toolargs.Clip(a.Decision))
 	case (a.Decision == Edit) != (len(a.Edit) > 0):
 		return fmt.Errorf("edit holds the new values of an %q decision, and only of one", Edit)
 	case len(a.Edit) > MaxEditBytes:
@@ -186,7 +187,7 @@ func (a Approval) validate() error {
 		}
 		for _, m := range e.AMR {
 			if len(m) > 32 || !roleName.MatchString(m) {
-				return fmt.Errorf("evidence.amr holds %q, not a method name such as \"pwd\" or \"otp\"", policy.Clip(m))
+				return fmt.Errorf("evidence.amr holds %q, not a method name such as \"pwd\" or \"otp\"", toolargs.Clip(m))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // AuthEvidence is how an approver proved who they are: the identity
@@ -51,17 +52,17 @@ func CheckEvidence(a Approval, req *policy.Requirement, issuers []string, now ti
 // is ""), an authentication time that parses and is not in the future.
 func signedIn(e *AuthEvidence, issuers []string, now time.Time, want string) (time.Time, policy.Code, string) {
 	if !slices.Contains(issuers, e.Issuer) {
-		return time.Time{}, policy.CodeCredentialUnavailable, fmt.Sprintf("the approver was signed in by %q, which is not a trusted identity provider", policy.Clip(e.Issuer))
+		return time.Time{}, policy.CodeCredentialUnavailable, fmt.Sprintf("the approver was signed in by %q, which is not a trusted identity provider", toolargs.Clip(e.Issuer))
 	}
 	if want == "" && !slices.Contains(policy.ACRLevels, e.ACR) {
-		return time.Time{}, policy.CodeStepUpRequired, fmt.Sprintf("the approver signed in at level %q, which this deployment does not know", policy.Clip(e.ACR))
+		return time.Time{}, policy.CodeStepUpRequired, fmt.Sprintf("the approver signed in at level %q, which this deployment does not know", toolargs.Clip(e.ACR))
 	}
 	if want != "" && !policy.Satisfies(e.ACR, want) {
-		return time.Time{}, policy.CodeStepUpRequired, fmt.Sprintf("the approver signed in at level %q; this card needs %q", policy.Clip(e.ACR), want)
+		return time.Time{}, policy.CodeStepUpRequired, fmt.Sprintf("the approver signed in at level %q; this card needs %q", toolargs.Clip(e.ACR), want)
 	}
 	at, err := time.Parse(time.RFC3339, e.AuthTime)
 	if err != nil {
-		return at, policy.CodeStepUpRequired, fmt.Sprintf("the sign-in time %q is not an RFC 3339 time", policy.Clip(e.AuthTime))
+		return at, policy.CodeStepUpRequired, fmt.Sprintf("the sign-in time %q is not an RFC 3339 time", toolargs.Clip(e.AuthTime))
 	}
 	if at.After(now.Add(ClockSkew)) {
 		return at, policy.CodeStepUpRequired, fmt.Sprintf("the sign-in time %s is in the future", at.UTC().Format(time.RFC3339))

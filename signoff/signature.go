@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // ApprovalKeys are the public keys decisions may be signed with, by key ID.
@@ -91,7 +92,7 @@ func VerifyApproval(a Approval, card CardRef, upAt, expires time.Time, keys Appr
 	}
 	at, err := time.Parse(time.RFC3339, a.SignedAt)
 	if err != nil {
-		return false, fmt.Sprintf("the decision's signing time %q is not an RFC 3339 time", policy.Clip(a.SignedAt))
+		return false, fmt.Sprintf("the decision's signing time %q is not an RFC 3339 time", toolargs.Clip(a.SignedAt))
 	}
 	if at.Before(upAt.Add(-ClockSkew)) {
 		return false, fmt.Sprintf("the decision was signed at %s, before the card went up at %s", at.UTC().Format(time.RFC3339), upAt.UTC().Format(time.RFC3339))
@@ -116,7 +117,7 @@ func verify(a Approval, keys ApprovalKeys, msg []byte) (bool, string) {
 	}
 	pub, ok := keys[a.KeyID]
 	if !ok {
-		return false, fmt.Sprintf("the decision is signed with an unknown key %q", policy.Clip(a.KeyID))
+		return false, fmt.Sprintf("the decision is signed with an unknown key %q", toolargs.Clip(a.KeyID))
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Signature)
 	if err != nil || !ed25519.Verify(pub, msg, sig) {
@@ -136,7 +137,7 @@ func ParseApprovalKeys(s string) (ApprovalKeys, error) {
 		id, b64, ok := strings.Cut(entry, ":")
 		raw, err := base64.StdEncoding.DecodeString(b64)
 		if !ok || id == "" || err != nil || len(raw) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("approval key %q: want id:base64 of a %d-byte Ed25519 public key", policy.Clip(entry), ed25519.PublicKeySize)
+			return nil, fmt.Errorf("approval key %q: want id:base64 of a %d-byte Ed25519 public key", toolargs.Clip(entry), ed25519.PublicKeySize)
 		}
 		keys[id] = ed25519.PublicKey(raw)
 	}

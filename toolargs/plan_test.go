@@ -1,4 +1,4 @@
-package policy_test
+package toolargs_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signoff"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // planSeeds are inputs on both sides of every shortcut the plan takes:
@@ -34,6 +35,20 @@ var planSeeds = []string{
 	`{"articleId":1,"newPriceCents":100}`, `{"articleId":9223372036854775807}`, `{"articleId":123456789012345678}`,
 }
 
+// mangroveCodec is the codec of the Mangrove pack's args, with its formats.
+var mangroveCodec = func() *toolargs.Codec {
+	formats := map[string]toolargs.Format{}
+	for _, f := range mangrove.Policy().Formats {
+		formats[f.Tag] = f
+	}
+	return toolargs.New(formats)
+}()
+
+// toolOf is what the codec needs of a tool spec.
+func toolOf(spec policy.ToolSpec) toolargs.Tool {
+	return toolargs.Tool{Name: spec.Name, Args: spec.Args}
+}
+
 // TestPlanAgreesWithReflectivePath: for every tool and seed, Decode with the
 // plan and without it give the same value or the same refusal, and the
 // plan's encoding is encoding/json's, byte for byte.
@@ -49,7 +64,7 @@ func TestPlanAgreesWithReflectivePath(t *testing.T) {
 // by the plan, not handed to the reflective path (else the speed is a lie).
 func TestPlanTakesTheCommonCall(t *testing.T) {
 	for _, spec := range mangrove.Tools {
-		pl := mangrovePolicy().PlanOf(spec.Args)
+		pl := mangroveCodec.PlanOf(spec.Args)
 		if pl == nil {
 			t.Fatalf("%s: its args type has no plan", spec.Name)
 		}
@@ -79,7 +94,7 @@ func TestPlanRefusesWhatItDoesNotKnow(t *testing.T) {
 		A policy.Role `json:"a"`
 	}
 	for _, typ := range []reflect.Type{reflect.TypeFor[unknownRule](), reflect.TypeFor[floatField](), reflect.TypeFor[hidden](), reflect.TypeFor[named](), reflect.TypeFor[signoff.Approval]()} {
-		if _, ok := policy.CompilePlan(typ); ok {
+		if _, ok := toolargs.CompilePlan(typ); ok {
 			t.Errorf("%s: compiled, want the reflective path", typ)
 		}
 	}
@@ -87,8 +102,8 @@ func TestPlanRefusesWhatItDoesNotKnow(t *testing.T) {
 
 func checkPlanAgrees(t *testing.T, spec policy.ToolSpec, raw []byte) {
 	t.Helper()
-	fast, ferr := mangrovePolicy().Decode(spec, raw)
-	slow, serr := mangrovePolicy().DecodeReflective(spec, raw)
+	fast, ferr := mangroveCodec.Decode(toolOf(spec), raw)
+	slow, serr := mangroveCodec.DecodeReflective(toolOf(spec), raw)
 	if (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
 		t.Fatalf("%s %q: plan %v, reflective %v", spec.Name, raw, ferr, serr)
 	}
@@ -102,7 +117,7 @@ func checkPlanAgrees(t *testing.T, spec policy.ToolSpec, raw []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := mangrovePolicy().EncodeArgs(fast)
+	got, err := mangroveCodec.Encode(fast)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("%s %q: plan encodes %s (%v), encoding/json %s", spec.Name, raw, got, err, want)
 	}

@@ -1,4 +1,4 @@
-package policy
+package toolargs
 
 import (
 	"encoding"
@@ -54,24 +54,24 @@ type planRules struct {
 }
 
 // planOf returns the args type's plan, or nil when it has none.
-// Plans are the policy's, since a format is its packs'.
-func (pol *Policy) planOf(t reflect.Type) *plan {
-	if p, ok := pol.plans.Load(t); ok {
+// Plans are the codec's, since a format is its packs'.
+func (c *Codec) planOf(t reflect.Type) *plan {
+	if p, ok := c.plans.Load(t); ok {
 		return p.(*plan)
 	}
-	p, ok := compilePlan(t, pol.formats)
+	p, ok := compilePlan(t, c.formats)
 	if !ok {
 		p = nil
 	}
-	pol.plans.Store(t, p)
+	c.plans.Store(t, p)
 	return p
 }
 
-// encodeArgs is the canonical encoding of decoded args: encoding/json's
+// Encode is the canonical encoding of decoded args: encoding/json's
 // Marshal, written by the plan when it can.
-func (pol *Policy) encodeArgs(args any) ([]byte, error) {
+func (c *Codec) Encode(args any) ([]byte, error) {
 	if t := reflect.TypeOf(args); t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
-		if p := pol.planOf(t.Elem()); p != nil {
+		if p := c.planOf(t.Elem()); p != nil {
 			if out, ok := p.encode(args); ok {
 				return out, nil
 			}

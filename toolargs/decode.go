@@ -1,4 +1,4 @@
-package policy
+package toolargs
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // MaxArgsBytes bounds the raw args a model may send.
 const MaxArgsBytes = 16 << 10
 
-// newValidator builds a policy's validator: safe for concurrent use, it
+// newValidator builds a codec's validator: safe for concurrent use, it
 // caches struct metadata and holds no state that changes a result, so
 // sharing it keeps decoding deterministic. It knows the packs' formats.
 func newValidator(formats map[string]Format) *validator.Validate {
@@ -32,37 +32,37 @@ func newValidator(formats map[string]Format) *validator.Validate {
 	return v
 }
 
-// checkArgs refuses, at start, an args type the chain could not judge: a
+// Check refuses, at start, an args type the chain could not judge: a
 // validate rule that is neither built in nor a pack's format (the
 // validator would panic on it at the first call, and the schema the model
 // sees would not say it), or a format on a field that is not a string.
-func (p *Policy) checkArgs(spec ToolSpec) error {
+func (c *Codec) Check(spec Tool) error {
 	if spec.Args.Kind() != reflect.Struct {
 		return fmt.Errorf("its args type %s is not a struct", spec.Args)
 	}
-	fs := fieldsOf(spec.Args)
+	fs := Fields(spec.Args)
 	for _, f := range fs {
-		if f.validate == "" {
+		if f.Validate == "" {
 			continue
 		}
-		rules, itemRules := strings.Split(f.validate, ","), []string(nil)
+		rules, itemRules := strings.Split(f.Validate, ","), []string(nil)
 		if i := slices.Index(rules, "dive"); i >= 0 {
-			if f.typ.Kind() != reflect.Slice {
-				return fmt.Errorf("field %q: the rule dive is for lists, not %s", f.name, f.typ)
+			if f.Type.Kind() != reflect.Slice {
+				return fmt.Errorf("field %q: the rule dive is for lists, not %s", f.Name, f.Type)
 			}
 			rules, itemRules = rules[:i], rules[i+1:]
 		}
 		for _, rule := range rules {
-			if err := p.checkRule(f, rule, fs); err != nil {
-				return fmt.Errorf("field %q: %w", f.name, err)
+			if err := c.checkRule(f, rule, fs); err != nil {
+				return fmt.Errorf("field %q: %w", f.Name, err)
 			}
 		}
-		if f.typ.Kind() == reflect.Slice {
+		if f.Type.Kind() == reflect.Slice {
 			item := f
-			item.typ = f.typ.Elem()
+			item.Type = f.Type.Elem()
 			for _, rule := range itemRules {
-				if err := p.checkRule(item, rule, nil); err != nil {
-					return fmt.Errorf("field %q, each item: %w", f.name, err)
+				if err := c.checkRule(item, rule, nil); err != nil {
+					return fmt.Errorf("field %q, each item: %w", f.Name, err)
 				}
 			}
 		}
@@ -73,10 +73,10 @@ func (p *Policy) checkArgs(spec ToolSpec) error {
 // checkRule refuses a rule the validator would panic on at the first call
 // (a missing or non-numeric parameter, a rule on a kind it does not take),
 // and a required_without naming no sibling field of fs.
-func (p *Policy) checkRule(f field, rule string, fs []field) error {
+func (c *Codec) checkRule(f Field, rule string, fs []Field) error {
 	key, param, hasParam := strings.Cut(rule, "=")
-	str, num := f.typ.Kind() == reflect.String, isInt(f.typ)
-	real, list := f.typ.Kind() == reflect.Float64, f.typ.Kind() == reflect.Slice
+	str, num := f.Type.Kind() == reflect.String, IsInt(f.Type)
+	real, list := f.Type.Kind() == reflect.Float64, f.Type.Kind() == reflect.Slice
 	switch key {
 	case "required", "omitempty", "omitnil":
 		if hasParam {
@@ -94,22 +94,22 @@ func (p *Policy) checkRule(f field, rule string, fs []field) error {
 			return fmt.Errorf("the rule %q needs a whole number, e.g. %s=1", key, key)
 		}
 		if !str && !num && !list {
-			return fmt.Errorf("the rule %q bounds a string's length, a list's items or a number, not %s", key, f.typ)
+			return fmt.Errorf("the rule %q bounds a string's length, a list's items or a number, not %s", key, f.Type)
 		}
 	case "oneof", "datetime", "startswith":
 		if !hasParam || strings.TrimSpace(param) == "" {
 			return fmt.Errorf("the rule %q needs a parameter", key)
 		}
 		if !str {
-			return fmt.Errorf("the rule %q is for strings, not %s", key, f.typ)
+			return fmt.Errorf("the rule %q is for strings, not %s", key, f.Type)
 		}
 	case "numeric":
 		if hasParam || !str {
 			return fmt.Errorf("the rule %q takes no parameter and is for strings", key)
 		}
 	default:
-		if _, ok := p.formats[key]; !ok {
-			return fmt.Errorf("the rule %q is neither built in (%s) nor one of the packs' formats", key, strings.Join(builtinTags, ", "))
+		if _, ok := c.formats[key]; !ok {
+			return fmt.Errorf("the rule %q is neither built in (%s) nor one of the packs' formats", key, strings.Join(BuiltinTags, ", "))
 		}
 		if hasParam || !str {
 			return fmt.Errorf("the format %q takes no parameter and is for strings", key)
@@ -122,14 +122,19 @@ func (p *Policy) checkRule(f field, rule string, fs []field) error {
 // and validates it. Unknown fields (including case variants), duplicate
 // fields, wrong types, trailing data and failed rules are errors whose text
 // names the field, the rule and the allowed values.
-func (p *Policy) Decode(spec ToolSpec, raw json.RawMessage) (any, error) {
-	return p.decode(spec, raw, true)
+func (c *Codec) Decode(spec Tool, raw json.RawMessage) (any, error) {
+	return c.decode(spec, raw, true)
 }
 
-// decode is Decode; without the plan it takes the reflective path only
-// (the oracle the plan is tested against).
-func (p *Policy) decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, error) {
-	fields := fieldsOf(spec.Args)
+// DecodeReflective is Decode without the plan: the reflective path alone,
+// the oracle FuzzPlanAgrees holds the plan to.
+func (c *Codec) DecodeReflective(spec Tool, raw json.RawMessage) (any, error) {
+	return c.decode(spec, raw, false)
+}
+
+// decode is Decode, with the plan when usePlan says so.
+func (c *Codec) decode(spec Tool, raw json.RawMessage, usePlan bool) (any, error) {
+	fields := Fields(spec.Args)
 	if len(raw) > MaxArgsBytes {
 		return nil, argErrorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
 	}
@@ -143,7 +148,7 @@ func (p *Policy) decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, 
 	if trimmed[0] != '{' {
 		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
 	}
-	if pl := p.planOf(spec.Args); pl != nil && usePlan {
+	if pl := c.planOf(spec.Args); pl != nil && usePlan {
 		if v, ok := pl.decode(spec.Args, trimmed); ok {
 			return v, nil
 		}
@@ -157,8 +162,8 @@ func (p *Policy) decode(spec ToolSpec, raw json.RawMessage, usePlan bool) (any, 
 	if err := dec.Decode(ptr.Interface()); err != nil {
 		return nil, describeDecodeError(err, fields)
 	}
-	if err := p.validate.Struct(ptr.Interface()); err != nil {
-		return nil, p.describeValidation(err, spec)
+	if err := c.v.Struct(ptr.Interface()); err != nil {
+		return nil, c.describeValidation(err, spec)
 	}
 	redactFields(ptr.Elem())
 	return ptr.Interface(), nil
@@ -183,7 +188,7 @@ func redactFields(v reflect.Value) {
 // checkKeys rejects keys that are not exact field names and keys given
 // twice; encoding/json would otherwise match case-insensitively and keep the
 // last duplicate.
-func checkKeys(raw []byte, fields []field) error {
+func checkKeys(raw []byte, fields []Field) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil {
 		return argErrorf("The arguments must be one JSON object: %v.", err)
@@ -195,7 +200,7 @@ func checkKeys(raw []byte, fields []field) error {
 			return argErrorf("The arguments are not valid JSON: %v. Send them again as one JSON object.", err)
 		}
 		key, _ := t.(string)
-		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == key }) {
+		if !slices.ContainsFunc(fields, func(f Field) bool { return f.Name == key }) {
 			return argErrorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", Clip(key), listFields(fields), Clip(key))
 		}
 		if seen[key] {
@@ -216,7 +221,7 @@ func checkKeys(raw []byte, fields []field) error {
 	return nil
 }
 
-func describeDecodeError(err error, fields []field) error {
+func describeDecodeError(err error, fields []Field) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		name := te.Field
@@ -225,8 +230,8 @@ func describeDecodeError(err error, fields []field) error {
 		}
 		want := "a value of another type"
 		for _, f := range fields {
-			if f.name == name {
-				want = f.kind
+			if f.Name == name {
+				want = f.Kind
 			}
 		}
 		return argErrorf("Field %q must be %s, not a JSON %s. Fix %q and call again.", name, want, te.Value, name)
@@ -238,7 +243,7 @@ func describeDecodeError(err error, fields []field) error {
 	return argErrorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
 }
 
-func (p *Policy) describeValidation(err error, spec ToolSpec) error {
+func (c *Codec) describeValidation(err error, spec Tool) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
 		return argErrorf("The arguments are not valid: %v.", err)
@@ -251,9 +256,9 @@ func (p *Policy) describeValidation(err error, spec ToolSpec) error {
 		rule = "is required"
 	case "required_without":
 		other := fe.Param()
-		for _, f := range fieldsOf(spec.Args) {
-			if f.goName == fe.Param() {
-				other = f.name
+		for _, f := range Fields(spec.Args) {
+			if f.GoName == fe.Param() {
+				other = f.Name
 			}
 		}
 		return argErrorf("Give %q or %q: one of the two is required. Call %s again with one of them.", name, other, spec.Name)
@@ -285,56 +290,54 @@ func (p *Policy) describeValidation(err error, spec ToolSpec) error {
 		rule = fmt.Sprintf("must start with %q", fe.Param())
 	default:
 		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
-		if f, ok := p.formats[fe.Tag()]; ok {
+		if f, ok := c.formats[fe.Tag()]; ok {
 			rule = f.Rule
 		}
 	}
 	return argErrorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
 }
 
-type field struct {
-	name     string
-	kind     string
-	desc     string
-	validate string
-	// def is the value used when the field is left out (tag default).
-	def string
-	// title is the field's short name for people (tag title).
-	title string
-	typ   reflect.Type
-	// index finds the field in the args struct (through embedded ones).
-	index []int
-	// goName is the struct field's own name, as validate rules that name
+// Field is one JSON field of an args struct, as its tags describe it.
+type Field struct {
+	// Name is the field's JSON name; Kind says its type in words ("a whole
+	// number"); Desc, Validate, Default and Title are its desc, validate,
+	// default and title tags.
+	Name, Kind, Desc, Validate, Default, Title string
+	// Type is the field's type (a pointer's element).
+	Type reflect.Type
+	// Index finds the field in the args struct (through embedded ones).
+	Index []int
+	// GoName is the struct field's own name, as validate rules that name
 	// another field (required_without) name it.
-	goName string
+	GoName string
 }
 
 // sibling finds the field of fs whose Go name is goName in the same struct
 // as f (the one the validator looks in), other than f.
-func sibling(f field, goName string, fs []field) (field, bool) {
+func sibling(f Field, goName string, fs []Field) (Field, bool) {
 	for _, o := range fs {
-		if o.goName == goName && o.goName != f.goName && slices.Equal(o.index[:len(o.index)-1], f.index[:len(f.index)-1]) {
+		if o.GoName == goName && o.GoName != f.GoName && slices.Equal(o.Index[:len(o.Index)-1], f.Index[:len(f.Index)-1]) {
 			return o, true
 		}
 	}
-	return field{}, false
+	return Field{}, false
 }
 
-// fieldCache holds fieldsOf per args type; types never change at run time.
+// fieldCache holds Fields per args type; types never change at run time.
 var fieldCache sync.Map
 
-// fieldsOf lists the JSON fields of an args struct, flattening embedded structs.
-func fieldsOf(t reflect.Type) []field {
+// Fields lists the JSON fields of an args struct, flattening embedded structs.
+func Fields(t reflect.Type) []Field {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]field)
+		return f.([]Field)
 	}
 	f := collectFields(t, nil)
 	fieldCache.Store(t, f)
 	return f
 }
 
-func collectFields(t reflect.Type, prefix []int) []field {
-	var out []field
+func collectFields(t reflect.Type, prefix []int) []Field {
+	var out []Field
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		index := append(append([]int(nil), prefix...), i)
@@ -350,7 +353,7 @@ func collectFields(t reflect.Type, prefix []int) []field {
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		out = append(out, field{name: name, kind: kindWords(ft), desc: f.Tag.Get("desc"), validate: f.Tag.Get("validate"), def: f.Tag.Get("default"), title: f.Tag.Get("title"), typ: ft, index: index, goName: f.Name})
+		out = append(out, Field{Name: name, Kind: kindWords(ft), Desc: f.Tag.Get("desc"), Validate: f.Tag.Get("validate"), Default: f.Tag.Get("default"), Title: f.Tag.Get("title"), Type: ft, Index: index, GoName: f.Name})
 	}
 	return out
 }
@@ -383,25 +386,25 @@ func kindWords(t reflect.Type) string {
 	return "a " + t.Kind().String()
 }
 
-func listFields(fs []field) string {
+func listFields(fs []Field) string {
 	names := make([]string, len(fs))
 	for i, f := range fs {
-		names[i] = f.name
+		names[i] = f.Name
 	}
 	return strings.Join(names, ", ")
 }
 
-func example(spec ToolSpec) string {
+func example(spec Tool) string {
 	parts := []string{}
-	for _, f := range fieldsOf(spec.Args) {
-		if !strings.Contains(f.validate, "required") {
+	for _, f := range Fields(spec.Args) {
+		if !strings.Contains(f.Validate, "required") {
 			continue
 		}
-		switch f.typ.Kind() {
+		switch f.Type.Kind() {
 		case reflect.String:
-			parts = append(parts, fmt.Sprintf("%q: \"...\"", f.name))
+			parts = append(parts, fmt.Sprintf("%q: \"...\"", f.Name))
 		default:
-			parts = append(parts, fmt.Sprintf("%q: 1", f.name))
+			parts = append(parts, fmt.Sprintf("%q: 1", f.Name))
 		}
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
@@ -435,11 +438,7 @@ func argErrorf(format string, args ...any) error {
 // call, so not even the workflow's input holds a phone number or an e-mail
 // address in a task's note. Args that are not an object of the tool's
 // fields come back unchanged: the chain refuses them anyway.
-func (p *Policy) RedactPII(tool string, args json.RawMessage) json.RawMessage {
-	spec, ok := p.Spec(tool)
-	if !ok {
-		return args
-	}
+func RedactPII(spec Tool, args json.RawMessage) json.RawMessage {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -462,7 +461,7 @@ func (p *Policy) RedactPII(tool string, args json.RawMessage) json.RawMessage {
 			}
 		}
 	}
-	if !changed || checkKeys(bytes.TrimSpace(args), fieldsOf(t)) != nil {
+	if !changed || checkKeys(bytes.TrimSpace(args), Fields(t)) != nil {
 		return args
 	}
 	out, err := json.Marshal(obj)
