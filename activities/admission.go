@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -349,8 +350,7 @@ func (a *Activities) alreadyPending(ctx context.Context, tx pgx.Tx, wf, run stri
 	if !held.askedBy(asker) {
 		held.WorkflowID = ""
 	}
-	msg := fmt.Sprintf("An equivalent request is already waiting for a person to approve it, until %s. Do not call again: tell the person it is waiting, and wait for that decision.",
-		held.ExpiresAt)
+	msg := sentences.Say(sentences.AlreadyPending, held.ExpiresAt)
 	result, _ := json.Marshal(held)
 	row := AuditInput{Key: "decision", Event: EventDenied, Reason: policy.CodeAlreadyPending, Tool: in.Tool, Session: in.Session,
 		Args: in.Verdict.Args, Resource: in.Verdict.Resource, Value: in.ValueCents, Message: msg, Result: result, Requester: who}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -123,7 +124,7 @@ func (a *Activities) insertEnd(ctx context.Context, tx pgx.Tx, wf, run string, i
 		return true, nil
 	}
 	rel := AuditInput{Key: "released", Event: EventReleased, Reason: in.Reason, Tool: in.Tool, Session: in.Session, Resource: in.EarlierResource.Or(in.Resource), Value: in.Value,
-		Message: "Nothing was sent upstream, so what the call reserved against its limits is given back."}
+		Message: sentences.Say(sentences.Released)}
 	_, err = a.insertAudit(ctx, tx, wf, run, rel)
 	return true, err
 }

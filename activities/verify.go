@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/temporal"
 )
@@ -34,16 +33,16 @@ type Unverified struct {
 // Message is what the model is told.
 func (u Unverified) Message(system string) string {
 	if u.LockedOut {
-		return "The caller is locked out of verification with " + system + " after too many wrong answers, in this call or an earlier one: nothing that needs a verified caller can be done until a person hands them back. Do not ask for any factor again and do not do this another way; tell the caller and hand them to a person."
+		return sentences.Say(sentences.LockedOutOfVerification, system)
 	}
-	msg := fmt.Sprintf("This needs the caller verified at %s; they hold %s.", u.RequiredTier, u.HeldTier)
+	msg := sentences.Say(sentences.VerifiedAt, u.RequiredTier, u.HeldTier)
 	if u.Reason != "" {
-		msg += " " + sentence(u.Reason) + "."
+		msg += sentences.Say(sentences.VerifiedReason, sentences.Capital(u.Reason))
 	}
 	if u.VerifyWith != "" {
-		msg += fmt.Sprintf(" Ask the caller for their %s and call %s with it, then call this again with the same arguments.", u.Factor, u.VerifyWith)
+		msg += sentences.Say(sentences.VerifyWith, u.Factor, u.VerifyWith)
 	}
-	return msg + " Do not do it another way."
+	return msg + sentences.Say(sentences.DoNotDoItAnotherWay)
 }
 
 // VerifyOutcome is a verification tool's result: passed, retry or
@@ -367,22 +366,14 @@ func lockOut(ctx context.Context, tx pgx.Tx, pack string, who signoff.Person, fa
 func outcome(o VerifyOutcome) (CallResult, error) {
 	switch o.Outcome {
 	case VerifyPassed:
-		o.Next = "Verified: the caller now holds " + o.HeldTier + ". Call again what needed it."
+		o.Next = sentences.Say(sentences.VerifyPassed, o.HeldTier)
 	case VerifyRetry:
-		o.Next = "That did not match. The caller may try once more: " + strconv.Itoa(*o.AttemptsLeft) + " attempt(s) left."
+		o.Next = sentences.Say(sentences.VerifyRetry, *o.AttemptsLeft)
 	case VerifyBusy:
-		o.Next = "Another answer is being checked: this one was not. Wait for that result before asking again."
+		o.Next = sentences.Say(sentences.VerifyBusy)
 	default:
-		o.Next = "The caller is locked out: nothing that needs verification can be done, now or on another call, until a person hands them back. Do not ask again, do not switch to another factor, and do not do what they asked another way; hand them to a person."
+		o.Next = sentences.Say(sentences.VerifyLockedOut)
 	}
 	b, err := json.Marshal(o)
 	return CallResult{Result: b}, err
-}
-
-// sentence is s with its first letter upper-case.
-func sentence(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.temporal.io/sdk/client"
@@ -261,7 +262,7 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 		return nil
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: tools behind policy, approval and audit", Version: "1"}, &mcp.ServerOptions{
-		Instructions: "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next."})
+		Instructions: sentences.Say(sentences.MCPInstructions)})
 	for _, d := range s.Policy.DefinitionsFor(id.Role) {
 		destructive, open := d.Tier == policy.TierWrite || d.Tier == policy.TierIrreversible, false
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, Annotations: &mcp.ToolAnnotations{
@@ -437,7 +438,7 @@ func (s *Server) await(ctx context.Context, req *mcp.CallToolRequest, run client
 	notify := func(n int) {
 		if token != nil {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
-				Message: fmt.Sprintf("Waiting for a %s to approve: %s (until %s)", out.ApproverRole, out.Card, out.ExpiresAt)})
+				Message: sentences.Say(sentences.MCPProgress, out.ApproverRole, out.Card, out.ExpiresAt)})
 		}
 	}
 	notify(1) // at once: the client learns a person must decide
@@ -467,9 +468,9 @@ func result(r workflows.ToolCallResult) *mcp.CallToolResult {
 	case workflows.StatusExecuted:
 		text = r.Message + "\n" + string(r.Result)
 	case workflows.StatusPendingApproval:
-		text = fmt.Sprintf("A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.", r.Card, r.Message, StatusTool, r.IdempotencyKey)
+		text = sentences.Say(sentences.MCPPending, r.Card, r.Message, StatusTool, r.IdempotencyKey)
 	default:
-		text = fmt.Sprintf("%s (%s): %s", r.Status, r.Code, r.Message)
+		text = sentences.Say(sentences.MCPOutcome, r.Status, r.Code, r.Message)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: structured,
 		IsError: r.Status != workflows.StatusExecuted && r.Status != workflows.StatusPendingApproval}
@@ -493,7 +494,7 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil || args.CallID == "" {
 		return failure(`arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`), nil
 	}
-	notFound := failure(fmt.Sprintf("No call %q of yours was found. Use the idempotencyKey of one of your own results.", clipped(args.CallID)))
+	notFound := failure(sentences.Say(sentences.NoSuchCall, clipped(args.CallID)))
 	desc, err := s.Temporal.DescribeWorkflow(ctx, args.CallID, "")
 	if err != nil {
 		return notFound, nil
@@ -507,17 +508,16 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if d.GetWorkflowExecutionInfo().GetCloseTime() != nil {
 		var res workflows.ToolCallResult
 		if err := s.Temporal.GetWorkflow(ctx, args.CallID, "").Get(ctx, &res); err != nil {
-			return failure("The call ended without a result; tell the person to check with support."), nil
+			return failure(sentences.Say(sentences.EndedWithoutResult)), nil
 		}
 		return result(res), nil
 	}
 	v, err := s.Temporal.QueryWorkflow(ctx, args.CallID, "", workflows.StatusQuery)
 	var st workflows.Status
 	if err != nil || v.Get(&st) != nil {
-		return failure("The call's status could not be read right now; try again in a moment."), nil
+		return failure(sentences.Say(sentences.StatusUnreadable)), nil
 	}
-	return result(workflows.ToolCallResult{Status: st.Status, Code: policy.CodeOK, Message: fmt.Sprintf("Still %s (until %s). Tell the person; check again later.",
-		st.Status, st.ExpiresAt), Card: st.Card, IdempotencyKey: args.CallID, Result: json.RawMessage("{}")}), nil
+	return result(workflows.ToolCallResult{Status: st.Status, Code: policy.CodeOK, Message: sentences.Say(sentences.StillWaiting, st.Status, st.ExpiresAt), Card: st.Card, IdempotencyKey: args.CallID, Result: json.RawMessage("{}")}), nil
 }
 
 func clipped(s string) string {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/toolargs"
 )
 
@@ -216,7 +217,7 @@ func New(packs ...Pack) (*Policy, error) {
 		if d.Verification != nil {
 			e.verified = &VerifiedNeed{Tier: d.TierFor(n), Why: e.row.VerifiedWhy}
 		}
-		e.denied = n + " is not available to assistants. Do not retry; tell the person this has to be done by the responsible team."
+		e.denied = sentences.Say(sentences.ToolDenied, n)
 		e.unit = d.Unit
 		if err := e.compile(); err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
@@ -455,7 +456,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 		// A rule New could not foresee must refuse the call, never fail the
 		// workflow task that judges it (which would retry without end).
 		if r := recover(); r != nil {
-			v = deny(StepArguments, fmt.Sprintf("The arguments could not be judged (%v). Do not retry; tell the person this tool is misconfigured.", r))
+			v = deny(StepArguments, sentences.Say(sentences.ArgsUnjudged, r))
 		}
 	}()
 	e, held := p.front(&v, req.Tool, &req.Session)
@@ -478,7 +479,7 @@ func (p *Policy) Check(req Request, valueCents *int64) (v Verdict) {
 	}
 	canonical, err := p.codec.Encode(args)
 	if err != nil {
-		return deny(StepArguments, fmt.Sprintf("The arguments could not be encoded: %v. Check them and call again.", err))
+		return deny(StepArguments, sentences.Say(sentences.ArgsUnencoded, err))
 	}
 	v.Args = canonical
 	v.Tool = &ToolFacts{Tier: e.spec.Tier, Idempotent: e.spec.Idempotent, Timeout: e.spec.Timeout, PerRequester: !e.spec.Shared, Pinned: e.spec.MCP != nil}
@@ -508,10 +509,10 @@ func Admit(v Verdict, valueCents *int64, usage []Usage) Verdict {
 		return v
 	}
 	if v.NeedsPreview {
-		return deny(StepHardLimit, "The call could not be valued, so it cannot be checked against its limits. Retry once; if it fails again, tell the person.")
+		return deny(StepHardLimit, sentences.Say(sentences.CallUnvalued))
 	}
 	if len(usage) != len(v.Limits) {
-		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+		return deny(StepRateLimit, sentences.Say(sentences.UsageUncounted))
 	}
 	if valueCents == nil {
 		valueCents = v.ValueCents
@@ -546,7 +547,7 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
 		return v
 	}
 	if len(f.Usage) != len(e.row.Limits) {
-		return deny(StepRateLimit, "Usage could not be counted, so limits cannot be checked. Retry in a minute.")
+		return deny(StepRateLimit, sentences.Say(sentences.UsageUncounted))
 	}
 	for i := range e.row.Limits {
 		if l := &e.row.Limits[i]; exceeds(l, &f.Usage[i], deref(f.ValueCents)) {
@@ -563,8 +564,7 @@ func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
 func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 	e := p.lookup(tool)
 	if e == nil {
-		v.refuse(StepRegistered, fmt.Sprintf("There is no tool called %q. Use only the tools you were given: %s. Do not retry this name.",
-			toolargs.Clip(tool), strings.Join(p.Offered(s.Role), ", ")))
+		v.refuse(StepRegistered, sentences.Say(sentences.UnknownTool, toolargs.Clip(tool), strings.Join(p.Offered(s.Role), ", ")))
 		return nil, nil
 	}
 	if e.decision == DecisionDeny {
@@ -573,11 +573,11 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 	}
 	why, held := p.sessionProblem(s, e.kind)
 	if why != "" {
-		v.refuse(StepRole, "The session sent with this call is malformed: "+why+". Do not retry; the agent backend must fix the session.")
+		v.refuse(StepRole, sentences.Say(sentences.MalformedSession, why))
 		return nil, nil
 	}
 	if !slices.Contains(e.row.Roles, s.Role) {
-		v.refuse(StepRole, fmt.Sprintf("%s is not available to the role %q of the signed-in person. Do not retry; tell the person who can do it.", e.spec.Name, toolargs.Clip(string(s.Role))))
+		v.refuse(StepRole, sentences.Say(sentences.RoleNotOffered, e.spec.Name, toolargs.Clip(string(s.Role))))
 		return nil, nil
 	}
 	return e, held
@@ -591,7 +591,7 @@ func (p *Policy) front(v *Verdict, tool string, s *Session) (*entry, []string) {
 func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []string, valueCents *int64) {
 	spec, row, decision := &e.spec, &e.row, e.decision
 	if spec.RequiresCredential && (s.CredentialRef == "" || s.UserID == "") {
-		*v = deny(StepCredential, "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.")
+		*v = deny(StepCredential, sentences.Say(sentences.NotSignedIn))
 		v.AuthRequired = true
 		return
 	}
@@ -610,7 +610,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []st
 	}
 	// v is still zero here: set fields one by one, not a whole Verdict
 	// through the pointer (a fifth of Decide's time).
-	v.Decision, v.Code, v.Resource, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, resource, "Allowed.", row.RequesterTier, e.unit.Currency
+	v.Decision, v.Code, v.Resource, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, resource, sentences.Say(sentences.Allowed), row.RequesterTier, e.unit.Currency
 	if e.verified != nil {
 		v.Verified = &VerifiedNeed{Tier: e.verified.Tier, Why: e.verified.Why}
 	}
@@ -622,11 +622,11 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []st
 		v.RequesterMaxAgeSeconds = int64(math.Ceil(age.Seconds()))
 	}
 	if decision == DecisionApprove {
-		v.Message = "Waiting for a person to approve."
+		v.Message = sentences.Say(sentences.AwaitingApproval)
 	}
 	if spec.DryRun && valueCents == nil {
 		// Step 6 needs the dry run's value; the caller previews and checks again.
-		v.NeedsPreview, v.Message = true, "Needs a dry run."
+		v.NeedsPreview, v.Message = true, sentences.Say(sentences.NeedsDryRun)
 		return
 	}
 	if valueCents == nil && e.value != nil {
@@ -637,32 +637,31 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []st
 		}
 	}
 	if valueCents != nil && *valueCents < 0 {
-		*v = deny(StepHardLimit, spec.Name+" was valued below zero, which no call is worth. Do not retry; tell the person.")
+		*v = deny(StepHardLimit, sentences.Say(sentences.ValuedBelowZero, spec.Name))
 		return
 	}
 	if row.HardLimitCents > 0 {
 		if valueCents == nil {
-			*v = deny(StepHardLimit, spec.Name+" could not be valued, so it cannot be checked against its limit. Retry once; if it fails again, tell the person.")
+			*v = deny(StepHardLimit, sentences.Say(sentences.Unvalued, spec.Name))
 			return
 		}
 		if *valueCents > row.HardLimitCents {
-			*v = deny(StepHardLimit, fmt.Sprintf("This %s is worth %s, above the limit of %s for one call. Propose a smaller quantity, or tell the person it needs a manual request.",
-				spec.Name, e.unit.Format(*valueCents), e.unit.Format(row.HardLimitCents)))
+			*v = deny(StepHardLimit, sentences.Say(sentences.OverHardLimit, spec.Name, e.unit.Format(*valueCents), e.unit.Format(row.HardLimitCents)))
 			return
 		}
 	}
 	if decision == DecisionApprove {
 		role, ok, err := e.approverFor(deref(valueCents), args)
 		if err != nil {
-			*v = deny(StepNotDenied, fmt.Sprintf("The approver of this %s could not be worked out (%v). Do not retry; tell the person it needs a manual request.", spec.Name, err))
+			*v = deny(StepNotDenied, sentences.Say(sentences.ApproverUnknown, spec.Name, err))
 			return
 		}
 		if !ok {
-			worth := ""
+			msg := sentences.Say(sentences.NoApprover, spec.Name)
 			if valueCents != nil {
-				worth = " worth " + e.unit.Format(*valueCents)
+				msg = sentences.Say(sentences.NoApproverWorth, spec.Name, e.unit.Format(*valueCents))
 			}
-			*v = deny(StepNotDenied, fmt.Sprintf("No one can approve a %s%s. Do not retry; tell the person it needs a manual request.", spec.Name, worth))
+			*v = deny(StepNotDenied, msg)
 			return
 		}
 		v.ApproverRole = role
@@ -690,16 +689,14 @@ func exceeds(l *Limit, u *Usage, value int64) bool {
 
 // limitDenial says which bound a call would pass, and for whom.
 func limitDenial(tool string, l Limit, r ResourceRef, u Usage, value int64, unit Unit) Verdict {
-	who := "the signed-in person"
+	who := sentences.Say(sentences.SignedInPerson)
 	if l.Scope == PerResource {
 		who = r.String()
 	}
 	if callsOver := l.MaxCalls > 0 && u.Calls+1 > l.MaxCalls; callsOver {
-		return deny(StepRateLimit, fmt.Sprintf("%s has reached its limit of %d calls per %s for %s. Do not retry now; tell the person it can be done again later.",
-			tool, l.MaxCalls, l.Window, who))
+		return deny(StepRateLimit, sentences.Say(sentences.OverCallLimit, tool, l.MaxCalls, l.Window, who))
 	}
-	return deny(StepRateLimit, fmt.Sprintf("This %s would take %s over its limit of %s per %s (%s already used). Do not retry now; propose less or tell the person.",
-		tool, who, unit.Format(l.MaxCents), l.Window, unit.Format(u.Cents)))
+	return deny(StepRateLimit, sentences.Say(sentences.OverValueLimit, tool, who, unit.Format(l.MaxCents), l.Window, unit.Format(u.Cents)))
 }
 
 func limitKey(tool string, l Limit, user string, r ResourceRef) LimitKey {

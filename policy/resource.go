@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unsafe"
 
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/toolargs"
 )
 
@@ -262,10 +263,9 @@ func compileResource(spec ToolSpec, kinds []ResourceKind, codec *toolargs.Codec)
 	offset, direct := directField(spec.Args, f.Index)
 	return &resourcePlan{kind: k, arg: ra.Arg, index: f.Index, isInt: toolargs.IsInt(t), rule: codec.Rule(presentRule(f.Validate)),
 		args: reflect.PointerTo(spec.Args), offset: offset, direct: direct,
-		noneHeld: fmt.Sprintf("The signed-in person has no %[1]s, so there is no default %[1]s for this call. Do not retry; tell the person their account has no %[1]s assigned.", k.Name),
-		invalid:  "The signed-in person's session names " + k.Name + " %s, which is not a valid " + k.Name + ". Do not retry; tell the person their session needs fixing.",
-		notHeld: upperFirst(k.Name) + " %s is not one of the signed-in person's " + k.plural() + " (%s). Call again with " + ra.Arg +
-			" set to one of them, or leave " + ra.Arg + " out.",
+		noneHeld: sentences.Say(sentences.NoResourceHeld, k.Name),
+		invalid:  sentences.Say(sentences.InvalidSessionResource, k.Name, "%s"),
+		notHeld:  sentences.Say(sentences.ResourceNotHeld, upperFirst(k.Name), "%s", k.plural(), "%s", ra.Arg),
 	}, nil
 }
 
@@ -492,7 +492,7 @@ func (rp *resourcePlan) held(n int64, id string, held []string) (ResourceRef, st
 	}
 	if !slices.Contains(held, id) {
 		if rp.kind.Conceal {
-			return ResourceRef{}, fmt.Sprintf("No %s %q was found. Check %s and call again, or leave %s out.", strings.ReplaceAll(rp.kind.Name, "_", " "), toolargs.Clip(id), rp.arg, rp.arg)
+			return ResourceRef{}, sentences.Say(sentences.ResourceNotFound, strings.ReplaceAll(rp.kind.Name, "_", " "), toolargs.Clip(id), rp.arg, rp.arg)
 		}
 		return ResourceRef{}, fmt.Sprintf(rp.notHeld, id, joinHeld(held))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-playground/validator/v10"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/sentences"
 )
 
 // MaxArgsBytes bounds the raw args a model may send.
@@ -136,17 +137,17 @@ func (c *Codec) DecodeReflective(spec Tool, raw json.RawMessage) (any, error) {
 func (c *Codec) decode(spec Tool, raw json.RawMessage, usePlan bool) (any, error) {
 	fields := Fields(spec.Args)
 	if len(raw) > MaxArgsBytes {
-		return nil, argErrorf("The arguments are %d bytes, more than the %d allowed. Send only the fields %s, with short values.", len(raw), MaxArgsBytes, listFields(fields))
+		return nil, argError(sentences.ArgsTooLong, len(raw), MaxArgsBytes, listFields(fields))
 	}
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
 	}
 	if !utf8.Valid(trimmed) {
-		return nil, argErrorf("The arguments are not valid UTF-8 text. Send them again as plain JSON.")
+		return nil, argError(sentences.ArgsNotUTF8)
 	}
 	if trimmed[0] != '{' {
-		return nil, argErrorf("The arguments must be one JSON object with the fields %s. Call again with an object such as %s.", listFields(fields), example(spec))
+		return nil, argError(sentences.ArgsNotAnObject, listFields(fields), example(spec))
 	}
 	if pl := c.planOf(spec.Args); pl != nil && usePlan {
 		if v, ok := pl.decode(spec.Args, trimmed); ok {
@@ -191,32 +192,32 @@ func redactFields(v reflect.Value) {
 func checkKeys(raw []byte, fields []Field) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil {
-		return argErrorf("The arguments must be one JSON object: %v.", err)
+		return argError(sentences.ArgsNotOneObject, err)
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return argErrorf("The arguments are not valid JSON: %v. Send them again as one JSON object.", err)
+			return argError(sentences.ArgsNotJSON, err)
 		}
 		key, _ := t.(string)
 		if !slices.ContainsFunc(fields, func(f Field) bool { return f.Name == key }) {
-			return argErrorf("Unknown field %q. The only fields are %s (names are case-sensitive). Remove %q and call again.", Clip(key), listFields(fields), Clip(key))
+			return argError(sentences.UnknownField, Clip(key), listFields(fields), Clip(key))
 		}
 		if seen[key] {
-			return argErrorf("Field %q is given twice. Give each field once and call again.", key)
+			return argError(sentences.FieldTwice, key)
 		}
 		seen[key] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return argErrorf("The value of %q is not valid JSON: %v.", key, err)
+			return argError(sentences.ValueNotJSON, key, err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return argErrorf("The arguments are not valid JSON: %v.", err)
+		return argError(sentences.ArgsNotJSONAgain, err)
 	}
 	if dec.More() {
-		return argErrorf("The arguments have extra data after the JSON object. Send exactly one object.")
+		return argError(sentences.ExtraData)
 	}
 	return nil
 }
@@ -228,32 +229,32 @@ func describeDecodeError(err error, fields []Field) error {
 		if i := strings.LastIndex(name, "."); i >= 0 {
 			name = name[i+1:]
 		}
-		want := "a value of another type"
+		want := sentences.Say(sentences.SomeOtherType)
 		for _, f := range fields {
 			if f.Name == name {
 				want = f.Kind
 			}
 		}
-		return argErrorf("Field %q must be %s, not a JSON %s. Fix %q and call again.", name, want, te.Value, name)
+		return argError(sentences.FieldWrongType, name, want, te.Value, name)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return argErrorf("The arguments are not valid JSON (%v at byte %d). Send them again as one JSON object.", se, se.Offset)
+		return argError(sentences.ArgsSyntax, se, se.Offset)
 	}
-	return argErrorf("The arguments could not be read: %v. Use only the fields %s.", err, listFields(fields))
+	return argError(sentences.ArgsUnread, err, listFields(fields))
 }
 
 func (c *Codec) describeValidation(err error, spec Tool) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) || len(verrs) == 0 {
-		return argErrorf("The arguments are not valid: %v.", err)
+		return argError(sentences.ArgsInvalid, err)
 	}
 	fe := verrs[0]
 	name := fe.Field()
 	var rule string
 	switch fe.Tag() {
 	case "required":
-		rule = "is required"
+		rule = sentences.Say(sentences.RuleRequired)
 	case "required_without":
 		other := fe.Param()
 		for _, f := range Fields(spec.Args) {
@@ -261,40 +262,40 @@ func (c *Codec) describeValidation(err error, spec Tool) error {
 				other = f.Name
 			}
 		}
-		return argErrorf("Give %q or %q: one of the two is required. Call %s again with one of them.", name, other, spec.Name)
+		return argError(sentences.OneOfTwoRequired, name, other, spec.Name)
 	case "min":
 		switch fe.Kind() {
 		case reflect.String:
-			rule = fmt.Sprintf("must be at least %s characters long", fe.Param())
+			rule = sentences.Say(sentences.RuleMinLength, fe.Param())
 		case reflect.Slice:
-			rule = fmt.Sprintf("must hold at least %s items", fe.Param())
+			rule = sentences.Say(sentences.RuleMinItems, fe.Param())
 		default:
-			rule = fmt.Sprintf("must be at least %s", fe.Param())
+			rule = sentences.Say(sentences.RuleMin, fe.Param())
 		}
 	case "max":
 		switch fe.Kind() {
 		case reflect.String:
-			rule = fmt.Sprintf("must be at most %s characters long", fe.Param())
+			rule = sentences.Say(sentences.RuleMaxLength, fe.Param())
 		case reflect.Slice:
-			rule = fmt.Sprintf("must hold at most %s items", fe.Param())
+			rule = sentences.Say(sentences.RuleMaxItems, fe.Param())
 		default:
-			rule = fmt.Sprintf("must be at most %s", fe.Param())
+			rule = sentences.Say(sentences.RuleMax, fe.Param())
 		}
 	case "oneof":
-		rule = fmt.Sprintf("must be one of: %s", strings.Join(strings.Fields(fe.Param()), ", "))
+		rule = sentences.Say(sentences.RuleOneOf, strings.Join(strings.Fields(fe.Param()), ", "))
 	case "datetime":
-		rule = "must be a date written YYYY-MM-DD, e.g. 2026-12-01"
+		rule = sentences.Say(sentences.RuleDate)
 	case "numeric":
-		rule = "must be the nextCursor of a previous answer (digits only)"
+		rule = sentences.Say(sentences.RuleCursor)
 	case "startswith":
-		rule = fmt.Sprintf("must start with %q", fe.Param())
+		rule = sentences.Say(sentences.RuleStartsWith, fe.Param())
 	default:
-		rule = fmt.Sprintf("fails the rule %q", fe.Tag())
+		rule = sentences.Say(sentences.RuleOther, fe.Tag())
 		if f, ok := c.formats[fe.Tag()]; ok {
 			rule = f.Rule
 		}
 	}
-	return argErrorf("Field %q %s. Fix %q and call %s again.", name, rule, name, spec.Name)
+	return argError(sentences.FieldBreaksRule, name, rule, name, spec.Name)
 }
 
 // Field is one JSON field of an args struct, as its tags describe it.
@@ -373,17 +374,17 @@ func jsonName(f reflect.StructField) string {
 func kindWords(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int32, reflect.Int64:
-		return "a whole number"
+		return sentences.Say(sentences.KindWhole)
 	case reflect.Float32, reflect.Float64:
-		return "a number"
+		return sentences.Say(sentences.KindNumber)
 	case reflect.Bool:
-		return "true or false"
+		return sentences.Say(sentences.KindBool)
 	case reflect.String:
-		return "a string"
+		return sentences.Say(sentences.KindString)
 	case reflect.Slice:
-		return "a list, each item " + kindWords(t.Elem())
+		return sentences.Say(sentences.KindList, kindWords(t.Elem()))
 	}
-	return "a " + t.Kind().String()
+	return sentences.Say(sentences.KindOther, t.Kind().String())
 }
 
 func listFields(fs []Field) string {
@@ -429,8 +430,8 @@ type ArgError struct{ Msg string }
 
 func (e *ArgError) Error() string { return e.Msg }
 
-func argErrorf(format string, args ...any) error {
-	return &ArgError{Msg: fmt.Sprintf(format, args...)}
+func argError(k sentences.Key, params ...any) error {
+	return &ArgError{Msg: sentences.Say(k, params...)}
 }
 
 // RedactPII returns args with the free-text fields tagged redact:"pii"

@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sanitize"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/workflow"
 )
@@ -72,8 +73,7 @@ func (k *card) putUp() error {
 		who = fmt.Sprintf("%d different people with the role %s", k.Need, k.Role)
 	}
 	// The card is the outcome a caller waits for, even after a sign-in wait.
-	k.board.first = k.board.outcome(k.board.result(StatusPendingApproval, policy.CodeOK, fmt.Sprintf("Waiting for %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
-		who, k.pending.ExpiresAt), false, false, nil))
+	k.board.first = k.board.outcome(k.board.result(StatusPendingApproval, policy.CodeOK, sentences.Say(sentences.PendingApproval, who, k.pending.ExpiresAt), false, false, nil))
 	workflow.GetLogger(k.ctx).Info("waiting for approval", "tool", k.books.tool, "approverRole", k.Role, "expiresAt", k.pending.ExpiresAt)
 	k.books.notify(activities.CardEventPending, k.pending, "")
 	return nil
@@ -180,9 +180,9 @@ func (k *card) countApprovals(counted []signoff.Approval, now time.Time) error {
 		k.pending.Approvals = append(k.pending.Approvals, activities.ApprovalMark{UserID: who.UserID, Role: who.Role,
 			At: now.UTC().Format(time.RFC3339), Issuer: p.Issuer, Subject: p.Subject})
 		k.board.show(k)
-		msg := fmt.Sprintf("Approval %d of %d: %s approved; the card waits for %d more.", n, k.Need, who.UserID, k.Need-n)
+		msg := sentences.Say(sentences.ApprovedSoFar, n, k.Need, who.UserID, k.Need-n)
 		if a.Reason != "" {
-			msg += " Their note: " + a.Reason
+			msg += sentences.Say(sentences.ApprovedSoFarNote, a.Reason)
 		}
 		workflow.GetLogger(k.ctx).Info("approval counted", "approver", who.UserID, "of", k.Need)
 		key := fmt.Sprintf("approval-%d", n)
@@ -202,8 +202,7 @@ func (k *card) countApprovals(counted []signoff.Approval, now time.Time) error {
 func (k *card) escalate() error {
 	k.Escalated, k.escalatedTo = true, k.EscalateTo
 	k.board.show(k)
-	msg := fmt.Sprintf("Nobody answered within %s: the card is also offered to the %s. It still expires at %s.",
-		k.clock.escalateAfter, k.EscalateTo, k.pending.ExpiresAt)
+	msg := sentences.Say(sentences.Escalated, k.clock.escalateAfter, k.EscalateTo, k.pending.ExpiresAt)
 	workflow.GetLogger(k.ctx).Info("card escalated", "to", k.EscalateTo)
 	shown := k.pending
 	shown.EscalatedTo = k.EscalateTo
@@ -261,16 +260,16 @@ func (k *card) close(a signoff.Approval, ended CallStatus) (ToolCallResult, erro
 	switch {
 	case ended == codeLocked:
 		return k.end(StatusRejected, policy.CodeLocked, activities.EventRejected, nil,
-			fmt.Sprintf("The card was locked after %d refused decisions, so nothing ran and nobody can approve it now. Tell the person; if the move is still needed, it takes a new call with a new toolCallId.", k.tally.refused))
+			sentences.Say(sentences.Locked, k.tally.refused))
 	case ended == codeChanged:
 		return k.end(StatusFailed, policy.CodeDefinitionChanged, activities.EventFailed, nil, k.changed)
 	case ended == StatusExpired:
 		return k.end(StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
-			fmt.Sprintf("Nobody approved the card within %s, so nothing ran. If it is still needed, call %s again for a fresh preview.", k.held.TTL, k.books.tool))
+			sentences.Say(sentences.Expired, k.held.TTL, k.books.tool))
 	}
-	msg := fmt.Sprintf("%s rejected the card, so nothing ran. Do not propose it again unless the person asks.", a.Approver.UserID)
+	msg := sentences.Say(sentences.Rejected, a.Approver.UserID)
 	if note := sanitize.Text(a.Reason); note != "" {
-		msg = fmt.Sprintf("%s rejected the card, so nothing ran. Their note (result.note) says why: tell the person, and do not propose it again unless they ask.", a.Approver.UserID)
+		msg = sentences.Say(sentences.RejectedWithNote, a.Approver.UserID)
 		k.note, _ = json.Marshal(map[string]string{"note": note})
 	}
 	return k.end(StatusRejected, policy.CodeRejected, activities.EventRejected, &a, msg)

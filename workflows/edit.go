@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -49,10 +50,10 @@ func (c *call) revise(k *card, a signoff.Approval) (*card, CallStatus, error) {
 		return refuse(policy.CodeInvalidArguments, "it changes nothing that would run")
 	}
 	next := k.revised(e.nv, e.pv, action, hash)
-	msg := fmt.Sprintf("Version %d: %s edited %s; %s (was %s), routed to the %s.", next.version, a.Approver.UserID, editSummary(a.Edit),
+	msg := sentences.Say(sentences.Edited, next.version, a.Approver.UserID, editSummary(a.Edit),
 		c.settings.Policy.FormatValue(c.in.Tool, e.pv.ValueCents), c.settings.Policy.FormatValue(c.in.Tool, k.pending.ValueCents), strings.ReplaceAll(string(e.nv.ApproverRole), "_", " "))
 	if a.Reason != "" {
-		msg += " Their note: " + a.Reason
+		msg += sentences.Say(sentences.ApprovedSoFarNote, a.Reason)
 	}
 	intent, _ := policy.Intent(c.in.Tool, e.nv.Resource, action, next.d.intentRequester(c.in.Session.UserID))
 	in := activities.ReviseInput{Verdict: e.nv, ValueCents: e.pv.ValueCents, PrevValueCents: k.pending.ValueCents, Intent: intent, Card: next.pending,

@@ -3,12 +3,11 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -49,9 +48,9 @@ func (c *call) execute(d decision, args json.RawMessage, hash string, ap *approv
 		}
 	}
 	workflow.GetLogger(c.ctx).Info("executed", "tool", c.in.Tool)
-	done := "Done. Quote the result to the person in your own words."
+	done := sentences.Say(sentences.Done)
 	if c.board.status.Version > 1 {
-		done = "Done, as an approver edited it: what ran is in the result, and it differs from what you proposed. Tell the person what ran, in your own words."
+		done = sentences.Say(sentences.DoneAsEdited)
 	}
 	return c.board.result(StatusExecuted, policy.CodeOK, done, false, false, res.Result), nil
 }
@@ -149,54 +148,46 @@ func unverified(err error) bool {
 	return errors.As(err, &app) && app.Type() == activities.ErrUnverified
 }
 
-// sentence is s with its first letter upper-case, to begin a sentence.
-func sentence(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
 // upstreamFailure turns an activity error into a code and a note for the
 // model, naming the upstream as system (e.g. "the member portal").
 func upstreamFailure(err error, idempotent bool, system string) (policy.Code, string, bool, bool) {
-	sys := sentence(system)
+	sys := sentences.Capital(system)
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		if idempotent {
-			return policy.CodeTimeout, sys + " did not answer in time. It is safe to call again with the same arguments.", true, false
+			return policy.CodeTimeout, sentences.Say(sentences.TimedOutSafe, sys), true, false
 		}
-		return policy.CodeTimeout, sys + " did not answer in time, so it is unknown whether this took effect. Do not call again; tell the person to check before trying again.", false, false
+		return policy.CodeTimeout, sentences.Say(sentences.TimedOutUnknown, sys), false, false
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		switch app.Type() {
 		case activities.ErrCredential:
-			return policy.CodeCredentialUnavailable, "The person's sign-in could not be used (expired, revoked, or it does not hold what the session claims). Ask them to sign in again, then call again with the same arguments.", false, true
+			return policy.CodeCredentialUnavailable, sentences.Say(sentences.SignInUnusable), false, true
 		case activities.ErrUnverified:
 			var u activities.Unverified
 			if app.HasDetails() && app.Details(&u) == nil {
 				return policy.CodeStepUpRequired, u.Message(system), false, false
 			}
-			return policy.CodeStepUpRequired, "The caller is not verified for this. Do not do it another way; tell the caller.", false, false
+			return policy.CodeStepUpRequired, sentences.Say(sentences.NotVerified), false, false
 		case activities.ErrStepUp:
-			return policy.CodeStepUpRequired, "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.", false, true
+			return policy.CodeStepUpRequired, sentences.Say(sentences.StrongerSignIn), false, true
 		case activities.ErrUnavailable:
 			// A tool's own note is for a read; a write keeps the warning
 			// that it may have taken effect.
 			var note activities.UnavailableNote
 			if idempotent && app.HasDetails() && app.Details(&note) == nil && note.Note != "" {
-				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. " + note.Note, true, false
+				return policy.CodeUpstreamUnavailable, sentences.Say(sentences.UnavailableNote, sys, note.Note), true, false
 			}
 			if idempotent {
-				return policy.CodeUpstreamUnavailable, sys + " is unavailable right now. Call again in a minute with the same arguments.", true, false
+				return policy.CodeUpstreamUnavailable, sentences.Say(sentences.Unavailable, sys), true, false
 			}
-			return policy.CodeUpstreamUnavailable, sys + " is unavailable right now and it is unknown whether this took effect. Do not call again; tell the person to check shortly.", false, false
+			return policy.CodeUpstreamUnavailable, sentences.Say(sentences.UnavailableUnknown, sys), false, false
 		case activities.ErrDefinitionChanged:
-			return policy.CodeDefinitionChanged, sys + " now defines this tool otherwise than a person accepted, so it was not run. Do not call it again; tell the person that an operator must read and accept its new definition first.", false, false
+			return policy.CodeDefinitionChanged, sentences.Say(sentences.DefinitionChanged, sys), false, false
 		case activities.ErrUpstream:
-			return policy.CodeUpstreamError, fmt.Sprintf("%s refused the call: %s. Fix the request if you can; otherwise tell the person.", sys, app.Message()), false, false
+			return policy.CodeUpstreamError, sentences.Say(sentences.UpstreamRefused, sys, app.Message()), false, false
 		}
 	}
-	return policy.CodeUpstreamError, "The call failed in an unexpected way. Do not retry; tell the person.", false, false
+	return policy.CodeUpstreamError, sentences.Say(sentences.FailedUnexpectedly), false, false
 }

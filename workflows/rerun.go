@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -31,9 +32,9 @@ func (c *call) rerun(err error) (ToolCallResult, error) {
 			return res, nil
 		}
 	}
-	msg := "This toolCallId was already used for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
+	msg := sentences.Say(sentences.OtherCall)
 	if !sr.Conflict {
-		msg = fmt.Sprintf("This toolCallId was already used by an earlier run (%s), so nothing ran again. Tell the person; if the call is still needed, use a new toolCallId.", sr.Ended)
+		msg = sentences.Say(sentences.EarlierRun, sr.Ended)
 	}
 	c.board.set(StatusDenied, policy.CodeIdempotencyConflict)
 	if err := c.books.audit(activities.AuditInput{Key: "idempotency-conflict", Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,
@@ -73,7 +74,7 @@ func (cl *claims) conflicting(ctx workflow.Context, asked ToolCallInput) (*Outco
 		return nil, nil
 	}
 	cl.conflicts++
-	msg := "This toolCallId is already in use for a different call (another tool, other arguments or another session), so nothing ran. Use a new toolCallId for a new call."
+	msg := sentences.Say(sentences.OtherCallInUse)
 	if cl.conflicts <= MaxRefusedDecisions {
 		err := workflow.ExecuteActivity(bookkeeping(ctx, "audit idempotency conflict"), acts.Audit, activities.AuditInput{
 			Key: fmt.Sprintf("idempotency-conflict-%d", cl.conflicts), Event: activities.EventDenied, Reason: policy.CodeIdempotencyConflict,

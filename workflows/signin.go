@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -63,8 +64,7 @@ func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk
 	}
 	b.status.ExpiresAt = w.expires
 	b.set(StatusAwaitingSignIn, need.code)
-	msg := fmt.Sprintf("The person must sign in before this can run on their behalf (%s). Ask them to sign in; the call waits until %s and carries on by itself once they have. Do not call again.",
-		signInWhy(need.code), w.expires)
+	msg := sentences.Say(sentences.MustSignIn, signInWhy(need.code), w.expires)
 	if err := bk.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", w.rounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
 		Message: msg, Args: b.in.Args, Resource: b.about(policy.Verdict{}), Claim: claim}); err != nil {
 		return "", ToolCallResult{}, err
@@ -82,7 +82,7 @@ func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk
 		sel.Select(ctx)
 		if expired {
 			b.set(StatusExpired, policy.CodeExpired)
-			msg := fmt.Sprintf("The person did not sign in within %s, so nothing ran. If it is still needed, call %s again once they have signed in.", w.ttl, b.in.Tool)
+			msg := sentences.Say(sentences.SignInExpired, w.ttl, b.in.Tool)
 			if err := bk.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
 				Args: b.in.Args, Resource: b.about(policy.Verdict{})}); err != nil {
 				return "", ToolCallResult{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -81,7 +82,7 @@ func (s Settings) ToolCall(ctx workflow.Context, in ToolCallInput) (ToolCallResu
 func (c *call) run() (ToolCallResult, error) {
 	if why := idProblem(c.key, c.in); why != "" {
 		return c.denied(decision{verdict: policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Step: policy.StepArguments,
-			Message: "The call's IDs cannot name it: " + why + ". Nothing ran; the agent backend must start it again with valid IDs."}})
+			Message: sentences.Say(sentences.BadIDs, why)}})
 	}
 	for {
 		d, res, err := c.decide()
@@ -173,7 +174,7 @@ func (c *call) decide() (*decision, ToolCallResult, error) {
 		d.dryRun = &pv
 		v = c.check(c.req.Args, &pv.ValueCents)
 		if v.Allowed() && pv.Shortfall != "" {
-			res, err := c.failed(d, v, policy.CodeUpstreamError, fmt.Sprintf("Nothing can be planned: %s. Propose a smaller quantity, or tell the person.", pv.Shortfall), false, false)
+			res, err := c.failed(d, v, policy.CodeUpstreamError, sentences.Say(sentences.NothingPlanned, pv.Shortfall), false, false)
 			return nil, res, err
 		}
 	}
@@ -216,7 +217,7 @@ func (c *call) check(args json.RawMessage, value *int64) policy.Verdict {
 	}
 	enc := workflow.SideEffectWithOptions(c.ctx, workflow.SideEffectOptions{Summary: summary}, func(workflow.Context) any { return c.settings.Policy.Check(req, value) })
 	if err := enc.Get(&v); err != nil {
-		return policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Message: "The call could not be read. Check the arguments and call again."}
+		return policy.Verdict{Decision: policy.DecisionDeny, Code: policy.CodeInvalidArguments, Message: sentences.Say(sentences.CallUnreadable)}
 	}
 	return v
 }
@@ -239,7 +240,7 @@ func (c *call) readFailed(d decision, v policy.Verdict, err error, dryRun bool) 
 		return c.failed(d, v, code, msg, retryable, auth)
 	}
 	if code == policy.CodeUpstreamError {
-		msg = "The dry run could not plan this: " + strings.TrimPrefix(msg, sentence(c.system)+" refused the call: ")
+		msg = sentences.Say(sentences.DryRunRefused, strings.TrimPrefix(msg, sentences.Say(sentences.UpstreamRefusedBy, sentences.Capital(c.system))))
 	}
 	res, ferr := c.failed(d, v, code, msg, retryable, auth)
 	if ferr == nil && res.Status == StatusFailed {
