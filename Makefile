@@ -181,7 +181,7 @@ bench-scale: tools
 bench-policy:
 	cd bench/engines && go test -count=1 -run TestEnginesAgree .
 	cd bench/engines && go test -run='^$$' -bench=. -benchtime=2s .
-	go test -run='^$$' -bench='Decide|AuthorizeRaw' -benchtime=2s ./policy
+	go test -run='^$$' -bench='Authorize' -benchtime=2s ./policy
 
 ## bench-build: every bench compiles and none runs: the bench- and chaos-tagged suites, which go vet ./...
 ## does not see, and bench/engines, a module of its own, with its chart program. make lint runs it, so a

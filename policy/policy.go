@@ -44,8 +44,8 @@ type entry struct {
 	row      Row
 	decision Decision
 	// evidence holds EvidenceFor's answers for this tool, worked out once:
-	// the rules in order, then the strictest (Decide hands out pointers to
-	// them; Check copies).
+	// the rules in order, then the strictest (steps4to6 hands out pointers
+	// to them; Check copies).
 	evidence []evidenceAt
 	// denied is step 1's refusal, worded once: a refusal need not allocate.
 	denied string
@@ -443,10 +443,10 @@ func deny(step Step, msg string) Verdict {
 
 // The chain, top to bottom: front (steps 0-2), Decode (step 3), the
 // session's credential and resources and the call's value (steps 4-6), then
-// step 7 on the limits. Check is what the workflow runs and records; Admit
-// is step 7 on that record, run by admission against the audit log's
-// counts; Decide is the whole chain on decoded args, for callers that count
-// usage themselves.
+// step 7 on the limits. Its one entry is Check, what the workflow runs and
+// records, then Admit, step 7 on that record, run by admission against the
+// audit log's counts; Authorize is the two in a row, for callers (and tests)
+// that count usage themselves.
 
 // Check runs steps 0 to 6, everything that needs no counting. A passing
 // verdict is the record the workflow keeps: the canonical args, the tool's
@@ -532,31 +532,6 @@ func (p *Policy) Authorize(req Request, f Facts) Verdict {
 	return Admit(p.Check(req, f.ValueCents), f.ValueCents, f.Usage)
 }
 
-// Decide runs the whole chain on args already decoded into the tool's args
-// type (a pointer, as Decode returns), with usage and value as facts. It
-// records nothing (no canonical args, no limit keys), so an allowed call
-// costs no allocation.
-//
-// The verdict's Evidence points into the policy: read it, never write it.
-func (p *Policy) Decide(tool string, args any, s Session, f Facts) (v Verdict) {
-	e, held := p.front(&v, tool, &s)
-	if e == nil {
-		return v
-	}
-	if p.steps4to6(&v, e, args, &s, held, f.ValueCents); v.Decision == DecisionDeny || v.NeedsPreview {
-		return v
-	}
-	if len(f.Usage) != len(e.row.Limits) {
-		return deny(StepRateLimit, sentences.Say(sentences.UsageUncounted))
-	}
-	for i := range e.row.Limits {
-		if l := &e.row.Limits[i]; exceeds(l, &f.Usage[i], deref(f.ValueCents)) {
-			return limitDenial(tool, *l, v.Resource, f.Usage[i], deref(f.ValueCents), e.unit)
-		}
-	}
-	return v
-}
-
 // front runs steps 0 to 2: registered, not denied, a sound session with a
 // listed role. v must be zero. A nil entry comes with the refusal in v; a
 // passing one with the session's resources of the kind the tool names
@@ -609,7 +584,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []st
 		}
 	}
 	// v is still zero here: set fields one by one, not a whole Verdict
-	// through the pointer (a fifth of Decide's time).
+	// through the pointer (a fifth of the steps' time).
 	v.Decision, v.Code, v.Resource, v.Message, v.RequesterTier, v.Currency = decision, CodeOK, resource, sentences.Say(sentences.Allowed), row.RequesterTier, e.unit.Currency
 	if e.verified != nil {
 		v.Verified = &VerifiedNeed{Tier: e.verified.Tier, Why: e.verified.Why}

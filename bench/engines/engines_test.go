@@ -44,7 +44,8 @@ func scopedTool(name string) bool {
 	return scoped(spec)
 }
 
-// toolgateDecide runs policy.Decide on the input, decoding the tool's example once.
+// toolgateDecide runs the policy's one entry, Check then Admit (Authorize),
+// on the input's args as JSON, from the tool's example decoded once.
 type toolgateDecide struct {
 	p    *tg.Policy
 	args map[string]any
@@ -74,7 +75,11 @@ func (d *toolgateDecide) Decide(in *Input) (string, tg.Code) {
 	for i := range usage {
 		usage[i] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
 	}
-	v := d.p.Decide(in.Tool, args, tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred},
+	raw, err := json.Marshal(args)
+	if err != nil {
+		panic(err)
+	}
+	v := d.p.Authorize(tg.Request{Tool: in.Tool, Args: raw, Session: tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred}},
 		tg.Facts{ValueCents: &in.Value, Usage: usage})
 	return string(v.Decision), v.Code
 }
@@ -110,11 +115,11 @@ func TestEnginesAgree(t *testing.T) {
 	t.Logf("%d cases, 4 engines agree", n)
 }
 
-// prepared is an input with toolgate's session and facts built ahead, so
-// the benchmark measures the decision, not the adapter.
+// prepared is an input with toolgate's args (as JSON), session and facts
+// built ahead, so the benchmark measures the decision, not the adapter.
 type prepared struct {
 	in    Input
-	args  any
+	raw   json.RawMessage
 	sess  tg.Session
 	facts tg.Facts
 }
@@ -132,7 +137,13 @@ func prepare(d *toolgateDecide, ins []Input) []prepared {
 			usage[j] = tg.Usage{Calls: in.Calls, Cents: in.Cents}
 		}
 		v := in.Value
-		out[i] = prepared{in: in, args: d.args[in.Tool], sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred},
+		args := d.args[in.Tool]
+		setStore(args, in.Store)
+		raw, err := json.Marshal(args)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = prepared{in: in, raw: raw, sess: tg.Session{UserID: "u", Role: tg.Role(in.Role), Resources: mangrove.Stores(in.Stores...), CredentialRef: cred},
 			facts: tg.Facts{ValueCents: &v, Usage: usage}}
 	}
 	return out
@@ -167,11 +178,6 @@ func BenchmarkEngines(b *testing.B) {
 		ins  []Input
 	}{{"allowed", allowed}, {"mixed", mixed}} {
 		ins, pre := set.ins, prepare(tgd, set.ins)
-		for _, s := range pre {
-			if s.in.Store != 0 {
-				setStore(tgd.args[s.in.Tool], s.in.Store) // the args as decoded and filled for this call
-			}
-		}
 		b.Run("floor/"+set.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
@@ -182,7 +188,7 @@ func BenchmarkEngines(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				p := &pre[i%len(pre)]
-				tgd.p.Decide(p.in.Tool, p.args, p.sess, p.facts)
+				tgd.p.Authorize(tg.Request{Tool: p.in.Tool, Args: p.raw, Session: p.sess}, p.facts)
 			}
 		})
 		b.Run("cedar/"+set.name, func(b *testing.B) {
