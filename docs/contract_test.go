@@ -74,7 +74,7 @@ func TestTheContractListsTheCodes(t *testing.T) {
 // Mangrove pack's tools, each with its tier.
 func TestTheContractListsMangrovesTools(t *testing.T) {
 	rows := map[string]string{}
-	for _, row := range strings.Split(section(t, "## Tools (the Mangrove domain)"), "\n") {
+	for _, row := range strings.Split(section(t, "## Tools (the Mangrove pack)"), "\n") {
 		if m := regexp.MustCompile("^\\| `([a-z_]+)` \\| ([a-z_]+),").FindStringSubmatch(row); m != nil {
 			rows[m[1]] = m[2]
 		}

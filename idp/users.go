@@ -38,7 +38,7 @@ type User struct {
 // right code, until an operator unlocks it.
 const MaxFactorFailures = 5
 
-// seed is the demo domain's approvers (docs/contract.md).
+// seed is the demo pack's approvers (docs/contract.md).
 var seed = []User{
 	{ID: "ama", Name: "Ama Mensah", Role: "store_manager", Stores: []int64{112}},
 	{ID: "efua", Name: "Efua Owusu", Role: "store_manager", Stores: []int64{118}},

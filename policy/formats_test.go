@@ -99,12 +99,12 @@ func TestDefinitionFormats(t *testing.T) {
 			if s["type"] != "object" || s["additionalProperties"] != false {
 				t.Errorf("%s %s: schema %v", format, name, s)
 			}
-			// Exactly the domain's parameter set (TestSchemasAreTheDomainsParameterSets checks each field).
+			// Exactly the background text's parameter set (TestSchemasAreTheBackgroundsParameterSets checks each field).
 			var fields, domain []string
 			for k := range s["properties"].(map[string]any) {
 				fields = append(fields, k)
 			}
-			for k := range domainTools[name] {
+			for k := range backgroundTools[name] {
 				domain = append(domain, k)
 			}
 			slices.Sort(fields)

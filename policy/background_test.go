@@ -10,9 +10,9 @@ import (
 	"github.com/toolgate/toolgate/packs/mangrove"
 )
 
-// domainField is one parameter of a tool as the Mangrove domain defines it
+// backgroundField is one parameter of a tool as the Mangrove background text defines it
 // (../shared/background/designing-tools-and-permissions.txt).
-type domainField struct {
+type backgroundField struct {
 	typ      string
 	required bool
 	enum     []string
@@ -20,11 +20,11 @@ type domainField struct {
 	def      any
 }
 
-var storeField = domainField{typ: "integer", min: 1, max: 99999}
+var storeField = backgroundField{typ: "integer", min: 1, max: 99999}
 
-// domainTools is the table of the domain's parameter sets. A tool's schema
+// backgroundTools is the table of the background text's parameter sets. A tool's schema
 // must have exactly these fields, with these types, enums and bounds.
-var domainTools = map[string]map[string]domainField{
+var backgroundTools = map[string]map[string]backgroundField{
 	"search_procedures": {
 		"query":  {typ: "string", required: true, min: 2, max: 200},
 		"cursor": {typ: "string", max: 6},
@@ -66,16 +66,16 @@ var domainTools = map[string]map[string]domainField{
 	},
 }
 
-// TestSchemasAreTheDomainsParameterSets checks every tool's JSON Schema,
-// as starter tools prints it, field by field against the domain's table.
-func TestSchemasAreTheDomainsParameterSets(t *testing.T) {
-	if len(domainTools) != len(mangrove.Tools) {
-		t.Fatalf("the domain table has %d tools, the registry %d", len(domainTools), len(mangrove.Tools))
+// TestSchemasAreTheBackgroundsParameterSets checks every tool's JSON Schema,
+// as starter tools prints it, field by field against the background text's table.
+func TestSchemasAreTheBackgroundsParameterSets(t *testing.T) {
+	if len(backgroundTools) != len(mangrove.Tools) {
+		t.Fatalf("the background text's table has %d tools, the registry %d", len(backgroundTools), len(mangrove.Tools))
 	}
 	for _, spec := range mangrove.Tools {
-		want, ok := domainTools[spec.Name]
+		want, ok := backgroundTools[spec.Name]
 		if !ok {
-			t.Errorf("%s is not a tool of the domain", spec.Name)
+			t.Errorf("%s is not a tool of the background text", spec.Name)
 			continue
 		}
 		// Through JSON, as a model receives it.
@@ -102,7 +102,7 @@ func TestSchemasAreTheDomainsParameterSets(t *testing.T) {
 		sort.Strings(got)
 		sort.Strings(exp)
 		if strings.Join(got, ",") != strings.Join(exp, ",") {
-			t.Errorf("%s: fields %v, the domain's are %v", spec.Name, got, exp)
+			t.Errorf("%s: fields %v, the background text's are %v", spec.Name, got, exp)
 			continue
 		}
 		for name, f := range want {
