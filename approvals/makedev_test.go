@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -491,5 +492,43 @@ func TestMakeDevStopsCleanlyHoweverItIsStopped(t *testing.T) {
 				t.Fatalf("make dev, stopped by %s, left %s behind\n%s", name, left, d.Printed())
 			}
 		})
+	}
+}
+
+// TestMakeDevStartsItsTemporalServerAgain: a Temporal dev server that
+// stops before it answers (start-dev picks its inner ports itself, and a
+// program starting beside it can take one first) is started again, make
+// dev says so, and the stack then stays up: the attempt that failed is not
+// taken for a process of the stack that exited.
+func TestMakeDevStartsItsTemporalServerAgain(t *testing.T) {
+	cli, err := testenv.TemporalCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	flaky := filepath.Join(dir, "temporal")
+	script := "#!/bin/bash\n" +
+		"if [ \"$1 $2\" = \"server start-dev\" ] && [ ! -e " + filepath.Join(dir, "failed") + " ]; then\n" +
+		"  touch " + filepath.Join(dir, "failed") + "; echo 'listen tcp: bind: address already in use' >&2; exit 1\n" +
+		"fi\n" +
+		"exec " + cli + " \"$@\"\n"
+	if err := os.WriteFile(flaky, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := testenv.MakeDev(t, testenv.MakeDevOptions{Temporal: flaky})
+	if !strings.Contains(d.Printed(), "stopped before it answered") || !strings.Contains(d.Printed(), "(try 1 of 3)") {
+		t.Fatalf("make dev does not say it started its Temporal server again:\n%s", d.Printed())
+	}
+	// Up, and still up a few seconds on.
+	for range 5 {
+		time.Sleep(time.Second)
+		resp, err := http.Get(d.Cards + "/healthz")
+		if err != nil {
+			t.Fatalf("the card UI stopped answering after make dev came up: %v\n%s", err, d.Printed())
+		}
+		resp.Body.Close()
+		if strings.Contains(d.Printed(), "a process of the stack exited") {
+			t.Fatalf("make dev stopped:\n%s", d.Printed())
+		}
 	}
 }

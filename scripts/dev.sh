@@ -122,11 +122,18 @@ else
       sleep 1
     done
     kill -0 "$temporal_pid" 2>/dev/null && break
+    # Reaped and forgotten, so the wait on the stack below does not take it for a process that exited.
+    wait "$temporal_pid" 2>/dev/null || true
+    unset 'pids[-1]'
     echo "The Temporal dev server stopped before it answered at $address (try $attempt of 3); the end of .dev/temporal.log:" >&2
     tail -n 5 .dev/temporal.log >&2
   done
-  if ! kill -0 "$temporal_pid" 2>/dev/null || ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+  if ! kill -0 "$temporal_pid" 2>/dev/null; then
     echo "No Temporal dev server answers at $address: .dev/temporal.log says why (a port taken: TEMPORAL_ADDRESS and TOOLGATE_TEMPORAL_UI_PORT move it)." >&2
+    exit 1
+  fi
+  if ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    echo "The Temporal dev server at $address did not answer within 3 minutes; .dev/temporal.log says what it is doing." >&2
     exit 1
   fi
   temporal operator cluster health --address "$address" >/dev/null

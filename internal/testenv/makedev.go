@@ -59,6 +59,10 @@ type MakeDevOptions struct {
 	// its command line (make dev PACKS=…): a team's own pack and people.
 	Files map[string]string
 	Env   []string
+	// Temporal is the Temporal CLI make dev runs, in place of the one on
+	// PATH (or make tools' bin/temporal): a stand-in that fails as a real
+	// one can.
+	Temporal string
 }
 
 // MakeDevPorts are the ports make dev listens on unless told otherwise.
@@ -118,6 +122,9 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	if err != nil {
 		t.Fatalf("the Temporal CLI (make tools): %v", err)
 	}
+	if o.Temporal != "" {
+		temporal = o.Temporal
+	}
 	if err := os.Symlink(temporal, filepath.Join(root, "bin", "temporal")); err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +165,9 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"TEMPORAL_CONFIG_FILE=" + filepath.Join(repo, "internal/testenv/no-temporal-config.toml")}
 	// Every port moved to a free one, so make dev may run beside this one.
-	moved := map[string]string{}
+	moved, taken := map[string]string{}, map[string]bool{}
 	for _, p := range MakeDevPorts {
-		moved[p] = unclaimedPort(t)
+		moved[p] = unclaimedPort(t, taken)
 	}
 	_, uiPort, _ := net.SplitHostPort(moved["8233"])
 	d.Issuer, d.Cards, d.MCP, d.Temporal = "http://"+moved["8082"], "http://"+moved["8080"], "http://"+moved["8090"]+"/mcp", moved["7233"]
@@ -270,12 +277,12 @@ func MakeDev(t testing.TB, o MakeDevOptions) *DevStack {
 	return d
 }
 
-// unclaimedPort is a free port below the kernel's ephemeral range, where
-// no connection's local port and no other listener on port 0 is put: make
-// dev listens on it a minute or more after it is picked (make builds
-// first), and a port of the ephemeral range is often taken by then by one
-// of the connections the tests beside it make.
-func unclaimedPort(t testing.TB) string {
+// unclaimedPort is a free port not in taken, below the kernel's ephemeral
+// range, where no connection's local port and no other listener on port 0
+// is put: make dev listens on it a minute or more after it is picked (make
+// builds first), and a port of the ephemeral range is often taken by then
+// by one of the connections the tests beside it make.
+func unclaimedPort(t testing.TB, taken map[string]bool) string {
 	t.Helper()
 	low := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -291,8 +298,12 @@ func unclaimedPort(t testing.TB) string {
 	}
 	for range 1000 {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(first+rand.IntN(low-first)))
+		if taken[addr] {
+			continue
+		}
 		if l, err := net.Listen("tcp", addr); err == nil {
 			_ = l.Close()
+			taken[addr] = true
 			return addr
 		}
 	}
