@@ -221,7 +221,7 @@ type resourcePlan struct {
 	index []int
 	// isInt says the arg holds a number, written in decimal as its ID.
 	isInt bool
-	// rule is the arg's validate rules but required and omitempty, which
+	// rule is the arg's validate rules but omitempty (presentRule), which
 	// every ID must meet.
 	rule toolargs.Rule
 	// args is the pointer type Decode returns, and offset and direct where
@@ -264,10 +264,14 @@ func compileResource(spec ToolSpec, kinds []ResourceKind, codec *toolargs.Codec)
 	return &resourcePlan{kind: k, arg: ra.Arg, index: f.Index, isInt: toolargs.IsInt(t), rule: codec.Rule(presentRule(f.Validate)),
 		args: reflect.PointerTo(spec.Args), offset: offset, direct: direct,
 		noneHeld: sentences.Say(sentences.NoResourceHeld, k.Name),
-		invalid:  sentences.Say(sentences.InvalidSessionResource, k.Name, "%s"),
-		notHeld:  sentences.Say(sentences.ResourceNotHeld, upperFirst(k.Name), "%s", k.plural(), "%s", ra.Arg),
+		invalid:  sentences.Say(sentences.InvalidSessionResource, verbatim(k.Name), "%s"),
+		notHeld:  sentences.Say(sentences.ResourceNotHeld, verbatim(upperFirst(k.Name)), "%s", verbatim(k.plural()), "%s", verbatim(ra.Arg)),
 	}, nil
 }
+
+// verbatim is a pack's words as part of a format: a percent sign in them
+// (a pack file's plural is free text) is said, never read as a verb.
+func verbatim(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 // directKind is the type of a resource arg that scopeAt judges without
 // reflect.

@@ -388,3 +388,20 @@ func TestEverySessionResourceIsJudged(t *testing.T) {
 		}
 	}
 }
+
+// TestAKindsWordsAreWordsNotFormat: a kind's plural and a resource arg's
+// name come from a pack (a pack file's plural: is free text), and a
+// refusal says them as written: a percent sign in them is not a verb.
+func TestAKindsWordsAreWordsNotFormat(t *testing.T) {
+	d := thingPack(reflect.TypeFor[refString]())
+	d.Resources[0].Plural = "things (100% yours)"
+	p, err := policy.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := policy.Session{UserID: "m1", Role: "member", Resources: policy.Resources{"thing": {"T-7", "T-9"}}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-m1"}
+	v := p.Authorize(policy.Request{Tool: "get_thing", Args: json.RawMessage(`{"ref":"T-8"}`), Session: sess}, policy.Facts{})
+	if want := "Thing T-8 is not one of the signed-in person's things (100% yours) (T-7, T-9). Call again with ref set to one of them, or leave ref out."; v.Code != policy.CodeResourceScope || v.Message != want {
+		t.Fatalf("another's thing: %s %q, want %q", v.Code, v.Message, want)
+	}
+}
