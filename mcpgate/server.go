@@ -295,7 +295,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
-			return failure("toolgate could not start this call: " + err.Error() + ". Try again in a moment with the same arguments."), nil
+			return failure(sentences.Say(sentences.NotStarted, err.Error())), nil
 		}
 		s.Logger.Info("tool call", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("callId", out.IdempotencyKey),
 			zap.String("status", string(out.Status)), zap.String("code", string(out.Code)))
@@ -492,7 +492,7 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		CallID string `json:"callId"`
 	}](req.Params.Arguments, 1<<10)
 	if err != nil || args.CallID == "" {
-		return failure(`arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`), nil
+		return failure(sentences.Say(sentences.StatusArgs)), nil
 	}
 	notFound := failure(sentences.Say(sentences.NoSuchCall, clipped(args.CallID)))
 	desc, err := s.Temporal.DescribeWorkflow(ctx, args.CallID, "")

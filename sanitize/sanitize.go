@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/sentences"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -287,7 +288,7 @@ func (s Sanitizer) capLists(v any) any {
 					if _, isPage := t["offset"]; isPage {
 						next := offsetOf(t) + len(kept)
 						t["nextCursor"] = strconv.Itoa(next)
-						t["note"] = fmt.Sprintf("Showing %d of %d items. Call again with cursor %q for more.", len(kept), len(list), strconv.Itoa(next))
+						t["note"] = sentences.Say(sentences.PageNote, len(kept), len(list), strconv.Itoa(next))
 						continue
 					}
 				}
@@ -316,9 +317,9 @@ func (s Sanitizer) cutPage(page map[string]any, items []any) []byte {
 		if isPage {
 			next := offsetOf(page) + keep
 			page["nextCursor"] = strconv.Itoa(next)
-			page["note"] = fmt.Sprintf("Cut to fit %d characters: showing %d of %d items on this page. Call again with cursor %q for the rest.", s.maxChars(), keep, total, strconv.Itoa(next))
+			page["note"] = sentences.Say(sentences.CutPageNote, s.maxChars(), keep, total, strconv.Itoa(next))
 		} else {
-			page["note"] = fmt.Sprintf("Cut to fit %d characters: showing %d of %d items; ask a narrower question for the rest.", s.maxChars(), keep, total)
+			page["note"] = sentences.Say(sentences.CutNote, s.maxChars(), keep, total)
 		}
 		out = encode(page)
 		if s.fits(out) {

@@ -43,6 +43,8 @@ const (
 	Done
 	DoneAsEdited
 	PendingApproval
+	ApproverOne
+	ApproversMany
 	ApprovedSoFar
 	ApprovedSoFarNote
 	Edited
@@ -101,6 +103,8 @@ const (
 	// credential_unavailable, step_up_required
 	NotSignedIn
 	MustSignIn
+	SignInStronger
+	SignInNone
 	SignInUnusable
 	NotVerified
 	StrongerSignIn
@@ -162,8 +166,15 @@ const (
 	UpstreamRefusedBy
 	FailedUnexpectedly
 	EndedWithoutResult
+	NotStarted
+	StatusArgs
 	StatusUnreadable
 	NoSuchCall
+
+	// A list cut to fit (sanitize).
+	PageNote
+	CutPageNote
+	CutNote
 
 	// The MCP server's own words to a model it serves.
 	MCPInstructions
@@ -182,6 +193,8 @@ var table = [keys]string{
 	Done:              "Done. Quote the result to the person in your own words.",
 	DoneAsEdited:      "Done, as an approver edited it: what ran is in the result, and it differs from what you proposed. Tell the person what ran, in your own words.",
 	PendingApproval:   "Waiting for %s to approve the card (until %s). Tell the person it is waiting; do not call again.",
+	ApproverOne:       "a %s",
+	ApproversMany:     "%d different people with the role %s",
 	ApprovedSoFar:     "Approval %d of %d: %s approved; the card waits for %d more.",
 	ApprovedSoFarNote: " Their note: %s",
 	Edited:            "Version %d: %s edited %s; %s (was %s), routed to the %s.",
@@ -236,6 +249,8 @@ var table = [keys]string{
 
 	NotSignedIn:             "The person is not signed in, so this cannot run on their behalf. Ask them to sign in, then call the tool again with the same arguments.",
 	MustSignIn:              "The person must sign in before this can run on their behalf (%s). Ask them to sign in; the call waits until %s and carries on by itself once they have. Do not call again.",
+	SignInStronger:          "this tool needs a stronger sign-in than theirs",
+	SignInNone:              "they are not signed in, or their sign-in can no longer be used",
 	SignInUnusable:          "The person's sign-in could not be used (expired, revoked, or it does not hold what the session claims). Ask them to sign in again, then call again with the same arguments.",
 	NotVerified:             "The caller is not verified for this. Do not do it another way; tell the caller.",
 	StrongerSignIn:          "This tool needs a stronger sign-in than the person's (result: requiredTier, heldTier). Do not retry: ask the person to sign in again with the stronger method, then call again with the same arguments.",
@@ -291,8 +306,14 @@ var table = [keys]string{
 	UpstreamRefusedBy:  "%s refused the call: ",
 	FailedUnexpectedly: "The call failed in an unexpected way. Do not retry; tell the person.",
 	EndedWithoutResult: "The call ended without a result; tell the person to check with support.",
+	NotStarted:         "toolgate could not start this call: %s. Try again in a moment with the same arguments.",
+	StatusArgs:         `arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`,
 	StatusUnreadable:   "The call's status could not be read right now; try again in a moment.",
 	NoSuchCall:         "No call %q of yours was found. Use the idempotencyKey of one of your own results.",
+
+	PageNote:    "Showing %d of %d items. Call again with cursor %q for more.",
+	CutPageNote: "Cut to fit %d characters: showing %d of %d items on this page. Call again with cursor %q for the rest.",
+	CutNote:     "Cut to fit %d characters: showing %d of %d items; ask a narrower question for the rest.",
 
 	MCPInstructions: "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next.",
 	MCPPending:      "A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.",

@@ -68,9 +68,9 @@ func (k *card) putUp() error {
 	if err := k.books.project(k.pending); err != nil {
 		return err
 	}
-	who := "a " + string(k.Role)
+	who := sentences.Say(sentences.ApproverOne, k.Role)
 	if k.Need > 1 {
-		who = fmt.Sprintf("%d different people with the role %s", k.Need, k.Role)
+		who = sentences.Say(sentences.ApproversMany, k.Need, k.Role)
 	}
 	// The card is the outcome a caller waits for, even after a sign-in wait.
 	k.board.first = k.board.outcome(k.board.result(StatusPendingApproval, policy.CodeOK, sentences.Say(sentences.PendingApproval, who, k.pending.ExpiresAt), false, false, nil))

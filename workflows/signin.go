@@ -122,9 +122,9 @@ func (w *signInWait) startTimer(ctx workflow.Context, set time.Duration) error {
 // signInWhy says in a few words why a sign-in is needed.
 func signInWhy(code policy.Code) string {
 	if code == policy.CodeStepUpRequired {
-		return "this tool needs a stronger sign-in than theirs"
+		return sentences.Say(sentences.SignInStronger)
 	}
-	return "they are not signed in, or their sign-in can no longer be used"
+	return sentences.Say(sentences.SignInNone)
 }
 
 // takeCredential reads one credential signal. A payload that is not one
