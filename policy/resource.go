@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"unsafe"
 
 	"github.com/toolgate/toolgate/sentences"
@@ -265,7 +264,7 @@ func compileResource(spec ToolSpec, kinds []ResourceKind, codec *toolargs.Codec)
 		args: reflect.PointerTo(spec.Args), offset: offset, direct: direct,
 		noneHeld: sentences.Say(sentences.NoResourceHeld, k.Name),
 		invalid:  sentences.Say(sentences.InvalidSessionResource, verbatim(k.Name), "%s"),
-		notHeld:  sentences.Say(sentences.ResourceNotHeld, verbatim(upperFirst(k.Name)), "%s", verbatim(k.plural()), "%s", verbatim(ra.Arg)),
+		notHeld:  sentences.Say(sentences.ResourceNotHeld, verbatim(sentences.Capital(k.Name)), "%s", verbatim(k.plural()), "%s", verbatim(ra.Arg)),
 	}, nil
 }
 
@@ -545,15 +544,6 @@ func joinHeld(ids []string) string {
 		return "none"
 	}
 	return strings.Join(ids, ", ")
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	r := []rune(s)
-	r[0] = unicode.ToUpper(r[0])
-	return string(r)
 }
 
 // strictDecode reads one JSON object into v, refusing unknown fields.

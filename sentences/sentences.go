@@ -9,7 +9,8 @@ package sentences
 
 import (
 	"fmt"
-	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Key names one sentence (or one phrase of several): the code it explains
@@ -26,12 +27,14 @@ func Say(k Key, params ...any) string {
 }
 
 // Capital is s with its first letter upper-case, to begin a sentence with a
-// system's name ("the member portal").
+// system's name ("the member portal") or a kind's: the whole letter, in
+// whatever language the pack names it.
 func Capital(s string) string {
-	if s == "" {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
 		return s
 	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 // The keys, by code in the contract's order.

@@ -33,3 +33,13 @@ func TestSayWritesTheParameters(t *testing.T) {
 		t.Errorf("Capital: %q", got)
 	}
 }
+
+// TestCapitalTakesAWholeLetter: a pack names its system in its own
+// language; the first letter is upper-cased whole, never cut in its bytes.
+func TestCapitalTakesAWholeLetter(t *testing.T) {
+	for in, want := range map[string]string{"": "", "the member portal": "The member portal", "état des stocks": "État des stocks", "ölçüm": "Ölçüm"} {
+		if got := Capital(in); got != want {
+			t.Errorf("Capital(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
