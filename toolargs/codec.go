@@ -17,8 +17,8 @@ import (
 )
 
 // Format is a validate tag of a pack's own: a string field tagged with it must
-// match Pattern, and Rule says so to the model ("must be a GRN id such as
-// …").
+// match Pattern, and Rule completes the refusal the model reads (Field "x"
+// …), saying what a valid value looks like.
 type Format struct {
 	Tag     string
 	Pattern *regexp.Regexp
