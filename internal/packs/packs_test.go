@@ -289,3 +289,30 @@ func TestWhatAFileSaysIsWhatIsKept(t *testing.T) {
 		}
 	}
 }
+
+// TestAPackFilesPluralIsSaidAsWritten: a pack file's plural is free text,
+// and a refusal of an account the caller does not hold says it as written,
+// a percent sign too (it is never read as a verb of the sentence's format).
+func TestAPackFilesPluralIsSaidAsWritten(t *testing.T) {
+	b, err := os.ReadFile("../../examples/packs/carddesk.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "plural: accounts, claim: carddesk_accounts, conceal: true,", `plural: "accounts (100% yours)", claim: carddesk_accounts,`, 1)
+	if text == string(b) {
+		t.Fatal("the card desk's resource line has changed; update this test")
+	}
+	file := filepath.Join(t.TempDir(), "carddesk.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := packs.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cara := policy.Session{UserID: "cara", Role: "card_agent", Resources: policy.Resources{"account": {"ACC-4471"}}, SessionID: "s", ConversationID: "c", CredentialRef: "cred-cara"}
+	v := set.Policy.Check(policy.Request{Tool: "get_card", Args: json.RawMessage(`{"accountRef":"ACC-5120"}`), Session: cara}, nil)
+	if want := "Account ACC-5120 is not one of the signed-in person's accounts (100% yours) (ACC-4471)."; v.Code != policy.CodeResourceScope || !strings.HasPrefix(v.Message, want) {
+		t.Fatalf("another's account: %s %q, want %q", v.Code, v.Message, want)
+	}
+}
