@@ -515,7 +515,7 @@ func UsageFromLog(k policy.LimitKey, who *signoff.Person) (string, []any, error)
 			  ELSE a.value_cents END), 0)::bigint FROM audit_log a`
 	const freed = `
 			  AND NOT EXISTS (SELECT 1 FROM audit_log d WHERE d.workflow_id = a.workflow_id AND d.run_id = a.run_id
-			                  AND d.event IN ('rejected', 'expired', 'released'))`
+			                  AND d.event IN ('rejected', 'expired', 'released', 'withdrawn'))`
 	// Read from the row's JSON, so a log from before migration 033, whose
 	// rows name nobody, is counted too (an upgrade's test counts it).
 	const unnamed = `a.user_id = $2 AND (coalesce(to_jsonb(a) ->> 'requester_issuer', '') = '' OR coalesce(to_jsonb(a) ->> 'requester_subject', '') = '')`

@@ -35,6 +35,10 @@ const (
 	// EventReleased: a call admitted against its limits ended with nothing
 	// sent upstream, and gave its reservation back.
 	EventReleased Event = "released"
+	// EventWithdrawn: the requester took a pending card back before anyone
+	// decided it; nothing ran, and its reservation and intent were given
+	// back.
+	EventWithdrawn Event = "withdrawn"
 	// EventPartitionDropped: a month of the log, archived, was dropped by
 	// the retention login (audit_partition_drop, migration 028); no call
 	// writes it.
@@ -61,6 +65,8 @@ const (
 	CardExpired  CardStatus = "expired"
 	CardExecuted CardStatus = "executed"
 	CardFailed   CardStatus = "failed"
+	// CardWithdrawn: its requester took it back; nothing ran.
+	CardWithdrawn CardStatus = "withdrawn"
 )
 
 // CardStatusAfter is the state a card ends in after the event that ends it.
@@ -72,6 +78,8 @@ func CardStatusAfter(e Event) CardStatus {
 		return CardRejected
 	case EventExpired:
 		return CardExpired
+	case EventWithdrawn:
+		return CardWithdrawn
 	}
 	return CardFailed
 }

@@ -39,6 +39,9 @@ const (
 	// the server now defines otherwise than an operator accepted: nothing
 	// was sent, and a person must accept the new definition first.
 	CodeDefinitionChanged Code = "definition_changed"
+	// CodeWithdrawn ends a card its requester took back before anyone
+	// decided it: nothing ran.
+	CodeWithdrawn Code = "withdrawn"
 )
 
 // CodeStoreScope was CodeResourceScope's wire value, a demo pack's word.
@@ -64,6 +67,7 @@ var Codes = []Code{
 	CodeCredentialUnavailable, CodeResourceScope, CodeOverLimit, CodeRateLimit,
 	CodeRejected, CodeExpired, CodeTimeout, CodeUpstreamUnavailable, CodeUpstreamError,
 	CodeLocked, CodeIdempotencyConflict, CodeStepUpRequired, CodeAlreadyPending, CodeDefinitionChanged,
+	CodeWithdrawn,
 }
 
 // Valid reports whether c is in the closed set.

@@ -174,6 +174,10 @@ const (
 	StatusUnreadable
 	NoSuchCall
 
+	// withdrawn
+	Withdrawn
+	WithdrawnWithNote
+
 	// A list cut to fit (sanitize).
 	PageNote
 	CutPageNote
@@ -313,6 +317,9 @@ var table = [keys]string{
 	StatusArgs:         `arguments must be {"callId": "<the idempotencyKey of an earlier result>"}`,
 	StatusUnreadable:   "The call's status could not be read right now; try again in a moment.",
 	NoSuchCall:         "No call %q of yours was found. Use the idempotencyKey of one of your own results.",
+
+	Withdrawn:         "%s withdrew this call before anyone decided it, so nothing ran. Do not call again unless the person asks for it anew.",
+	WithdrawnWithNote: "%s withdrew this call before anyone decided it, so nothing ran. Their note (result.note) says why; do not call again unless the person asks for it anew.",
 
 	PageNote:    "Showing %d of %d items. Call again with cursor %q for more.",
 	CutPageNote: "Cut to fit %d characters: showing %d of %d items on this page. Call again with cursor %q for the rest.",

@@ -22,12 +22,15 @@ import (
 	"github.com/toolgate/toolgate/toolargs"
 )
 
-// Decisions an approver can send. Edit changes the fields the row marks
-// editable (Approval.Edit) and puts the card up again as a new version.
+// Decisions on a card. Edit changes the fields the row marks editable
+// (Approval.Edit) and puts the card up again as a new version. Withdraw is
+// the requester's, never an approver's: the person who asked takes the
+// call back, and nothing runs.
 const (
-	Approve = "approve"
-	Reject  = "reject"
-	Edit    = "edit"
+	Approve  = "approve"
+	Reject   = "reject"
+	Edit     = "edit"
+	Withdraw = "withdraw"
 )
 
 // Approval is one decision on a card (the approval signal's payload).
@@ -159,8 +162,8 @@ func DecodeApproval(raw []byte) (Approval, error) {
 
 func (a Approval) validate() error {
 	switch {
-	case a.Decision != Approve && a.Decision != Reject && a.Decision != Edit:
-		return fmt.Errorf("decision must be %q, %q or %q, not %q", Approve, Reject, Edit, toolargs.Clip(a.Decision))
+	case a.Decision != Approve && a.Decision != Reject && a.Decision != Edit && a.Decision != Withdraw:
+		return fmt.Errorf("decision must be %q, %q, %q or %q, not %q", Approve, Reject, Edit, Withdraw, toolargs.Clip(a.Decision))
 	case (a.Decision == Edit) != (len(a.Edit) > 0):
 		return fmt.Errorf("edit holds the new values of an %q decision, and only of one", Edit)
 	case len(a.Edit) > MaxEditBytes:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/toolargs"
 )
 
 // Rules are what a decision must match to count on one card, fixed when
@@ -41,6 +42,9 @@ type Rules struct {
 	// Action is what runs if approved; an edit may change Editable alone.
 	Action   json.RawMessage
 	Editable []string
+	// Withdrawable says the requester may withdraw the card (Withdraw);
+	// cards put up before withdrawals refuse one as an unknown decision.
+	Withdrawable bool
 }
 
 // Judgment is whether a decision counts (Code is CodeOK) and, when it
@@ -69,6 +73,10 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 		return Judgment{Code: policy.CodeCredentialUnavailable, Why: why}
 	}
 	j := Judgment{Verified: true}
+	if a.Decision == Withdraw {
+		j.Code, j.Why = r.checkWithdrawal(a, now)
+		return j
+	}
 	role := r.Role
 	if r.Escalated && a.Approver.Role == r.EscalateTo {
 		role = r.EscalateTo
@@ -98,6 +106,38 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 		}
 	}
 	return j
+}
+
+// checkWithdrawal holds a withdrawal to its card and its requester: the
+// card's args hash, a sign-in at a trusted identity provider, and the very
+// person who asked, by the issuer and subject of that sign-in where the
+// call's credential named them, else by user ID. A second name never
+// withdraws another person's call: unlike SamePerson, which may only
+// refuse, this match lets a decision count.
+func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) {
+	if !r.Withdrawable {
+		return policy.CodeInvalidArguments, "this card was put up before a requester could withdraw one; it waits for its approvers or its expiry"
+	}
+	if a.ArgsHash != r.ArgsHash {
+		return policy.CodeInvalidArguments, "the args hash does not match the card: the card shown is not the one pending"
+	}
+	if code, why := CheckSignIn(a, r.Issuers, now); code != policy.CodeOK {
+		return code, why
+	}
+	if !r.IsRequester(a) {
+		return policy.CodeRole, fmt.Sprintf("only the person who asked for this call may withdraw it, and %s did not", toolargs.Clip(a.Approver.UserID))
+	}
+	return policy.CodeOK, ""
+}
+
+// IsRequester reports whether decision a comes from the card's requester:
+// the same issuer and subject when the call's credential named them, else
+// the same user ID.
+func (r Rules) IsRequester(a Approval) bool {
+	if r.RequesterPerson.Known() {
+		return PersonOf(a) == r.RequesterPerson
+	}
+	return r.Requester != "" && a.Approver.UserID == r.Requester
 }
 
 // signedFor is the earlier version of the card a decision's signature

@@ -36,6 +36,15 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 		return signoff.SignApproval(a, rules.Card, "k1", priv, now.Format(time.RFC3339))
 	}
 	sam := decision("sam", "card_supervisor", nil)
+	withdrawal := func(user string, change func(*signoff.Approval)) signoff.Approval {
+		return decision(user, "card_agent", func(a *signoff.Approval) {
+			a.Decision, a.Approver.Resources = signoff.Withdraw, nil
+			if change != nil {
+				change(a)
+			}
+		})
+	}
+	withdrawable := func(r *signoff.Rules) { r.Withdrawable = true }
 	rows := []struct {
 		name     string
 		rules    func(*signoff.Rules)
@@ -73,6 +82,31 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 		{name: "an approver twice", a: sam, rules: func(r *signoff.Rules) { r.Need, r.Approvals = 2, []signoff.Approval{sam} }, want: policy.CodeRole, verified: true},
 		{name: "a second approver", a: decision("sol", "card_supervisor", nil), rules: func(r *signoff.Rules) { r.Need, r.Approvals = 2, []signoff.Approval{sam} },
 			want: policy.CodeOK, verified: true},
+		{name: "the requester withdraws", a: withdrawal("cara", nil), rules: withdrawable, want: policy.CodeOK, verified: true},
+		{name: "the requester withdraws a card two must approve", a: withdrawal("cara", nil), rules: func(r *signoff.Rules) { withdrawable(r); r.Need = 2 },
+			want: policy.CodeOK, verified: true},
+		{name: "a withdrawal needs a sign-in alone", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.AuthTime = now.Add(-5 * time.Hour).Format(time.RFC3339) }),
+			rules: withdrawable, want: policy.CodeOK, verified: true},
+		{name: "a card put up before withdrawals", a: withdrawal("cara", nil), want: policy.CodeInvalidArguments, verified: true},
+		{name: "an approver withdraws", a: withdrawal("sam", func(a *signoff.Approval) { a.Approver.Role = "card_supervisor" }), rules: withdrawable,
+			want: policy.CodeRole, verified: true},
+		{name: "the requester's user ID at another provider", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer = "https://other.example" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.Issuers = append(r.Issuers, "https://other.example") }, want: policy.CodeRole, verified: true},
+		{name: "the requester's user ID with another subject", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Subject = "mallory" }), rules: withdrawable,
+			want: policy.CodeRole, verified: true},
+		{name: "the requester under another user ID", a: withdrawal("cara.doyle", func(a *signoff.Approval) { a.Evidence.Subject = "cara" }), rules: withdrawable,
+			want: policy.CodeOK, verified: true},
+		{name: "by user ID where the call named no person", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Subject = "c-91" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeOK, verified: true},
+		{name: "another user ID where the call named no person", a: withdrawal("cara.doyle", func(a *signoff.Approval) { a.Evidence.Subject = "cara" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeRole, verified: true},
+		{name: "a withdrawal with no sign-in", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence = nil }), rules: withdrawable,
+			want: policy.CodeStepUpRequired, verified: true},
+		{name: "a withdrawal from an untrusted provider", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer = "https://other.example" }), rules: withdrawable,
+			want: policy.CodeCredentialUnavailable, verified: true},
+		{name: "a withdrawal of another action", a: withdrawal("cara", func(a *signoff.Approval) { a.ArgsHash = strings.Repeat("b", 64) }), rules: withdrawable,
+			want: policy.CodeInvalidArguments, verified: true},
+		{name: "a withdrawal after the expiry", a: withdrawal("cara", nil), rules: withdrawable, at: up.Add(31 * time.Minute), want: policy.CodeExpired, verified: true},
 	}
 	for _, row := range rows {
 		r := rules

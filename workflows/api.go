@@ -124,6 +124,9 @@ const (
 	StatusRejected       CallStatus = "rejected"
 	StatusExpired        CallStatus = "expired"
 	StatusFailed         CallStatus = "failed"
+	// StatusWithdrawn: the requester took the card back before anyone
+	// decided it; nothing ran.
+	StatusWithdrawn CallStatus = "withdrawn"
 )
 
 // card is the state a card shows for a call that ends (or waits) so; the

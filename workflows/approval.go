@@ -33,7 +33,7 @@ func (c *call) approval(d decision) (ToolCallResult, error) {
 	}
 	k.decided(a, ended)
 	var res ToolCallResult
-	if ended == "" && a.Decision != signoff.Reject {
+	if ended == "" && a.Decision != signoff.Reject && a.Decision != signoff.Withdraw {
 		ap, err := k.approve(a)
 		if err != nil {
 			return ToolCallResult{}, err
@@ -73,7 +73,8 @@ func (c *call) cardFor(d decision) (*card, error) {
 	k.Rules = signoff.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
 		Card: signoff.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
 		Keys: held.Trust.Keys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
-		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable}
+		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable,
+		Withdrawable: held.Judging >= judgeWithdrawable}
 	if held.Judging >= judgeVersioned {
 		k.Card.Version = firstCardVersion
 	}
@@ -152,10 +153,14 @@ const (
 	// resource its approver does not hold is audited resource_scope: a
 	// card put up before says store_scope to its end (refusalCode).
 	judgeResourceScope
+	// judgeWithdrawable is judgeResourceScope, and the requester may
+	// withdraw the card (signoff.Withdraw); a card put up before refuses a
+	// withdrawal as a payload that is no decision (notWithdrawable).
+	judgeWithdrawable
 )
 
 // judgingNow is the rules a card put up by today's code is judged by.
-const judgingNow = judgeResourceScope
+const judgingNow = judgeWithdrawable
 
 // refusalCode is the code a card judged by j audits a refusal with: the
 // closed set's, or the one the card's earlier refusals were audited with.

@@ -166,9 +166,17 @@ func (k *card) judge(r received, now time.Time) refusal {
 	if r.bad != "" {
 		return refusal{received: r, code: policy.CodeInvalidArguments, why: r.bad}
 	}
+	if r.a.Decision == signoff.Withdraw && !k.Withdrawable {
+		return refusal{received: r, code: policy.CodeInvalidArguments, why: notWithdrawable}
+	}
 	j := signoff.Judge(k.Rules, r.a, now)
 	return refusal{received: r, code: j.Code, why: j.Why, verified: j.Verified}
 }
+
+// notWithdrawable is why a card put up before withdrawals refuses one: the
+// words its code gave a decision it did not know, so a card in flight
+// judges it as it would have, unverified, never towards its lock.
+const notWithdrawable = `decision must be "approve", "reject" or "edit", not "withdraw"`
 
 // countApprovals records the approvals counted towards the card's quorum,
 // each with its approver and evidence, and the card showing them so far.
@@ -226,6 +234,8 @@ func (k *card) outcome(a signoff.Approval, ended CallStatus) string {
 		return "definition_changed"
 	case a.Decision == signoff.Reject:
 		return "rejected"
+	case a.Decision == signoff.Withdraw:
+		return "withdrawn"
 	}
 	return "approved"
 }
@@ -242,13 +252,15 @@ func (k *card) decided(a signoff.Approval, ended CallStatus) {
 		shown.Status = activities.CardExpired
 	case "definition_changed":
 		shown.Status = activities.CardFailed
+	case "withdrawn":
+		shown.Status = activities.CardWithdrawn
 	}
 	if ended != "" {
 		by = ""
 	}
 	k.books.notify(activities.CardEventDecided, shown, by)
 	countApproval(k.ctx, k.books.metricTool, outcome)
-	if ended == "" {
+	if ended == "" && a.Decision != signoff.Withdraw {
 		workflow.GetMetricsHandler(k.ctx).WithTags(map[string]string{"tool": k.books.metricTool, "outcome": outcome}).
 			Timer(MetricTimeToDecision).Record(workflow.Now(k.ctx).Sub(k.UpAt))
 	}
@@ -267,12 +279,29 @@ func (k *card) close(a signoff.Approval, ended CallStatus) (ToolCallResult, erro
 		return k.end(StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			sentences.Say(sentences.Expired, k.held.TTL, k.books.tool))
 	}
+	if a.Decision == signoff.Withdraw {
+		msg := sentences.Say(sentences.Withdrawn, a.Approver.UserID)
+		if k.noted(a) {
+			msg = sentences.Say(sentences.WithdrawnWithNote, a.Approver.UserID)
+		}
+		return k.end(StatusWithdrawn, policy.CodeWithdrawn, activities.EventWithdrawn, &a, msg)
+	}
 	msg := sentences.Say(sentences.Rejected, a.Approver.UserID)
-	if note := sanitize.Text(a.Reason); note != "" {
+	if k.noted(a) {
 		msg = sentences.Say(sentences.RejectedWithNote, a.Approver.UserID)
-		k.note, _ = json.Marshal(map[string]string{"note": note})
 	}
 	return k.end(StatusRejected, policy.CodeRejected, activities.EventRejected, &a, msg)
+}
+
+// noted keeps decision a's note, sanitized, as the result's note for the
+// model, and says whether it has one.
+func (k *card) noted(a signoff.Approval) bool {
+	note := sanitize.Text(a.Reason)
+	if note == "" {
+		return false
+	}
+	k.note, _ = json.Marshal(map[string]string{"note": note})
+	return true
 }
 
 // end records a card that will not run as ended with status and code.

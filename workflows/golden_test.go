@@ -36,7 +36,7 @@ const goldenDir = "testdata/golden"
 // goldenGeneration names the histories recorded by today's code. Bump it
 // with each versioned change to the workflow, so make golden records every
 // path again beside the older generations, which keep replaying.
-const goldenGeneration = "g13"
+const goldenGeneration = "g14"
 
 // goldenPaths are the paths whose histories are kept: every one must keep
 // replaying after any code change, or calls in flight would break.
@@ -93,6 +93,8 @@ var goldenPaths = []struct {
 	{"transfer_two_person_one_person", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(twoHundredCases)},
 		[]signoff.Approval{approve(adwoaID), {Decision: signoff.Approve, Approver: policy.Identity{UserID: "adwoa.mensah", Role: mangrove.RoleAreaManager, Resources: kofiID.Resources},
 			Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
+	{"transfer_withdrawn", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
+		[]signoff.Approval{withdraw(efuaID), withdraw(kofiID)}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 	// PlanCover (packs/plancover): a read that runs as no one, a portal
@@ -112,6 +114,19 @@ var goldenPaths = []struct {
 	{"northgate_signed_out_expired", workflows.ToolCallInput{Tool: northgate.ToolGetBalance, Args: json.RawMessage(`{}`)}, nil},
 	{"northgate_locked_out", workflows.ToolCallInput{Tool: northgate.ToolVerifyPassphrase, Args: json.RawMessage(`{"passphrase":"sealed:sf_00000000000000000000000000000000"}`)}, nil},
 	{"northgate_reissue_approved", workflows.ToolCallInput{Tool: northgate.ToolReissueCard, Args: json.RawMessage(`{"reason":"captured"}`)}, []signoff.Approval{approve(imogenID)}},
+}
+
+// signInAt names issuer as the provider of the sign-in behind credential
+// ref, and returns the one it named before.
+func signInAt(t *testing.T, s *testenv.Stack, ref, issuer string) string {
+	t.Helper()
+	var before string
+	err := s.Owner.QueryRow(context.Background(), `WITH old AS (SELECT issuer FROM vault.credentials WHERE ref = $1)
+		UPDATE vault.credentials c SET issuer = $2 FROM old WHERE c.ref = $1 RETURNING old.issuer`, ref, issuer).Scan(&before)
+	if err != nil {
+		t.Fatalf("sign %s in at %s: %v", ref, issuer, err)
+	}
+	return before
 }
 
 // imogenID is Northgate's card operations on the golden paths.
@@ -149,12 +164,19 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_repeated_then_rejected":            {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(114), SessionID: "s11", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_edited_stale_then_rejected":        {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s12", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_other_store_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(121), SessionID: "s13", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_withdrawn":                         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110), SessionID: "s14", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"plancover_knowledge_read":                   meera,
 	"plancover_portal_not_found":                 meera,
 	"plancover_hospitals_invalid":                meera,
 	"plancover_index_down":                       meera,
 	"plancover_signed_out_expired":               meera,
 }
+
+// goldenSignedIn are paths whose requester's credential names a sign-in
+// at the identity provider the stack trusts (testenv.Issuer) while the
+// path runs, as one through the MCP server would, so their own decisions
+// (a withdrawal) come from the person who asked.
+var goldenSignedIn = map[string]string{"transfer_withdrawn": "cred-kofi"}
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card
 // unanswered past half its TTL (the recording stack's is 2 s).
@@ -253,6 +275,10 @@ func TestRecordGoldenHistories(t *testing.T) {
 			in.Session = who
 		}
 		pc.SetIndexDown(goldenIndexDown[p.name])
+		if ref, ok := goldenSignedIn[p.name]; ok {
+			restore := signInAt(t, s, ref, testenv.Issuer)
+			defer signInAt(t, s, ref, restore)
+		}
 		if strings.HasPrefix(p.name, "northgate_") {
 			in.Session = dana
 			northgateStanding(t, plain, p.name, danaPerson, dana.CredentialRef)

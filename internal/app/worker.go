@@ -146,13 +146,15 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 // comes after 031's signed card versions and 032's bound seeded secrets).
 // The worker, the card UI and the MCP server check it at start.
 func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var partitioned, ledger, temporary, versioned, personal bool
+	var partitioned, ledger, temporary, versioned, personal, withdrawable bool
 	var db string
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL,
 		has_database_privilege(current_database(), 'TEMPORARY'), current_database(),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.pending_action') AND attname = 'signed_version' AND NOT attisdropped),
-		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.limit_usage') AND attname = 'requester_subject' AND NOT attisdropped)`).
-		Scan(&partitioned, &ledger, &temporary, &db, &versioned, &personal); err != nil {
+		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.limit_usage') AND attname = 'requester_subject' AND NOT attisdropped),
+		EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('public.audit_log') AND conname = 'audit_log_event_check'
+		        AND pg_get_constraintdef(oid) LIKE '%''withdrawn''%')`).
+		Scan(&partitioned, &ledger, &temporary, &db, &versioned, &personal, &withdrawable); err != nil {
 		return fmt.Errorf("read the database's schema: %w", err)
 	}
 	if !partitioned {
@@ -166,6 +168,9 @@ func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if !personal {
 		return errors.New("the database is older than this service: its limits count user IDs, not people (migration 033); run starter migrate (make migrate) as the owner first")
+	}
+	if !withdrawable {
+		return errors.New("the database is older than this service: its audit log cannot say a card was withdrawn (migration 034); run starter migrate (make migrate) as the owner first")
 	}
 	if temporary {
 		return fmt.Errorf("this service's role may make temporary tables in database %s, so a table of its own could stand in for one the owner's functions write: run starter migrate (make migrate) as the owner (migration 030 revokes it), and where the owner does not own the database, run as the database's owner: REVOKE TEMPORARY ON DATABASE %s FROM PUBLIC",

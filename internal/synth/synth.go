@@ -137,7 +137,7 @@ func byMonth(ledger, person bool) string {
   INSERT INTO limit_usage (workflow_id, run_id, id, at, event, tool, resource_kind, resource_id, user_id, admitted_cents, value_cents` + columns + `)
   SELECT a.workflow_id, a.run_id, a.id, a.at, a.event, a.tool, a.resource_kind, a.resource_id, a.user_id, a.value_cents, a.value_cents` + whose + `
   FROM audit a WHERE a.event IN ('allowed', 'needs_approval') AND a.at > now() - limit_usage_keep()
-    AND NOT EXISTS (SELECT 1 FROM audit r WHERE r.workflow_id = a.workflow_id AND r.run_id = a.run_id AND r.event IN ('rejected', 'expired', 'released'))
+    AND NOT EXISTS (SELECT 1 FROM audit r WHERE r.workflow_id = a.workflow_id AND r.run_id = a.run_id AND r.event IN ('rejected', 'expired', 'released', 'withdrawn'))
   RETURNING 1)`
 	}
 	return strings.NewReplacer("{derived}", ", seconds", "{seconds}", ", e.seconds", "{person}", columns, "{personValues}", values,
