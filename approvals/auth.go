@@ -79,7 +79,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c, err := s.load(r.Context(), id, sess)
-		if err != nil || c.Evidence == nil {
+		if err != nil || c.Evidence == nil || !c.Approver {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}

@@ -93,7 +93,7 @@ func (s *Server) decideMany(w http.ResponseWriter, r *http.Request, sess session
 		results[i] = BatchResult{WorkflowID: id, Outcome: batchRefused}
 		c, err := s.load(r.Context(), id, sess)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, pgx.ErrNoRows) || err == nil && !c.Approver:
 			results[i].Why = "not found among the cards you may decide"
 			continue
 		case err != nil:

@@ -380,3 +380,51 @@ func settled(t *testing.T, ctx context.Context, start string) string {
 	t.Fatal("the sign-in did not finish")
 	return ""
 }
+
+// TestAWithdrawnCardLeavesTheInboxInABrowser: ama, who asked for the
+// $384.00 transfer, finds it among her requests, opens it and withdraws it
+// in Chromium; it closes withdrawn, leaves every inbox (hers, as its
+// approver, too), nothing runs; efua, neither its requester nor its
+// approver, cannot open it.
+func TestAWithdrawnCardLeavesTheInboxInABrowser(t *testing.T) {
+	u := newUI(t, 0)
+	// ama's credential names her sign-in at the card UI's provider, as one
+	// made through the MCP server does.
+	if _, err := u.Owner.Exec(context.Background(), `UPDATE vault.credentials SET issuer = $1 WHERE ref = 'cred-ama'`, u.IdP.URL); err != nil {
+		t.Fatal(err)
+	}
+	u.request(t, "wd", "c40", 40)
+	id := workflows.WorkflowID("wd", "c40")
+
+	ama := browser(t)
+	signInAs(t, ama, u, "ama")
+	if mine := get(t, ama, chromedp.Text(chromedp.CSS("#mine"))); !strings.Contains(mine, "Your requests waiting") || !strings.Contains(mine, "Move 40 cases") {
+		t.Fatalf("ama's requests: %q", mine)
+	}
+	do(t, ama,
+		chromedp.Click(chromedp.CSS(`#mine a[href="/cards/`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#withdraw")),
+		chromedp.SendKeys(chromedp.CSS("#withdraw-reason"), "the delivery came early"),
+		chromedp.Click(chromedp.CSS("#withdraw")),
+		chromedp.WaitVisible(chromedp.CSS("#outcome")),
+	)
+	if outcome := get(t, ama, chromedp.Text(chromedp.CSS("#outcome"))); !strings.Contains(outcome, "Withdrawn by ama") || !strings.Contains(outcome, "the delivery came early") {
+		t.Fatalf("after ama withdrew: %q", outcome)
+	}
+	do(t, ama, chromedp.Navigate(u.URL+"/"), chromedp.WaitVisible(chromedp.CSS(".who")))
+	if inbox := get(t, ama, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(inbox, "Nothing is waiting for you") || strings.Contains(inbox, "Your requests waiting") {
+		t.Fatalf("ama's inbox after the withdrawal:\n%s", inbox)
+	}
+	efua := browser(t)
+	signInAs(t, efua, u, "efua")
+	do(t, efua, chromedp.Navigate(u.URL+"/cards/"+id), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if page := get(t, efua, chromedp.Text(chromedp.CSS("main"))); strings.Contains(page, "Move 40 cases") {
+		t.Fatalf("efua opens ama's card:\n%s", page)
+	}
+	if n := u.count(t, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id); n != 0 {
+		t.Fatalf("%d transfers after the withdrawal", n)
+	}
+	if got := auditTrail(t, context.Background(), u.Owner, `workflow_id = $1`, id); len(got) != 2 || !strings.HasSuffix(got[1], "withdrawn withdrawn store/112 38400") {
+		t.Fatalf("audit: %q", got)
+	}
+}

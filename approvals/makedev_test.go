@@ -109,7 +109,7 @@ func TestPlanCoverRunsThroughMakeDev(t *testing.T) {
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "meera")
 	offered := offeredTools(t, ctx, cs)
-	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool; offered != want {
+	if want := "find_network_hospitals get_claim_settlement get_claim_status get_covered_benefits get_plan_details list_my_claims list_my_policies list_policy_documents search_policy_knowledge " + mcpgate.StatusTool + " " + mcpgate.WithdrawTool; offered != want {
 		t.Fatalf("meera is offered %v", offered)
 	}
 	res, text := call("list_my_policies", map[string]any{})
@@ -165,7 +165,7 @@ func TestTheReferenceServersRunThroughMakeDev(t *testing.T) {
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "noor")
 	offered := offeredTools(t, ctx, cs)
-	if want := "files__list_directory files__move_file files__read_text_file files__write_file memory__delete_entities memory__open_nodes memory__read_graph memory__search_nodes " + mcpgate.StatusTool; offered != want {
+	if want := "files__list_directory files__move_file files__read_text_file files__write_file memory__delete_entities memory__open_nodes memory__read_graph memory__search_nodes " + mcpgate.StatusTool + " " + mcpgate.WithdrawTool; offered != want {
 		t.Fatalf("noor is offered %v", offered)
 	}
 	scratch := filepath.Join(d.Root, ".dev", "scratch")
@@ -297,7 +297,7 @@ func TestNorthgateRunsThroughMakeDev(t *testing.T) {
 	defer cancel()
 	call, cs := d.mcpAs(t, ctx, "dana")
 	offered := offeredTools(t, ctx, cs)
-	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card " + mcpgate.StatusTool + " transfer_funds verify_one_time_code verify_passphrase"; offered != want {
+	if want := "freeze_card get_balance get_branch_hours get_recent_bill reissue_card " + mcpgate.StatusTool + " " + mcpgate.WithdrawTool + " transfer_funds verify_one_time_code verify_passphrase"; offered != want {
 		t.Fatalf("dana is offered %v", offered)
 	}
 	if res, text := call("get_balance", map[string]any{}); !res.IsError || !strings.Contains(text, "step_up_required") || !strings.Contains(text, "passphrase") || strings.Contains(text, "balancePence") {

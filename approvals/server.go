@@ -140,6 +140,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
+	mux.HandleFunc("POST /cards/{id}/withdraw", s.signedIn(s.withdraw))
 	mux.HandleFunc("POST /cards/batch", s.signedIn(s.decideMany))
 	mux.HandleFunc("GET /insights", s.signedIn(s.insightsPage))
 	mux.HandleFunc("GET /insights/calls", s.signedIn(func(w http.ResponseWriter, r *http.Request, _ session) {
@@ -186,6 +187,8 @@ type pageData struct {
 	// Next is where a sign-in page leads.
 	Next  string
 	Cards []CardView
+	// Mine are the signed-in person's own requests that wait for a person.
+	Mine  []CardView
 	Card  *CardView
 	Flash string
 	// Batch is each card's outcome of a batch decision.
@@ -248,6 +251,10 @@ type CardView struct {
 	// count on a card that needs several: they approved it already, or it
 	// is their own request.
 	YouApproved, YouAsked bool
+	// YouRequested says the signed-in person asked for the call: they may
+	// see its card and withdraw it while it waits, approver or not;
+	// Approver says they may decide it.
+	YouRequested, Approver bool
 	// Requester is the person behind the requester's credential, when the
 	// card names one.
 	Requester signoff.Person
@@ -383,11 +390,53 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 			flash = fmt.Sprintf("Your edit was applied: version %d (%s) now waits for the %s.", version, s.value(tool, value), strings.ReplaceAll(role, "_", " "))
 		}
 	}
-	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Flash: flash})
+	mine, err := s.Mine(r.Context(), sess)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Mine: mine, Flash: flash})
+}
+
+// mineSQL finds a person's own pending cards among the pending ones alone
+// (pending_action_open, migration 027): by the issuer and subject behind
+// each call's credential, or by user ID where a call's credential named
+// none, as the workflow judges a withdrawal (signoff.Rules.IsRequester).
+const mineSQL = `SELECT ` + cardColumns + ` FROM pending_action WHERE status = 'pending_approval' AND expires_at > now()
+  AND (requester_issuer = $1 AND requester_subject = $2 OR (requester_issuer IS NULL OR requester_subject IS NULL) AND requested_by = $3)
+  ORDER BY created_at DESC, workflow_id LIMIT $4`
+
+// Mine is the signed-in person's own requests that wait for a person,
+// newest first, at most InboxSize: what they may withdraw.
+func (s *Server) Mine(ctx context.Context, sess session) ([]CardView, error) {
+	rows, err := s.Pool.Query(ctx, mineSQL, sess.Evidence.Issuer, sess.Evidence.Subject, sess.User.UserID, InboxSize)
+	if err != nil {
+		return nil, fmt.Errorf("your requests: %w", err)
+	}
+	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CardView, error) {
+		c, err := scanCard(row)
+		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("your requests: %w", err)
+	}
+	return cards, nil
+}
+
+// requested says whether the signed-in person asked for card c: the same
+// issuer and subject where the card names its requester, else the same
+// user ID (signoff.Rules.IsRequester).
+func requested(c CardView, sess session) bool {
+	if c.Requester.Known() {
+		return c.Requester == signoff.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
+	}
+	return c.RequestedBy != "" && c.RequestedBy == sess.User.UserID
 }
 
 // load returns a card the approver may see: routed to their role, about a
-// resource they hold or none. Anything else is reported as not found.
+// resource they hold or none; or the signed-in person's own request.
+// Anything else is reported as not found.
 func (s *Server) load(ctx context.Context, id string, sess session) (CardView, error) {
 	u := sess.User
 	c, err := scanCard(s.Pool.QueryRow(ctx, `SELECT `+cardColumns+` FROM pending_action WHERE workflow_id = $1`, id))
@@ -398,7 +447,9 @@ func (s *Server) load(ctx context.Context, id string, sess session) (CardView, e
 	if spec, ok := s.Policy.Spec(c.Tool); ok {
 		c.Receipt = spec.Receipt.Of(c.result)
 	}
-	if (c.ApproverRole != string(u.Role) && c.EscalatedTo != string(u.Role)) || (c.Resource.Kind != "" && !u.Resources.Holds(c.Resource.Kind, c.Resource.ID)) {
+	c.YouRequested = requested(c, sess)
+	c.Approver = (c.ApproverRole == string(u.Role) || c.EscalatedTo == string(u.Role)) && (c.Resource.Kind == "" || u.Resources.Holds(c.Resource.Kind, c.Resource.ID))
+	if !c.Approver && !c.YouRequested {
 		return CardView{}, pgx.ErrNoRows
 	}
 	c.Pending = c.Status == activities.CardPending && s.now().Before(c.ExpiresAt)
@@ -432,6 +483,8 @@ func (s *Server) load(ctx context.Context, id string, sess session) (CardView, e
 		c.Outcome = fmt.Sprintf("Approved by %s; running now.", approvers)
 	case c.Status == activities.CardRejected:
 		c.Outcome = fmt.Sprintf("Rejected by %s: nothing ran.", c.DecidedBy)
+	case c.Status == activities.CardWithdrawn:
+		c.Outcome = fmt.Sprintf("Withdrawn by %s, who asked for it: nothing ran.", c.DecidedBy)
 	case c.Status == activities.CardFailed:
 		c.Outcome = fmt.Sprintf("Approved by %s, but %s could not run it.", approvers, s.Policy.System(c.Tool))
 	}
@@ -512,7 +565,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	}
 	back := "/cards/" + id
 	decision := r.PostFormValue("decision")
-	if !c.Pending || (decision != signoff.Approve && decision != signoff.Reject && decision != signoff.Edit) {
+	if !c.Pending || !c.Approver || (decision != signoff.Approve && decision != signoff.Reject && decision != signoff.Edit) {
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to decide: the card shows why
 		return
 	}
@@ -555,8 +608,43 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, sess session) {
 	s.Logger.Info("decision sent", zap.String("workflowId", id), zap.String("approver", sess.User.UserID), zap.String("decision", decision))
 	if refused := s.awaitOutcome(r.Context(), id, sess.User.UserID, start); refused != 0 {
 		back += "?refused=" + strconv.FormatInt(refused, 10)
-	} else if _, err := s.load(r.Context(), id, sess); errors.Is(err, pgx.ErrNoRows) {
+	} else if now, err := s.load(r.Context(), id, sess); errors.Is(err, pgx.ErrNoRows) || err == nil && !now.Approver {
 		back = "/?moved=" + urlQuery(id) // the edit routed the card to another role
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// withdraw signs the requester's withdrawal of their own pending card and
+// signals the call, then waits briefly to show what became of it: the
+// workflow judges it like any decision, in the order it receives them.
+func (s *Server) withdraw(w http.ResponseWriter, r *http.Request, sess session) {
+	if !s.csrfOK(sess, r.PostFormValue("csrf")) {
+		http.Error(w, "This form has expired. Reload the page and try again.", http.StatusForbidden)
+		return
+	}
+	id := r.PathValue("id")
+	c, ok := s.loadOrAnswer(w, r, sess)
+	if !ok {
+		return
+	}
+	back := "/cards/" + id
+	if !c.Pending || !c.YouRequested {
+		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to withdraw: the card shows why
+		return
+	}
+	start := s.now()
+	ev := sess.Evidence
+	card := signoff.CardRef{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
+	a := s.Signer.Sign(signoff.Approval{Decision: signoff.Withdraw, ArgsHash: c.ArgsHash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Approver: policy.Identity{UserID: sess.User.UserID, Role: sess.User.Role}, Evidence: &ev}, card, start.UTC().Format(time.RFC3339))
+	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
+		s.Logger.Warn("withdrawal signal failed", zap.String("workflowId", id), zap.Error(err))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	s.Logger.Info("withdrawal sent", zap.String("workflowId", id), zap.String("requester", sess.User.UserID))
+	if refused := s.awaitOutcome(r.Context(), id, sess.User.UserID, start); refused != 0 {
+		back += "?refused=" + strconv.FormatInt(refused, 10)
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }

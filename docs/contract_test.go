@@ -152,7 +152,7 @@ func TestTheContractNamesTheWireNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{workflows.TaskQueue, workflows.WorkflowType, workflows.StatusQuery, workflows.ApprovalSignal, workflows.FirstOutcomeUpdate,
-		workflows.CredentialSignal, mcpgate.Path, mcpgate.IdempotencyKeyMeta, mcpgate.ConversationMeta, mcpgate.StatusTool, mcpgate.BackChannelLogoutPath}
+		workflows.CredentialSignal, mcpgate.Path, mcpgate.IdempotencyKeyMeta, mcpgate.ConversationMeta, mcpgate.StatusTool, mcpgate.WithdrawTool, mcpgate.BackChannelLogoutPath}
 	for _, s := range []workflows.CallStatus{workflows.StatusDeciding, workflows.StatusPendingApproval, workflows.StatusAwaitingSignIn, workflows.StatusExecuting,
 		workflows.StatusExecuted, workflows.StatusDenied, workflows.StatusRejected, workflows.StatusExpired, workflows.StatusFailed} {
 		names = append(names, string(s))

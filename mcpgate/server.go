@@ -49,6 +49,10 @@ const (
 	FirstSessionlessRevision = "2026-07-28"
 	// StatusTool reads a call's outcome by its workflow ID.
 	StatusTool = "toolgate_call_status"
+	// WithdrawTool takes back one of the caller's own calls that waits for
+	// a person: its card closes withdrawn and nothing runs. It is offered
+	// where the server holds the key decisions are signed with (Signer).
+	WithdrawTool = "toolgate_call_withdraw"
 	// BackChannelLogoutPath takes the provider's logout tokens for the MCP
 	// client (OpenID Connect Back-Channel Logout 1.0): a lock or a role
 	// change ends the person's authority here too.
@@ -129,7 +133,10 @@ type Server struct {
 	// MaxWait bounds how long a tools/call waits, sending progress, for a
 	// person to decide a card before it answers that the card is pending.
 	MaxWait time.Duration
-	Logger  *zap.Logger
+	// Signer signs a person's withdrawal of their own card
+	// (TOOLGATE_APPROVAL_SIGNING_KEY); with none, WithdrawTool is not offered.
+	Signer *signoff.Signer
+	Logger *zap.Logger
 
 	mu          sync.Mutex
 	credentials map[string]string
@@ -273,6 +280,14 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []string{"callId"},
 			"properties": map[string]any{"callId": map[string]any{"type": "string", "maxLength": 200, "description": "the call's idempotencyKey"}}},
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &readOnly}}, s.status)
+	if s.Signer != nil {
+		destructive := false
+		srv.AddTool(&mcp.Tool{Name: WithdrawTool, Description: "Takes back one of your earlier toolgate calls that still waits for a person to approve it, when the person no longer wants it: its card closes and nothing runs.",
+			InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []string{"callId"},
+				"properties": map[string]any{"callId": map[string]any{"type": "string", "maxLength": 200, "description": "the call's idempotencyKey"},
+					"reason": map[string]any{"type": "string", "maxLength": signoff.MaxReasonRunes, "description": "optional: why the person took it back, in their words"}}},
+			Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &destructive, OpenWorldHint: &readOnly}}, s.withdraw)
+	}
 	return srv
 }
 
@@ -494,30 +509,89 @@ func (s *Server) status(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil || args.CallID == "" {
 		return failure(sentences.Say(sentences.StatusArgs)), nil
 	}
-	notFound := failure(sentences.Say(sentences.NoSuchCall, clipped(args.CallID)))
-	desc, err := s.Temporal.DescribeWorkflow(ctx, args.CallID, "")
-	if err != nil {
-		return notFound, nil
+	return s.outcome(ctx, id, args.CallID), nil
+}
+
+// outcome answers where one of the person's own calls stands: its result
+// once it has ended, else its status; another person's call, or none, is
+// not found.
+func (s *Server) outcome(ctx context.Context, id Identity, callID string) *mcp.CallToolResult {
+	closed, ok := s.own(ctx, id, callID)
+	if !ok {
+		return failure(sentences.Say(sentences.NoSuchCall, clipped(callID)))
 	}
-	d := desc.RawResponse
-	// The person, never the user ID (RequestedBy), which two people may share.
-	var asker signoff.Person
-	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (signoff.Person{Issuer: id.Issuer, Subject: id.Subject}) {
-		return notFound, nil
-	}
-	if d.GetWorkflowExecutionInfo().GetCloseTime() != nil {
+	if closed {
 		var res workflows.ToolCallResult
-		if err := s.Temporal.GetWorkflow(ctx, args.CallID, "").Get(ctx, &res); err != nil {
-			return failure(sentences.Say(sentences.EndedWithoutResult)), nil
+		if err := s.Temporal.GetWorkflow(ctx, callID, "").Get(ctx, &res); err != nil {
+			return failure(sentences.Say(sentences.EndedWithoutResult))
 		}
-		return result(res), nil
+		return result(res)
 	}
-	v, err := s.Temporal.QueryWorkflow(ctx, args.CallID, "", workflows.StatusQuery)
+	v, err := s.Temporal.QueryWorkflow(ctx, callID, "", workflows.StatusQuery)
 	var st workflows.Status
 	if err != nil || v.Get(&st) != nil {
-		return failure(sentences.Say(sentences.StatusUnreadable)), nil
+		return failure(sentences.Say(sentences.StatusUnreadable))
 	}
-	return result(workflows.ToolCallResult{Status: st.Status, Code: policy.CodeOK, Message: sentences.Say(sentences.StillWaiting, st.Status, st.ExpiresAt), Card: st.Card, IdempotencyKey: args.CallID, Result: json.RawMessage("{}")}), nil
+	return result(workflows.ToolCallResult{Status: st.Status, Code: policy.CodeOK, Message: sentences.Say(sentences.StillWaiting, st.Status, st.ExpiresAt), Card: st.Card, IdempotencyKey: callID, Result: json.RawMessage("{}")})
+}
+
+// own says whether callID is a call the person id started (and whether it
+// has ended): by the issuer and subject of the sign-in that started it
+// (its memo), never by user ID alone (RequestedBy), which two people may
+// share.
+func (s *Server) own(ctx context.Context, id Identity, callID string) (closed, ok bool) {
+	desc, err := s.Temporal.DescribeWorkflow(ctx, callID, "")
+	if err != nil {
+		return false, false
+	}
+	var asker signoff.Person
+	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (signoff.Person{Issuer: id.Issuer, Subject: id.Subject}) {
+		return false, false
+	}
+	return desc.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() != nil, true
+}
+
+// withdrawWait is how long a withdrawal waits for its card to close before
+// it answers where the call stands.
+const withdrawWait = 10 * time.Second
+
+// withdraw takes back one of the person's own calls whose card waits: it
+// signs their withdrawal with their sign-in as evidence, and answers the
+// call's outcome (withdrawn, or what won before it). The workflow judges
+// it like any decision, so only the person who asked can withdraw.
+func (s *Server) withdraw(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, ok := identityOf(req.Extra.TokenInfo)
+	if !ok {
+		return nil, errors.New("no signed-in person")
+	}
+	args, err := policy.DecodeStrict[struct {
+		CallID string `json:"callId"`
+		Reason string `json:"reason"`
+	}](req.Params.Arguments, 4<<10)
+	if err != nil || args.CallID == "" {
+		return failure(sentences.Say(sentences.WithdrawArgs)), nil
+	}
+	closed, ok := s.own(ctx, id, args.CallID)
+	if !ok {
+		return failure(sentences.Say(sentences.NoSuchCall, clipped(args.CallID))), nil
+	}
+	if closed {
+		return s.outcome(ctx, id, args.CallID), nil
+	}
+	a := signoff.Approval{Decision: signoff.Withdraw, Approver: policy.Identity{UserID: id.UserID, Role: id.Role}, Reason: strings.TrimSpace(args.Reason),
+		Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
+	if err := workflows.SendDecision(ctx, s.Temporal, args.CallID, a, *s.Signer); err != nil {
+		s.Logger.Info("withdrawal not sent", zap.String("workflowId", args.CallID), zap.Error(err))
+		return failure(sentences.Say(sentences.NotWithdrawable, clipped(args.CallID))), nil
+	}
+	s.Logger.Info("withdrawal sent", zap.String("workflowId", args.CallID))
+	wctx, cancel := context.WithTimeout(ctx, withdrawWait)
+	defer cancel()
+	var res workflows.ToolCallResult
+	if err := s.Temporal.GetWorkflow(wctx, args.CallID, "").Get(wctx, &res); err == nil {
+		return result(res), nil
+	}
+	return s.outcome(ctx, id, args.CallID), nil
 }
 
 func clipped(s string) string {

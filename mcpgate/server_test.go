@@ -129,7 +129,7 @@ func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
 		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
-		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Logger: zap.New(core)}).Handler()
+		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.ApprovalSigner, Logger: zap.New(core)}).Handler()
 	return g
 }
 
@@ -215,7 +215,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), mcpgate.StatusTool)
+	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), mcpgate.StatusTool, mcpgate.WithdrawTool)
 	slices.Sort(names)
 	slices.Sort(want)
 	if !slices.Equal(names, want) || slices.Contains(names, "change_price") {
@@ -357,6 +357,27 @@ func TestMCPCardsWaitForAPerson(t *testing.T) {
 	res, _ = other.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.StatusTool, Arguments: map[string]any{"callId": id}})
 	if !res.IsError || !strings.Contains(text(res), "No call") {
 		t.Fatalf("efua reads ama's call: %s", text(res))
+	}
+
+	// Withdrawn: not by another person, by ama; nothing runs, and her
+	// budget is hers again.
+	res, _ = other.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.WithdrawTool, Arguments: map[string]any{"callId": id}})
+	if !res.IsError || !strings.Contains(text(res), "No call") {
+		t.Fatalf("efua withdraws ama's call: %s", text(res))
+	}
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.WithdrawTool, Arguments: map[string]any{"callId": id, "reason": "the delivery came"}})
+	if st := structured(t, res); st["status"] != "withdrawn" || st["code"] != "withdrawn" || !strings.Contains(text(res), "ama withdrew this call") {
+		t.Fatalf("ama withdraws her card: %v %s", st, text(res))
+	}
+	_ = g2.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, id).Scan(&transfers)
+	var gone int
+	_ = g2.s.Owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE workflow_id = $1 AND status = 'withdrawn'`, id).Scan(&gone)
+	if transfers != 0 || gone != 1 {
+		t.Fatalf("after the withdrawal: %d transfers, %d withdrawn cards", transfers, gone)
+	}
+	res, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpgate.WithdrawTool, Arguments: map[string]any{"callId": id}})
+	if structured(t, res)["status"] != "withdrawn" {
+		t.Fatalf("withdrawn again: %s", text(res))
 	}
 }
 

@@ -83,7 +83,7 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 		t.Fatalf("%v: %s", err, stdout)
 	}
 	t.Logf("the TypeScript client saw %s", stdout)
-	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), "toolgate_call_status")
+	want := append(testenv.Policy.Offered(mangrove.RoleStoreManager), "toolgate_call_status", "toolgate_call_withdraw")
 	slices.Sort(want)
 	if !got.SignedIn || !slices.Equal(got.Tools, want) {
 		t.Fatalf("signed in %v, tools %v (want %v)", got.SignedIn, got.Tools, want)

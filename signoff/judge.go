@@ -3,6 +3,7 @@ package signoff
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -113,7 +114,9 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 // person who asked, by the issuer and subject of that sign-in where the
 // call's credential named them, else by user ID. A second name never
 // withdraws another person's call: unlike SamePerson, which may only
-// refuse, this match lets a decision count.
+// refuse, this match lets a decision count. The provider that named the
+// requester is trusted to name them again, whether or not it names
+// approvers: the call was admitted on its word.
 func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) {
 	if !r.Withdrawable {
 		return policy.CodeInvalidArguments, "this card was put up before a requester could withdraw one; it waits for its approvers or its expiry"
@@ -121,7 +124,11 @@ func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) 
 	if a.ArgsHash != r.ArgsHash {
 		return policy.CodeInvalidArguments, "the args hash does not match the card: the card shown is not the one pending"
 	}
-	if code, why := CheckSignIn(a, r.Issuers, now); code != policy.CodeOK {
+	issuers := r.Issuers
+	if r.RequesterPerson.Known() {
+		issuers = append(slices.Clip(issuers), r.RequesterPerson.Issuer)
+	}
+	if code, why := CheckSignIn(a, issuers, now); code != policy.CodeOK {
 		return code, why
 	}
 	if !r.IsRequester(a) {

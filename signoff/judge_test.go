@@ -102,6 +102,8 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeRole, verified: true},
 		{name: "a withdrawal with no sign-in", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence = nil }), rules: withdrawable,
 			want: policy.CodeStepUpRequired, verified: true},
+		{name: "at the requester's own provider, which names no approver", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer = "urn:desk:demo" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson.Issuer = "urn:desk:demo" }, want: policy.CodeOK, verified: true},
 		{name: "a withdrawal from an untrusted provider", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer = "https://other.example" }), rules: withdrawable,
 			want: policy.CodeCredentialUnavailable, verified: true},
 		{name: "a withdrawal of another action", a: withdrawal("cara", func(a *signoff.Approval) { a.ArgsHash = strings.Repeat("b", 64) }), rules: withdrawable,

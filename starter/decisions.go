@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
+	"go.temporal.io/sdk/client"
 )
 
 // handBackCmd ends a caller's verification lockout at one pack: the
@@ -102,7 +103,71 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	a := signoff.Approval{Decision: decision, ArgsHash: *hash, Reason: *reason,
 		Approver: policy.Identity{UserID: *user, Role: policy.Role(*role), Resources: held},
 		Evidence: &signoff.AuthEvidence{Issuer: OperatorIssuer, Subject: *user, ACR: *acr, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}}
-	if *wait <= 0 {
+	return sendDecision(cfg, c, decision, wf, a, *wait, out)
+}
+
+// withdrawCmd withdraws a pending card on behalf of the person who asked
+// for it. The operator holding the signing key vouches for that person:
+// the card's own requester (the issuer and subject behind the call's
+// credential, read from the card, else its user ID), with "operator" as
+// the sign-in's method, so the audit log says who stood behind it. The
+// workflow judges it like the requester's own withdrawal.
+func withdrawCmd(cfg config.Config, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("withdraw", flag.ContinueOnError)
+	call := callFlags(fs)
+	user := fs.String("user", "", "the user ID of the person who asked for the call, as the card names them")
+	reason := fs.String("reason", "", "optional: why they took it back")
+	wait := fs.Duration("wait", DecisionWait, "how long to wait for the worker to count or refuse the withdrawal (0: send it and do not wait)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	wf, err := call.workflow()
+	if err != nil {
+		return fmt.Errorf("withdraw: %w", err)
+	}
+	if *user == "" {
+		return errors.New("withdraw: --user is required: the user ID of the person who asked for the call")
+	}
+	if cfg.SigningKey == nil {
+		return fmt.Errorf("withdraw: withdrawals must be signed; set TOOLGATE_APPROVAL_SIGNING_KEY (make dev writes one to %s)", config.DevKeysFile)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := cfg.OpenPool(ctx, "approvals")
+	if err != nil {
+		return fmt.Errorf("withdraw: %w", err)
+	}
+	defer pool.Close()
+	var by, role, issuer, subject string
+	err = pool.QueryRow(ctx, `SELECT requested_by, requester_role, coalesce(requester_issuer, ''), coalesce(requester_subject, '') FROM pending_action
+		WHERE workflow_id = $1`, wf).Scan(&by, &role, &issuer, &subject)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("withdraw: %s has put up no card: only a call that waits for a person can be withdrawn", wf)
+	}
+	if err != nil {
+		return fmt.Errorf("withdraw: read the card of %s: %w", wf, err)
+	}
+	if by != *user {
+		return fmt.Errorf("withdraw: %s was asked for by %s, not %s: only the person who asked may withdraw it", wf, by, *user)
+	}
+	ev := signoff.AuthEvidence{Issuer: OperatorIssuer, Subject: by, ACR: policy.ACRPassword, AMR: []string{"operator"}, AuthTime: time.Now().UTC().Format(time.RFC3339)}
+	if issuer != "" && subject != "" {
+		ev.Issuer, ev.Subject = issuer, subject
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a := signoff.Approval{Decision: signoff.Withdraw, Reason: *reason, Approver: policy.Identity{UserID: by, Role: policy.Role(role)}, Evidence: &ev}
+	return sendDecision(cfg, c, signoff.Withdraw, wf, a, *wait, out)
+}
+
+// sendDecision signs and sends decision a on the card of call wf, and,
+// unless wait is 0, waits that long for what the worker recorded of it.
+func sendDecision(cfg config.Config, c client.Client, decision, wf string, a signoff.Approval, wait time.Duration, out io.Writer) error {
+	user := &a.Approver.UserID
+	if wait <= 0 {
 		if err := workflows.SendDecision(context.Background(), c, wf, a, *cfg.SigningKey); err != nil {
 			return fmt.Errorf("%s: %w", decision, err)
 		}
@@ -125,7 +190,7 @@ func decideCmd(cfg config.Config, decision string, args []string, out io.Writer)
 	if err := workflows.SendDecision(ctx, c, wf, a, *cfg.SigningKey); err != nil {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
-	waitCtx, stop := context.WithTimeout(context.Background(), *wait)
+	waitCtx, stop := context.WithTimeout(context.Background(), wait)
 	defer stop()
 	o, err := awaitDecision(waitCtx, reader.Pool, wf, *user, sent)
 	if err != nil {
@@ -154,7 +219,7 @@ func awaitDecision(ctx context.Context, db *pgxpool.Pool, workflowID, user strin
 		var o decisionOutcome
 		err := db.QueryRow(ctx, `SELECT event, coalesce(reason, ''), coalesce(message, '') FROM audit_log
 			WHERE workflow_id = $1 AND at >= $3 AND (approver_id = $2 OR claimed_approver_id = $2)
-			  AND event IN ('approval_refused', 'approval_counted', 'edited', 'approved', 'rejected')
+			  AND event IN ('approval_refused', 'approval_counted', 'edited', 'approved', 'rejected', 'withdrawn')
 			ORDER BY id DESC LIMIT 1`, workflowID, user, sent).Scan(&o.Event, &o.Code, &o.Message)
 		if err == nil {
 			o.Message = strings.TrimPrefix(o.Message, "Refused: ")

@@ -85,6 +85,37 @@ func TestApprovingFromATerminal(t *testing.T) {
 	}
 }
 
+// TestWithdrawingFromATerminal: an operator withdraws ama's card for her,
+// never for another person; it ends withdrawn, and a second withdrawal
+// finds nothing pending.
+func TestWithdrawingFromATerminal(t *testing.T) {
+	s := testenv.NewStackWith(t, testenv.StackOptions{ApproverIssuers: []string{OperatorIssuer}})
+	asStarter(t, s)
+	t.Setenv("TOOLGATE_APPROVAL_SIGNING_KEY", testenv.SigningKeyEnv())
+	ctx := context.Background()
+	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "s-wd", ConversationID: "wd", CredentialRef: "cred-ama"}
+	first, run1, err := workflows.Call(ctx, s.Client, s.Policy, s.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "w1",
+		Args: json.RawMessage(`{"articleId":40211,"quantity":40,"reason":"stockout_risk"}`), Session: sess})
+	if err != nil || first.Status != workflows.StatusPendingApproval {
+		t.Fatalf("card: %v %+v", err, first)
+	}
+	var out strings.Builder
+	if err := run([]string{"withdraw", "--workflow-id", run1.GetID(), "--user", "efua"}, &out); err == nil || !strings.Contains(err.Error(), "asked for by ama, not efua") {
+		t.Fatalf("a withdrawal for another person: %v", err)
+	}
+	if err := run([]string{"withdraw", "--conversation", "wd", "--call-id", "w1", "--user", "ama", "--reason", "came early"}, &out); err != nil ||
+		!strings.Contains(out.String(), "withdraw of "+run1.GetID()+": withdrawn") {
+		t.Fatalf("ama's withdrawal: %v %q", err, out.String())
+	}
+	var res workflows.ToolCallResult
+	if err := run1.Get(ctx, &res); err != nil || res.Status != workflows.StatusWithdrawn || res.Code != policy.CodeWithdrawn {
+		t.Fatalf("the withdrawn call: %v %+v", err, res)
+	}
+	if err := run([]string{"withdraw", "--workflow-id", run1.GetID(), "--user", "ama"}, &out); err == nil || !strings.Contains(err.Error(), "is withdrawn, not pending approval") {
+		t.Fatalf("a second withdrawal: %v", err)
+	}
+}
+
 // TestMigrateNamesItsDatabase: migrate creates cluster-wide roles, so it
 // never falls back to a server nobody named.
 func TestMigrateNamesItsDatabase(t *testing.T) {

@@ -37,6 +37,7 @@ const usage = `usage:
   starter pending --role R [--resources KIND=ID[,…]] [--format text|json]   (the cards an approver of role R over those resources may decide)
   starter approve --conversation C --call-id ID | --workflow-id ID --user U --role R --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
   starter reject  --conversation C --call-id ID | --workflow-id ID --user U --role R --resources KIND=ID[,…] [--reason TEXT] [--hash H] [--acr pwd|mfa]
+  starter withdraw --conversation C --call-id ID | --workflow-id ID --user U [--reason TEXT]   (takes a pending card back for U, who asked for it: nothing runs)
   starter resume  --conversation C --call-id ID | --workflow-id ID --credential REF   (a call awaiting_sign_in carries on with the new sign-in's credential)
   starter tools   --role R [--format openai|anthropic|mcp]
   starter explain --workflow-id ID [--format text|json]   (one call's whole story, from the audit log and its history)
@@ -97,6 +98,8 @@ func run(args []string, out io.Writer) error {
 		return waitCmd(cfg, args[1:], out)
 	case "approve", "reject":
 		return decideCmd(cfg, args[0], args[1:], out)
+	case "withdraw":
+		return withdrawCmd(cfg, args[1:], out)
 	case "pending":
 		return pendingCmd(cfg, args[1:], out)
 	case "resume":
