@@ -279,29 +279,30 @@ func (k *card) close(a signoff.Approval, ended CallStatus) (ToolCallResult, erro
 		return k.end(StatusExpired, policy.CodeExpired, activities.EventExpired, nil,
 			sentences.Say(sentences.Expired, k.held.TTL, k.books.tool))
 	}
+	k.note = noteOf(a.Reason)
 	if a.Decision == signoff.Withdraw {
 		msg := sentences.Say(sentences.Withdrawn, a.Approver.UserID)
-		if k.noted(a) {
+		if k.note != nil {
 			msg = sentences.Say(sentences.WithdrawnWithNote, a.Approver.UserID)
 		}
 		return k.end(StatusWithdrawn, policy.CodeWithdrawn, activities.EventWithdrawn, &a, msg)
 	}
 	msg := sentences.Say(sentences.Rejected, a.Approver.UserID)
-	if k.noted(a) {
+	if k.note != nil {
 		msg = sentences.Say(sentences.RejectedWithNote, a.Approver.UserID)
 	}
 	return k.end(StatusRejected, policy.CodeRejected, activities.EventRejected, &a, msg)
 }
 
-// noted keeps decision a's note, sanitized, as the result's note for the
-// model, and says whether it has one.
-func (k *card) noted(a signoff.Approval) bool {
-	note := sanitize.Text(a.Reason)
+// noteOf is a decision's reason as the result's note for the model,
+// sanitized; nil when it has none.
+func noteOf(reason string) json.RawMessage {
+	note := sanitize.Text(reason)
 	if note == "" {
-		return false
+		return nil
 	}
-	k.note, _ = json.Marshal(map[string]string{"note": note})
-	return true
+	b, _ := json.Marshal(map[string]string{"note": note})
+	return b
 }
 
 // end records a card that will not run as ended with status and code.
