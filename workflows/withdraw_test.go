@@ -2,10 +2,12 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signoff"
 )
@@ -101,5 +103,30 @@ func TestAWithdrawalAfterTheApprovalIsRefused(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM mangrove.transfers`); n != 1 {
 		t.Fatalf("%d transfers", n)
+	}
+}
+
+// TestWithdrawnCardsFreeTheirBudget: a store takes 5 transfers a day;
+// five withdrawn cards leave all five, so the sixth is approved and runs,
+// never rate_limit.
+func TestWithdrawnCardsFreeTheirBudget(t *testing.T) {
+	f := newFixture(t)
+	// kofi's credential names his sign-in at the seed's demo provider.
+	asker := policy.Identity{UserID: "kofi", Role: mangrove.RoleAreaManager}
+	for i := 1; i <= 5; i++ {
+		res := f.run(t, "wdfree", fmt.Sprint("c", i), "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":116}`, kofi(""),
+			func(env tenv) {
+				w := withdraw(asker)
+				w.Evidence = &signoff.AuthEvidence{Issuer: "urn:toolgate:demo", Subject: "kofi", ACR: policy.ACRPassword, AuthTime: env.Now().UTC().Format(time.RFC3339)}
+				decide(t, env, time.Minute, nil, w)
+			})
+		if res.Status != "withdrawn" {
+			t.Fatalf("card %d: %+v", i, res)
+		}
+	}
+	res := f.run(t, "wdfree", "c6", "request_stock_transfer", `{"articleId":40211,"quantity":1,"reason":"stockout_risk","storeId":116}`, kofi(""),
+		func(env tenv) { decide(t, env, time.Minute, nil, approve(storeManager(116))) })
+	if res.Status != "executed" {
+		t.Fatalf("after 5 withdrawn cards: %s/%s %s", res.Status, res.Code, res.Message)
 	}
 }
