@@ -56,6 +56,7 @@ test: tools browser node lint
 node:
 	@command -v npm >/dev/null 2>&1 || { echo "installing Debian's nodejs and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix mcpgate/testdata/client --no-audit --no-fund --loglevel=error
+	npm ci --prefix mcpgate/testdata/client2 --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/temporal-ts --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/mcp --no-audit --no-fund --loglevel=error
 

@@ -382,3 +382,32 @@ func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u
 }
+
+// TestAConfirmationLinkIsItsRequestersAlone: the page an MCP client sends
+// a requester to, /cards/<id>/confirm, shows ama her own card with its
+// decision and Withdraw; kofi's card, which she approves as its store's
+// manager, she may open as a card, never at its confirmation link.
+func TestAConfirmationLinkIsItsRequestersAlone(t *testing.T) {
+	u := newUI(t, 0)
+	if _, err := u.Owner.Exec(context.Background(), `UPDATE vault.credentials SET issuer = $1 WHERE ref IN ('cred-ama', 'cred-kofi')`, u.IdP.URL); err != nil {
+		t.Fatal(err)
+	}
+	u.request(t, "conf", "mine", 40)
+	mine := workflows.WorkflowID("conf", "mine")
+	first, _, err := workflows.Call(context.Background(), u.Client, u.Policy, u.TaskQueue, workflows.ToolCallInput{Tool: "request_stock_transfer", ToolCallID: "kofis",
+		Args:    json.RawMessage(`{"articleId":40211,"quantity":30,"reason":"stockout_risk","storeId":112}`),
+		Session: policy.Session{UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(112), SessionID: "s-kofi", ConversationID: "conf", CredentialRef: "cred-kofi"}})
+	if err != nil || first.Status != workflows.StatusPendingApproval || first.ApproverRole != mangrove.RoleStoreManager {
+		t.Fatalf("kofi's card: %v %+v", err, first)
+	}
+	ama := u.signIn(t, "ama")
+	if code, page := ama.get("/cards/" + mine + workflows.ConfirmSuffix); code != http.StatusOK || !strings.Contains(page, `id="withdraw"`) || !strings.Contains(page, `id="approve"`) {
+		t.Fatalf("ama at her own card's confirmation link: %d\n%.600s", code, page)
+	}
+	if code, page := ama.get("/cards/" + first.IdempotencyKey + workflows.ConfirmSuffix); code != http.StatusForbidden || !strings.Contains(page, `id="not-yours"`) || strings.Contains(page, "Move 30 cases") {
+		t.Fatalf("ama at kofi's card's confirmation link: %d\n%.600s", code, page)
+	}
+	if code, page := ama.get("/cards/" + first.IdempotencyKey); code != http.StatusOK || !strings.Contains(page, `id="approve"`) || strings.Contains(page, `id="withdraw"`) {
+		t.Fatalf("ama at kofi's card: %d\n%.600s", code, page)
+	}
+}

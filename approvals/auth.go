@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signoff"
+	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 )
@@ -49,8 +50,8 @@ const (
 )
 
 // localPath is where a sign-in may return: one of this card UI's own pages,
-// matched whole against its routes (a card or a call's story by a valid
-// workflow ID), else "/". Nothing is cleaned up and kept: a browser reads a
+// matched whole against its routes (a card, its requester's confirmation
+// page, or a call's story by a valid workflow ID), else "/". Nothing is cleaned up and kept: a browser reads a
 // URL differently than a parser does (it drops tabs and newlines, turns
 // '\' into '/'), so only a path from the list can reach the continue page.
 func localPath(p string) string {
@@ -58,10 +59,11 @@ func localPath(p string) string {
 	case "/", "/insights", "/register":
 		return p
 	}
-	for _, page := range []string{"/cards/", "/insights/calls/"} {
-		if id, ok := strings.CutPrefix(p, page); ok && policy.ValidWorkflowID(id) {
-			return p
-		}
+	if id, ok := strings.CutPrefix(p, "/cards/"); ok && policy.ValidWorkflowID(strings.TrimSuffix(id, workflows.ConfirmSuffix)) {
+		return p
+	}
+	if id, ok := strings.CutPrefix(p, "/insights/calls/"); ok && policy.ValidWorkflowID(id) {
+		return p
 	}
 	return "/"
 }

@@ -3,7 +3,6 @@ package approvals_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,47 +13,8 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// chromium finds Debian's Chromium ($CHROMIUM, then PATH).
-func chromium(t *testing.T) string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if testenv.Required() {
-		t.Fatal("TOOLGATE_REQUIRE_SERVICES=1 but no Chromium is installed (make browser installs Debian's)")
-	}
-	t.Skip("skipped: no Chromium (set TOOLGATE_REQUIRE_SERVICES=1 to fail instead)")
-	return ""
-}
-
-// browser is one headless Chromium with its own profile, so its cookies
-// are its own, at a phone-sized viewport.
-func browser(t *testing.T) context.Context {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium(t)),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(390, 844),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first run starts the browser and must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	limited, cancelLimit := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancelLimit)
-	return limited
-}
+// browser is one headless Chromium of its own (testenv.Browser).
+func browser(t *testing.T) context.Context { return testenv.Browser(t) }
 
 func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()

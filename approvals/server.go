@@ -139,6 +139,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /signed-out", s.signedOut)
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
+	mux.HandleFunc("GET /cards/{id}"+workflows.ConfirmSuffix, s.signedIn(s.card))
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
 	mux.HandleFunc("POST /cards/{id}/withdraw", s.signedIn(s.withdraw))
 	mux.HandleFunc("POST /cards/batch", s.signedIn(s.decideMany))
@@ -509,6 +510,12 @@ func (s *Server) loadOrAnswer(w http.ResponseWriter, r *http.Request, sess sessi
 func (s *Server) card(w http.ResponseWriter, r *http.Request, sess session) {
 	c, ok := s.loadOrAnswer(w, r, sess)
 	if !ok {
+		return
+	}
+	// A link an MCP client was given to confirm the call (URL elicitation)
+	// is its requester's alone, by the issuer and subject of the sign-in.
+	if strings.HasSuffix(r.URL.Path, workflows.ConfirmSuffix) && !c.YouRequested {
+		s.render(w, http.StatusForbidden, "notyours.html", pageData{Title: "Not your link", User: &sess.User, CSRF: s.csrf(sess)})
 		return
 	}
 	// Approving may need a stronger or fresher sign-in (the step-up link

@@ -30,12 +30,13 @@ const (
 type Codec struct {
 	active string
 	aeads  map[string]cipher.AEAD
+	keys   map[string][]byte
 }
 
 // New returns a codec that encrypts with the key active and decrypts with
 // any key in keys (ID to 32-byte AES-256 key).
 func New(keys map[string][]byte, active string) (*Codec, error) {
-	c := &Codec{active: active, aeads: map[string]cipher.AEAD{}}
+	c := &Codec{active: active, aeads: map[string]cipher.AEAD{}, keys: map[string][]byte{}}
 	for id, k := range keys {
 		if len(k) != 32 {
 			return nil, fmt.Errorf("codec key %q is %d bytes, want 32 (AES-256)", id, len(k))
@@ -47,6 +48,7 @@ func New(keys map[string][]byte, active string) (*Codec, error) {
 		if c.aeads[id], err = cipher.NewGCM(block); err != nil {
 			return nil, fmt.Errorf("codec key %q: %w", id, err)
 		}
+		c.keys[id] = slices.Clone(k)
 	}
 	if _, ok := c.aeads[active]; !ok {
 		return nil, fmt.Errorf("the active codec key %q is not among the keys", active)

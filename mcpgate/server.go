@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/toolgate/toolgate/codec"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
@@ -136,7 +137,14 @@ type Server struct {
 	// Signer signs a person's withdrawal of their own card
 	// (TOOLGATE_APPROVAL_SIGNING_KEY); with none, WithdrawTool is not offered.
 	Signer *signoff.Signer
-	Logger *zap.Logger
+	// Codec seals the requestState of an input-required result, SpendState
+	// spends each one once, and CardsURL is the card UI as people reach it
+	// (TOOLGATE_CARDS_URL): with all three, a client that speaks 2026-07-28
+	// and declares URL elicitation is sent to decide its own card there.
+	Codec      *codec.Codec
+	SpendState StateSpender
+	CardsURL   string
+	Logger     *zap.Logger
 
 	mu          sync.Mutex
 	credentials map[string]string
@@ -299,6 +307,9 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if !ok {
 			return nil, errors.New("no signed-in person")
 		}
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, tool, req, id)
+		}
 		in, err := s.input(ctx, id, req, tool)
 		if err != nil {
 			return failure(err.Error()), nil
@@ -314,6 +325,9 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		}
 		s.Logger.Info("tool call", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("callId", out.IdempotencyKey),
 			zap.String("status", string(out.Status)), zap.String("code", string(out.Code)))
+		if out.Status == workflows.StatusPendingApproval && run != nil && s.confirmable(req, id, out) {
+			return s.askToConfirm(tool, req, id, out.IdempotencyKey, out.RunID, out.ArgsHash, out.Card)
+		}
 		if out.Status == workflows.StatusPendingApproval && run != nil {
 			if final, done := s.await(ctx, req, run, out); done {
 				return result(final), nil

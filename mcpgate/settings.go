@@ -23,6 +23,10 @@ type Settings struct {
 	// ClientID is the MCP client registered at the provider, the audience
 	// of its logout tokens (MCP_OIDC_CLIENT_ID, toolgate-mcp).
 	ClientID string
+	// CardsURL is the card UI as people reach it (TOOLGATE_CARDS_URL): where
+	// a client that declares URL elicitation sends a person to decide
+	// their own card; none when unset.
+	CardsURL string
 }
 
 // SettingsFromEnv reads the MCP_* variables; the error names the one to fix.
@@ -38,6 +42,7 @@ func SettingsFromEnv() (Settings, error) {
 	s.Audience = env("MCP_AUDIENCE", s.Resource)
 	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
 	s.ClientID = env("MCP_OIDC_CLIENT_ID", "toolgate-mcp")
+	s.CardsURL = strings.TrimRight(env("TOOLGATE_CARDS_URL", ""), "/")
 	wait, err := time.ParseDuration(env("MCP_MAX_WAIT", "2m"))
 	if err != nil || wait < 0 {
 		return s, fmt.Errorf("MCP_MAX_WAIT=%q: want a Go duration such as 2m (0 never waits for a card)", os.Getenv("MCP_MAX_WAIT"))

@@ -167,6 +167,7 @@ export APPROVALS_OIDC_ISSUER="${APPROVALS_OIDC_ISSUER:-http://$IDP_ADDR}" IDP_IS
 export APPROVALS_OIDC_CLIENT_ID=toolgate-approvals IDP_CLIENT_ID=toolgate-approvals IDP_CLIENT_SECRET="$APPROVALS_OIDC_CLIENT_SECRET"
 export APPROVALS_OIDC_REDIRECT_URL="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/callback" IDP_REDIRECT_URIS="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/callback"
 export IDP_BACKCHANNEL_LOGOUT_URI="http://${APPROVALS_ADDR:-127.0.0.1:8080}/auth/backchannel-logout"
+export TOOLGATE_CARDS_URL="${TOOLGATE_CARDS_URL:-http://${APPROVALS_ADDR:-127.0.0.1:8080}}"
 # The worker trusts sign-ins from the demo provider, and (dev only) decisions `starter approve` vouches for.
 export TOOLGATE_APPROVER_ISSUERS="${TOOLGATE_APPROVER_ISSUERS:-$APPROVALS_OIDC_ISSUER,urn:toolgate:operator}"
 # The MCP server and the worker exchange tokens at the demo provider as toolgate's client, which may

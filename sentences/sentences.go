@@ -190,6 +190,7 @@ const (
 	MCPPending
 	MCPProgress
 	MCPOutcome
+	MCPConfirm
 
 	keys
 )
@@ -333,4 +334,5 @@ var table = [keys]string{
 	MCPPending:      "A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.",
 	MCPProgress:     "Waiting for a %s to approve: %s (until %s)",
 	MCPOutcome:      "%s (%s): %s",
+	MCPConfirm:      "Confirm or reject this in toolgate's card page, signed in as yourself: %s",
 }

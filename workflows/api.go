@@ -58,6 +58,13 @@ type ToolCallResult struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 }
 
+// ConfirmSuffix ends the path of a card's page in the card UI
+// (/cards/<workflow ID>) sent to the call's requester to decide the card
+// themselves (an MCP client's URL elicitation): /cards/<workflow ID>/confirm
+// shows it to the person who asked for the call alone, by the issuer and
+// subject of their sign-in; a sign-in on the way keeps the path.
+const ConfirmSuffix = "/confirm"
+
 // RequesterMemo is the memo field naming the person (signoff.Person) who
 // started a call through the MCP server (StartedBy).
 const RequesterMemo = "requester"
@@ -75,6 +82,9 @@ type Outcome struct {
 	// SignedVersion is the card version a decision's signature names (1
 	// here); 0 on cards put up before versions were signed.
 	SignedVersion int `json:"signedVersion,omitempty"`
+	// Resource is what the card's action acts on, when it names one: with
+	// ApproverRole, who may decide it.
+	Resource *policy.ResourceRef `json:"resource,omitempty"`
 }
 
 // Status answers the status query.

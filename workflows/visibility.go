@@ -150,8 +150,12 @@ func (b *board) result(status CallStatus, code policy.Code, msg string, retryabl
 
 // outcome is res as the first outcome: with the card, if one is up.
 func (b *board) outcome(res ToolCallResult) *Outcome {
-	return &Outcome{ToolCallResult: res, ValueCents: b.status.ValueCents, ApproverRole: b.status.ApproverRole,
+	o := &Outcome{ToolCallResult: res, ValueCents: b.status.ValueCents, ApproverRole: b.status.ApproverRole,
 		ExpiresAt: b.status.ExpiresAt, ArgsHash: b.status.ArgsHash, RunID: b.status.RunID, SignedVersion: b.status.SignedVersion}
+	if r := b.status.resource; r.Kind != "" && res.Status == StatusPendingApproval {
+		o.Resource = &r
+	}
+	return o
 }
 
 // publish makes res the call's first outcome, unless one came before it.

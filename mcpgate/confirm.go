@@ -1,0 +1,114 @@
+package mcpgate
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/sentences"
+	"github.com/toolgate/toolgate/signoff"
+	"github.com/toolgate/toolgate/workflows"
+	"go.uber.org/zap"
+)
+
+// confirmRequest is the ID of the one input request a card the requester
+// may decide asks for: its URL elicitation.
+const confirmRequest = "confirm"
+
+// confirmWait is how long a retry that says the person confirmed waits for
+// the call to end before it asks again.
+const confirmWait = 10 * time.Second
+
+// confirmable says the answer to a call whose card out is up may ask its
+// requester to decide it themselves by URL (an input-required result,
+// SEP-2322): this server can seal a requestState and knows the card UI's
+// address, the client speaks 2026-07-28 and declares URL elicitation, and
+// the person holds the role and the resource the card is routed to.
+func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
+	if s.Codec == nil || s.CardsURL == "" || s.SpendState == nil || req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+		return false
+	}
+	return out.ApproverRole == id.Role && (out.Resource == nil || id.Resources.Holds(out.Resource.Kind, out.Resource.ID))
+}
+
+// askToConfirm answers a call whose card its requester may decide with an
+// input-required result: a URL elicitation to the card's page in the card
+// UI, where the person signs in and decides it as any approver does, and
+// a sealed requestState the client echoes when it calls again.
+func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity, wf, runID, argsHash, card string) (*mcp.CallToolResult, error) {
+	digest, err := requestDigest(tool, req.Params.Arguments)
+	if err != nil {
+		return failure(err.Error()), nil
+	}
+	state, err := sealState(s.Codec, requestState{Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID, ArgsHash: argsHash, Digest: digest}, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	link := s.CardsURL + "/cards/" + url.PathEscape(wf) + workflows.ConfirmSuffix
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmRequest: &mcp.ElicitParams{Mode: "url", URL: link, ElicitationID: wf,
+		Message: sentences.Say(sentences.MCPConfirm, card)}}, RequestState: state}, nil
+}
+
+// resume carries a call on from an echoed requestState: it is held to its
+// seal, its person, the request and its time, and spent once; a refused
+// one is a JSON-RPC error naming why, before anything is read of the call.
+// Then the person's answer: declined, the card is withdrawn in their name;
+// otherwise the call's outcome once it has ended, or, still waiting, the
+// same question again with a new requestState.
+func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolRequest, id Identity) (*mcp.CallToolResult, error) {
+	if s.Codec == nil || s.SpendState == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ErrStateAltered.Error()}
+	}
+	digest, err := requestDigest(tool, req.Params.Arguments)
+	if err != nil {
+		return failure(err.Error()), nil
+	}
+	st, err := openState(s.Codec, req.Params.RequestState, id, digest, time.Now())
+	if err == nil {
+		var spent bool
+		if spent, err = s.SpendState(ctx, st.ID, time.Unix(st.Expires, 0)); err != nil {
+			return nil, err
+		} else if !spent {
+			err = ErrStateReplayed
+		}
+	}
+	if err != nil {
+		s.Logger.Warn("requestState refused", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("workflowId", st.WorkflowID), zap.Error(err))
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	answer, _ := req.Params.InputResponses[confirmRequest].(*mcp.ElicitResult)
+	if answer != nil && answer.Action == "decline" && s.Signer != nil {
+		a := signoff.Approval{Decision: signoff.Withdraw, Approver: policy.Identity{UserID: id.UserID, Role: id.Role},
+			Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
+		if err := workflows.SendDecision(ctx, s.Temporal, st.WorkflowID, a, *s.Signer); err != nil {
+			s.Logger.Info("withdrawal on decline not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))
+		}
+	}
+	wait := confirmWait
+	if answer == nil || answer.Action == "cancel" {
+		wait = 0 // dismissed: where the call stands now
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var res workflows.ToolCallResult
+	if err := s.Temporal.GetWorkflow(wctx, st.WorkflowID, st.RunID).Get(wctx, &res); err == nil {
+		return result(res), nil
+	}
+	status := s.outcome(ctx, id, st.WorkflowID)
+	if wait > 0 {
+		if v, err := s.Temporal.QueryWorkflow(ctx, st.WorkflowID, st.RunID, workflows.StatusQuery); err == nil {
+			var now workflows.Status
+			if v.Get(&now) == nil && now.Status == workflows.StatusPendingApproval {
+				return s.askToConfirm(tool, req, id, st.WorkflowID, st.RunID, now.ArgsHash, now.Card)
+			}
+		}
+	}
+	return status, nil
+}
