@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"time"
 
@@ -56,6 +57,19 @@ func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity
 		Message: sentences.Say(sentences.MCPConfirm, card)}}, RequestState: state}, nil
 }
 
+// spend spends st's single use, across every MCP server: ErrStateReplayed
+// when it was spent before.
+func (s *Server) spend(ctx context.Context, st requestState) error {
+	spent, err := s.SpendState(ctx, st.ID, time.Unix(st.Expires, 0))
+	if err != nil {
+		return err
+	}
+	if !spent {
+		return ErrStateReplayed
+	}
+	return nil
+}
+
 // resume carries a call on from an echoed requestState: it is held to its
 // seal, its person, the request and its time, and spent once; a refused
 // one is a JSON-RPC error naming why, before anything is read of the call.
@@ -72,12 +86,11 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 	}
 	st, err := openState(s.Codec, req.Params.RequestState, id, digest, time.Now())
 	if err == nil {
-		var spent bool
-		if spent, err = s.SpendState(ctx, st.ID, time.Unix(st.Expires, 0)); err != nil {
-			return nil, err
-		} else if !spent {
-			err = ErrStateReplayed
-		}
+		err = s.spend(ctx, st)
+	}
+	var refused *StateRefusal
+	if err != nil && !errors.As(err, &refused) {
+		return nil, err
 	}
 	if err != nil {
 		s.Logger.Warn("requestState refused", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("workflowId", st.WorkflowID), zap.Error(err))

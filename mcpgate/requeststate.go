@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -29,12 +28,18 @@ const requestStatePurpose = "mcp requestState v1"
 // the request, and single-use). Each is refused before anything is read of
 // the call it names.
 var (
-	ErrStateAltered      = errors.New("requestState_altered: it is not a requestState this server sealed, or it was changed")
-	ErrStateExpired      = errors.New("requestState_expired: it is older than its 15 minutes; call the tool again without it")
-	ErrStateNotYours     = errors.New("requestState_not_yours: it was issued to another signed-in person")
-	ErrStateOtherRequest = errors.New("requestState_other_request: it was issued for another tool or other arguments")
-	ErrStateReplayed     = errors.New("requestState_replayed: it was used once already; use the one the last answer gave")
+	ErrStateAltered      = &StateRefusal{"requestState_altered", "it is not a requestState this server sealed, or it was changed"}
+	ErrStateExpired      = &StateRefusal{"requestState_expired", "it is older than its 15 minutes; call the tool again without it"}
+	ErrStateNotYours     = &StateRefusal{"requestState_not_yours", "it was issued to another signed-in person"}
+	ErrStateOtherRequest = &StateRefusal{"requestState_other_request", "it was issued for another tool or other arguments"}
+	ErrStateReplayed     = &StateRefusal{"requestState_replayed", "it was used once already; use the one the last answer gave"}
 )
+
+// StateRefusal is why an echoed requestState is refused: its name, which
+// begins the JSON-RPC error's message, and what to do.
+type StateRefusal struct{ Name, Why string }
+
+func (e *StateRefusal) Error() string { return e.Name + ": " + e.Why }
 
 // requestState is what an input-required result hands the client to echo:
 // who it was issued to, the call and card it continues, and the request it
