@@ -64,9 +64,11 @@ node:
 # profile in your temporal.toml) is for make test-cluster, so every process the tests start is kept from it.
 NO_TEMPORAL_ENV = env $$(compgen -e | sed -n 's/^\(TEMPORAL_.*\)$$/-u \1/p') -u TOOLGATE_TEST_TEMPORAL TEMPORAL_CONFIG_FILE=$(CURDIR)/internal/testenv/no-temporal-config.toml
 # -vet=off: lint has run go vet over everything; -ldflags=-w: no test reads DWARF, whose writing is a
-# third or more of linking each test binary.
+# third or more of linking each test binary; -timeout=20m: the approvals package, which runs make dev
+# itself several times under -race, nears go test's 10-minute default on a loaded two-core machine,
+# and a hung test is still stopped.
 test-all:
-	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 -vet=off -ldflags=-w ./...
+	$(NO_TEMPORAL_ENV) TOOLGATE_REQUIRE_SERVICES=1 go test -race -count=1 -timeout=20m -vet=off -ldflags=-w ./...
 	$(MAKE) fuzz FUZZ_AUTHORIZE=20000x FUZZ_SANITIZE=5000x FUZZ_PLAN=20000x
 	$(MAKE) chaos CHAOS_CALLS=60
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -399,18 +400,22 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, sess session) {
 	s.render(w, http.StatusOK, "inbox.html", pageData{Title: "Cards to decide", User: &sess.User, CSRF: s.csrf(sess), Cards: cards, Mine: mine, Flash: flash})
 }
 
-// mineSQL finds a person's own pending cards among the pending ones alone
-// (pending_action_open, migration 027): by the issuer and subject behind
-// each call's credential, or by user ID where a call's credential named
-// none, as the workflow judges a withdrawal (signoff.Rules.IsRequester).
+// mineSQL finds a person's own pending cards by the issuer and subject
+// behind each call's credential, as the workflow judges a withdrawal
+// (signoff.Rules.IsRequester), in the partial index of pending cards by
+// requester (pending_action_mine, migration 034): never by user ID, which
+// two people may share.
 const mineSQL = `SELECT ` + cardColumns + ` FROM pending_action WHERE status = 'pending_approval' AND expires_at > now()
-  AND (requester_issuer = $1 AND requester_subject = $2 OR (requester_issuer IS NULL OR requester_subject IS NULL) AND requested_by = $3)
-  ORDER BY created_at DESC, workflow_id LIMIT $4`
+  AND requester_issuer = $1 AND requester_subject = $2
+  ORDER BY created_at DESC, workflow_id LIMIT $3`
 
 // Mine is the signed-in person's own requests that wait for a person,
 // newest first, at most InboxSize: what they may withdraw.
 func (s *Server) Mine(ctx context.Context, sess session) ([]CardView, error) {
-	rows, err := s.Pool.Query(ctx, mineSQL, sess.Evidence.Issuer, sess.Evidence.Subject, sess.User.UserID, InboxSize)
+	if sess.Evidence.Issuer == "" || sess.Evidence.Subject == "" {
+		return nil, nil
+	}
+	rows, err := s.Pool.Query(ctx, mineSQL, sess.Evidence.Issuer, sess.Evidence.Subject, InboxSize)
 	if err != nil {
 		return nil, fmt.Errorf("your requests: %w", err)
 	}
@@ -425,14 +430,15 @@ func (s *Server) Mine(ctx context.Context, sess session) ([]CardView, error) {
 	return cards, nil
 }
 
-// requested says whether the signed-in person asked for card c: the same
-// issuer and subject where the card names its requester, else the same
-// user ID (signoff.Rules.IsRequester).
+// requested says whether the signed-in person asked for card c: the
+// issuer and subject of their sign-in are those behind the call's
+// credential (signoff.Rules.IsRequester); a card that names no requester
+// is nobody's.
 func requested(c CardView, sess session) bool {
-	if c.Requester.Known() {
-		return c.Requester == signoff.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
+	if !c.Requester.Known() {
+		return false
 	}
-	return c.RequestedBy != "" && c.RequestedBy == sess.User.UserID
+	return c.Requester == signoff.Person{Issuer: sess.Evidence.Issuer, Subject: sess.Evidence.Subject}
 }
 
 // load returns a card the approver may see: routed to their role, about a
@@ -639,10 +645,16 @@ func (s *Server) withdraw(w http.ResponseWriter, r *http.Request, sess session) 
 		http.Redirect(w, r, back, http.StatusSeeOther) // nothing to withdraw: the card shows why
 		return
 	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if utf8.RuneCountInString(reason) > signoff.MaxReasonRunes {
+		s.render(w, http.StatusBadRequest, "card.html", pageData{Title: "Card", User: &sess.User, CSRF: s.csrf(sess), Card: &c,
+			Error: fmt.Sprintf("Why you withdraw it is at most %d characters; shorten it and withdraw again.", signoff.MaxReasonRunes)})
+		return
+	}
 	start := s.now()
 	ev := sess.Evidence
 	card := signoff.CardRef{WorkflowID: id, RunID: c.RunID, ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339), Version: c.SignedVersion}
-	a := s.Signer.Sign(signoff.Approval{Decision: signoff.Withdraw, ArgsHash: c.ArgsHash, Reason: strings.TrimSpace(r.PostFormValue("reason")),
+	a := s.Signer.Sign(signoff.Approval{Decision: signoff.Withdraw, ArgsHash: c.ArgsHash, Reason: reason,
 		Approver: policy.Identity{UserID: sess.User.UserID, Role: sess.User.Role}, Evidence: &ev}, card, start.UTC().Format(time.RFC3339))
 	if err := s.Temporal.SignalWorkflow(r.Context(), id, c.RunID, workflows.ApprovalSignal, a); err != nil {
 		s.Logger.Warn("withdrawal signal failed", zap.String("workflowId", id), zap.Error(err))

@@ -37,9 +37,14 @@ func (c *Codec) Seal(purpose string, plaintext []byte) (string, error) {
 // Open returns the value Seal sealed for purpose, with any key this codec
 // holds; anything else is ErrUnsealed.
 func (c *Codec) Open(purpose, sealed string) ([]byte, error) {
-	id, b64, ok := strings.Cut(sealed, ".")
+	// At the last dot: a key ID may hold dots, base64url never does.
+	dot := strings.LastIndexByte(sealed, '.')
+	if dot < 0 {
+		return nil, ErrUnsealed
+	}
+	id, b64 := sealed[:dot], sealed[dot+1:]
 	raw, err := base64.RawURLEncoding.DecodeString(b64)
-	if !ok || err != nil {
+	if err != nil {
 		return nil, ErrUnsealed
 	}
 	aead, err := c.sealer(id, purpose)

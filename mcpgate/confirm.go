@@ -25,11 +25,14 @@ const confirmWait = 10 * time.Second
 
 // confirmable says the answer to a call whose card out is up may ask its
 // requester to decide it themselves by URL (an input-required result,
-// SEP-2322): this server can seal a requestState and knows the card UI's
-// address, the client speaks 2026-07-28 and declares URL elicitation, and
-// the person holds the role and the resource the card is routed to.
+// SEP-2322): this server can seal a requestState, sign a withdrawal (a
+// declined confirmation withdraws) and knows the card UI's address, the
+// client speaks 2026-07-28 and declares URL elicitation, and the person
+// holds the role and the resource the card is routed to, on a card one
+// person decides (the requester never counts among several).
 func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
-	if s.Codec == nil || s.CardsURL == "" || s.SpendState == nil || req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
+	if s.Codec == nil || s.CardsURL == "" || s.SpendState == nil || s.Signer == nil || out.ApprovalsNeeded > 1 ||
+		req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
 		return false
 	}
 	caps := req.ClientCapabilities()
@@ -98,7 +101,9 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 	}
 	answer, _ := req.Params.InputResponses[confirmRequest].(*mcp.ElicitResult)
 	if answer != nil && answer.Action == "decline" && s.Signer != nil {
-		a := signoff.Approval{Decision: signoff.Withdraw, Approver: policy.Identity{UserID: id.UserID, Role: id.Role},
+		// The card the person was shown: one an edit has replaced since is
+		// not withdrawn unseen, and they are asked about it instead.
+		a := signoff.Approval{Decision: signoff.Withdraw, ArgsHash: st.ArgsHash, Approver: policy.Identity{UserID: id.UserID, Role: id.Role},
 			Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
 		if err := workflows.SendDecision(ctx, s.Temporal, st.WorkflowID, a, *s.Signer); err != nil {
 			s.Logger.Info("withdrawal on decline not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))

@@ -104,18 +104,22 @@ func openState(c *codec.Codec, sealed string, id Identity, digest string, now ti
 }
 
 // StateSpender spends a requestState's single use: true the first time
-// its ID is spent, false after. Its record is kept until expires.
+// its ID is spent, false after; ErrStateExpired when expires has passed
+// by the store's clock. Its record is kept until expires.
 type StateSpender func(ctx context.Context, id string, expires time.Time) (bool, error)
 
 // VaultStates spends requestStates in PostgreSQL (mcp_request_states,
 // migration 035), so one is spent once across every MCP server.
 func VaultStates(pool *pgxpool.Pool) StateSpender {
 	return func(ctx context.Context, id string, expires time.Time) (bool, error) {
-		var spent bool
+		var spent *bool
 		err := pool.QueryRow(ctx, `SELECT spend_mcp_request_state($1, $2)`, id, expires).Scan(&spent)
 		if err != nil {
 			return false, fmt.Errorf("spend the requestState: %w", err)
 		}
-		return spent, nil
+		if spent == nil {
+			return false, ErrStateExpired
+		}
+		return *spent, nil
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -134,8 +135,9 @@ type Server struct {
 	// MaxWait bounds how long a tools/call waits, sending progress, for a
 	// person to decide a card before it answers that the card is pending.
 	MaxWait time.Duration
-	// Signer signs a person's withdrawal of their own card
-	// (TOOLGATE_APPROVAL_SIGNING_KEY); with none, WithdrawTool is not offered.
+	// Signer signs a person's withdrawal of their own card with a key the
+	// worker takes for withdrawals alone (TOOLGATE_WITHDRAW_SIGNING_KEY),
+	// never an approval; with none, WithdrawTool is not offered.
 	Signer *signoff.Signer
 	// Codec seals the requestState of an input-required result, SpendState
 	// spends each one once, and CardsURL is the card UI as people reach it
@@ -582,7 +584,7 @@ func (s *Server) withdraw(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		CallID string `json:"callId"`
 		Reason string `json:"reason"`
 	}](req.Params.Arguments, 4<<10)
-	if err != nil || args.CallID == "" {
+	if err != nil || args.CallID == "" || utf8.RuneCountInString(args.Reason) > signoff.MaxReasonRunes {
 		return failure(sentences.Say(sentences.WithdrawArgs)), nil
 	}
 	closed, ok := s.own(ctx, id, args.CallID)

@@ -129,7 +129,7 @@ func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
 	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
 		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
-		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.ApprovalSigner,
+		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.WithdrawSigner,
 		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}).Handler()
 	return g
 }

@@ -152,6 +152,9 @@ if [ ! -s .dev/keys.env ]; then
   (umask 077; bin/starter keygen --id dev >.dev/keys.env)
 fi
 chmod 600 .dev/keys.env
+if ! grep -q TOOLGATE_WITHDRAW_KEYS .dev/keys.env; then
+  (umask 077; bin/starter keygen --id dev --withdraw >>.dev/keys.env)
+fi
 if ! grep -q APPROVALS_OIDC_CLIENT_SECRET .dev/keys.env; then
   # The card UI's client secret at the demo identity provider.
   echo "APPROVALS_OIDC_CLIENT_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')" >>.dev/keys.env

@@ -323,7 +323,7 @@ var table = [keys]string{
 
 	Withdrawn:         "%s withdrew this call before anyone decided it, so nothing ran. Do not call again unless the person asks for it anew.",
 	WithdrawnWithNote: "%s withdrew this call before anyone decided it, so nothing ran. Their note (result.note) says why; do not call again unless the person asks for it anew.",
-	WithdrawArgs:      `arguments must be {"callId": "<the idempotencyKey of an earlier result>"}, and optionally "reason": the person's words`,
+	WithdrawArgs:      `arguments must be {"callId": "<the idempotencyKey of an earlier result>"}, and optionally "reason": the person's words, at most 500 characters`,
 	NotWithdrawable:   "Call %q is not waiting for a person to approve it, so there is nothing to withdraw; read its outcome with toolgate_call_status.",
 
 	PageNote:    "Showing %d of %d items. Call again with cursor %q for more.",

@@ -3,6 +3,7 @@ package signoff
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -26,7 +27,10 @@ type Rules struct {
 	Card          CardRef
 	UpAt, Expires time.Time
 	Keys          ApprovalKeys
-	Issuers       []string
+	// WithdrawKeys sign a withdrawal alone (the MCP server's): any other
+	// decision signed by one does not verify.
+	WithdrawKeys ApprovalKeys
+	Issuers      []string
 	// Evidence is the sign-in an approval needs; nil on cards recorded
 	// before evidence rules.
 	Evidence *policy.Requirement
@@ -62,6 +66,10 @@ type Judgment struct {
 // may change, and, where several must approve, from someone who has not
 // (nor asked for it). It is a pure function of its arguments.
 func Judge(r Rules, a Approval, now time.Time) Judgment {
+	if a.Decision == Withdraw && len(r.WithdrawKeys) > 0 {
+		r.Keys = maps.Clone(r.Keys)
+		maps.Copy(r.Keys, r.WithdrawKeys)
+	}
 	if !now.Before(r.Expires) {
 		ok, _ := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys)
 		return Judgment{Code: policy.CodeExpired, Why: "the card expired before this decision arrived", Verified: ok}
@@ -111,12 +119,11 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 
 // checkWithdrawal holds a withdrawal to its card and its requester: the
 // card's args hash, a sign-in at a trusted identity provider, and the very
-// person who asked, by the issuer and subject of that sign-in where the
-// call's credential named them, else by user ID. A second name never
-// withdraws another person's call: unlike SamePerson, which may only
-// refuse, this match lets a decision count. The provider that named the
-// requester is trusted to name them again, whether or not it names
-// approvers: the call was admitted on its word.
+// person who asked (IsRequester). A second name never withdraws another
+// person's call: unlike SamePerson, which may only refuse, this match lets
+// a decision count. The provider that named the requester is trusted to
+// name them again, whether or not it names approvers: the call was
+// admitted on its word.
 func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) {
 	if !r.Withdrawable {
 		return policy.CodeInvalidArguments, "this card was put up before a requester could withdraw one; it waits for its approvers or its expiry"
@@ -131,6 +138,9 @@ func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) 
 	if code, why := CheckSignIn(a, issuers, now); code != policy.CodeOK {
 		return code, why
 	}
+	if !r.RequesterPerson.Known() {
+		return policy.CodeRole, "the call's credential names no sign-in, so nobody can show they asked for it: it waits for its approvers or its expiry"
+	}
 	if !r.IsRequester(a) {
 		return policy.CodeRole, fmt.Sprintf("only the person who asked for this call may withdraw it, and %s did not", toolargs.Clip(a.Approver.UserID))
 	}
@@ -138,14 +148,23 @@ func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) 
 }
 
 // IsRequester reports whether decision a comes from the card's requester:
-// the same issuer and subject when the call's credential named them, else
-// the same user ID.
+// the issuer and subject of the sign-in behind the call's credential, never
+// a user ID alone, which two people may share; or an operator who vouches
+// for the requester by user ID (OperatorIssuer, trusted only where a
+// deployment trusts its operators' word, as make dev does). A card whose
+// requester names no person has none.
 func (r Rules) IsRequester(a Approval) bool {
-	if r.RequesterPerson.Known() {
-		return PersonOf(a) == r.RequesterPerson
+	if !r.RequesterPerson.Known() {
+		return false
 	}
-	return r.Requester != "" && a.Approver.UserID == r.Requester
+	p := PersonOf(a)
+	return p == r.RequesterPerson || p.Issuer == OperatorIssuer && r.Requester != "" && a.Approver.UserID == r.Requester
 }
+
+// OperatorIssuer names an operator holding the signing key (starter) as
+// the issuer of the sign-in evidence its decisions carry: their word, which
+// counts only where TOOLGATE_APPROVER_ISSUERS lists it.
+const OperatorIssuer = "urn:toolgate:operator"
 
 // signedFor is the earlier version of the card a decision's signature
 // names, or 0 when it names none. A card is edited a few times at most

@@ -45,6 +45,11 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 		})
 	}
 	withdrawable := func(r *signoff.Rules) { r.Withdrawable = true }
+	wpub, wpriv, _ := ed25519.GenerateKey(nil)
+	withWithdrawKey := func(r *signoff.Rules) { withdrawable(r); r.WithdrawKeys = signoff.ApprovalKeys{"mcp": wpub} }
+	byWithdrawKey := func(a signoff.Approval) signoff.Approval {
+		return signoff.SignApproval(a, rules.Card, "mcp", wpriv, now.Format(time.RFC3339))
+	}
 	rows := []struct {
 		name     string
 		rules    func(*signoff.Rules)
@@ -96,8 +101,14 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 			want: policy.CodeRole, verified: true},
 		{name: "the requester under another user ID", a: withdrawal("cara.doyle", func(a *signoff.Approval) { a.Evidence.Subject = "cara" }), rules: withdrawable,
 			want: policy.CodeOK, verified: true},
-		{name: "by user ID where the call named no person", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Subject = "c-91" }),
-			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeOK, verified: true},
+		{name: "by user ID where the call named no person", a: withdrawal("cara", nil),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeRole, verified: true},
+		{name: "an operator's word for the requester", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer, a.Evidence.Subject = signoff.OperatorIssuer, "cara" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.Issuers = append(r.Issuers, signoff.OperatorIssuer) }, want: policy.CodeOK, verified: true},
+		{name: "an operator's word for another user ID", a: withdrawal("cara.doyle", func(a *signoff.Approval) { a.Evidence.Issuer, a.Evidence.Subject = signoff.OperatorIssuer, "cara" }),
+			rules: func(r *signoff.Rules) { withdrawable(r); r.Issuers = append(r.Issuers, signoff.OperatorIssuer) }, want: policy.CodeRole, verified: true},
+		{name: "an operator's word where operators are not trusted", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence.Issuer, a.Evidence.Subject = signoff.OperatorIssuer, "cara" }),
+			rules: withdrawable, want: policy.CodeCredentialUnavailable, verified: true},
 		{name: "another user ID where the call named no person", a: withdrawal("cara.doyle", func(a *signoff.Approval) { a.Evidence.Subject = "cara" }),
 			rules: func(r *signoff.Rules) { withdrawable(r); r.RequesterPerson = signoff.Person{} }, want: policy.CodeRole, verified: true},
 		{name: "a withdrawal with no sign-in", a: withdrawal("cara", func(a *signoff.Approval) { a.Evidence = nil }), rules: withdrawable,
@@ -108,6 +119,10 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 			want: policy.CodeCredentialUnavailable, verified: true},
 		{name: "a withdrawal of another action", a: withdrawal("cara", func(a *signoff.Approval) { a.ArgsHash = strings.Repeat("b", 64) }), rules: withdrawable,
 			want: policy.CodeInvalidArguments, verified: true},
+		{name: "a withdrawal signed with the withdrawal key", a: byWithdrawKey(withdrawal("cara", nil)), rules: withWithdrawKey, want: policy.CodeOK, verified: true},
+		{name: "an approval signed with the withdrawal key", a: byWithdrawKey(decision("sam", "card_supervisor", nil)), rules: withWithdrawKey, want: policy.CodeCredentialUnavailable},
+		{name: "a rejection signed with the withdrawal key", a: byWithdrawKey(decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Decision = signoff.Reject })),
+			rules: withWithdrawKey, want: policy.CodeCredentialUnavailable},
 		{name: "a withdrawal after the expiry", a: withdrawal("cara", nil), rules: withdrawable, at: up.Add(31 * time.Minute), want: policy.CodeExpired, verified: true},
 	}
 	for _, row := range rows {

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/devenv"
 	"github.com/toolgate/toolgate/migrations"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -140,6 +141,7 @@ func run(args []string, out io.Writer) error {
 	case "keygen":
 		fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 		id := fs.String("id", "k1", "key ID, so keys can be rotated")
+		withdrawOnly := fs.Bool("withdraw", false, "only the MCP server's withdrawal key pair (for a keys file written before it)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -147,8 +149,20 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "# worker: the public keys it trusts (comma-separate several while rotating)\nTOOLGATE_APPROVAL_KEYS=%s:%s\n", *id, base64.StdEncoding.EncodeToString(pub))
-		fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
+		if !*withdrawOnly {
+			fmt.Fprintf(out, "# worker: the public keys it trusts (comma-separate several while rotating)\nTOOLGATE_APPROVAL_KEYS=%s:%s\n", *id, base64.StdEncoding.EncodeToString(pub))
+			fmt.Fprintf(out, "# approvals server (and starter approve/reject): the private key it signs with\nTOOLGATE_APPROVAL_SIGNING_KEY=%s:%s\n", *id, base64.StdEncoding.EncodeToString(priv))
+		}
+		wpub, wpriv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return err
+		}
+		withdraw := *id + "-withdraw"
+		fmt.Fprintf(out, "# worker: the public keys that sign a requester's withdrawal alone, never an approval (the MCP server's)\nTOOLGATE_WITHDRAW_KEYS=%s:%s\n", withdraw, base64.StdEncoding.EncodeToString(wpub))
+		fmt.Fprintf(out, "# MCP server: the private key it signs withdrawals with\nTOOLGATE_WITHDRAW_SIGNING_KEY=%s:%s\n", withdraw, base64.StdEncoding.EncodeToString(wpriv))
+		if *withdrawOnly {
+			return nil
+		}
 		fmt.Fprintf(out, "# every Temporal client and worker: the payload encryption keys (comma-separate while rotating) and the one to write with\nTOOLGATE_CODEC_KEYS=%s\nTOOLGATE_CODEC_KEY_ID=%s\n", codec.NewKey(*id), *id)
 		return nil
 	case "token":
@@ -177,7 +191,7 @@ func run(args []string, out io.Writer) error {
 
 // OperatorIssuer names the starter's operator as the issuer of the sign-in
 // evidence its decisions carry.
-const OperatorIssuer = "urn:toolgate:operator"
+const OperatorIssuer = signoff.OperatorIssuer
 
 func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)

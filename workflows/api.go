@@ -85,6 +85,9 @@ type Outcome struct {
 	// Resource is what the card's action acts on, when it names one: with
 	// ApproverRole, who may decide it.
 	Resource *policy.ResourceRef `json:"resource,omitempty"`
+	// ApprovalsNeeded is how many distinct people must approve the card,
+	// when more than one (never its requester).
+	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
 }
 
 // Status answers the status query.

@@ -72,7 +72,7 @@ func (c *call) cardFor(d decision) (*card, error) {
 		clock: &clock{}, tally: newTally(held.Judging)}
 	k.Rules = signoff.Rules{Role: v.ApproverRole, EscalateTo: v.EscalateTo, Resource: v.Resource, ArgsHash: hash,
 		Card: signoff.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
-		Keys: held.Trust.Keys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
+		Keys: held.Trust.Keys, WithdrawKeys: held.Trust.WithdrawKeys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
 		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable,
 		Withdrawable: held.Judging >= judgeWithdrawable}
 	if held.Judging >= judgeVersioned {
@@ -178,9 +178,12 @@ type trust struct {
 	Issuers []string             `json:"issuers"`
 	// Hooks says card events go to the webhook (absent before webhooks).
 	Hooks bool `json:"hooks,omitempty"`
+	// WithdrawKeys sign a requester's withdrawal alone (absent before
+	// withdrawals, or where no MCP server signs them).
+	WithdrawKeys signoff.ApprovalKeys `json:"withdrawKeys,omitempty"`
 }
 
 // trust is the deployment's trust, as configured.
 func (s Settings) trust() trust {
-	return trust{Keys: s.ApprovalKeys, Issuers: s.ApproverIssuers, Hooks: s.Webhooks}
+	return trust{Keys: s.ApprovalKeys, Issuers: s.ApproverIssuers, Hooks: s.Webhooks, WithdrawKeys: s.WithdrawKeys}
 }

@@ -27,6 +27,9 @@ type Settings struct {
 	ApprovalTTL time.Duration
 	// ApprovalKeys verify decisions; with none, every decision is refused.
 	ApprovalKeys signoff.ApprovalKeys
+	// WithdrawKeys verify a requester's withdrawal alone (the MCP
+	// server's keys), never another decision.
+	WithdrawKeys signoff.ApprovalKeys
 	// ApproverIssuers are the identity providers whose sign-ins an approval
 	// may carry as evidence; with none, no card that needs evidence can be
 	// decided.

@@ -152,8 +152,13 @@ func (b *board) result(status CallStatus, code policy.Code, msg string, retryabl
 func (b *board) outcome(res ToolCallResult) *Outcome {
 	o := &Outcome{ToolCallResult: res, ValueCents: b.status.ValueCents, ApproverRole: b.status.ApproverRole,
 		ExpiresAt: b.status.ExpiresAt, ArgsHash: b.status.ArgsHash, RunID: b.status.RunID, SignedVersion: b.status.SignedVersion}
-	if r := b.status.resource; r.Kind != "" && res.Status == StatusPendingApproval {
-		o.Resource = &r
+	if res.Status == StatusPendingApproval {
+		if r := b.status.resource; r.Kind != "" {
+			o.Resource = &r
+		}
+		if b.status.ApprovalsNeeded > 1 {
+			o.ApprovalsNeeded = b.status.ApprovalsNeeded
+		}
 	}
 	return o
 }

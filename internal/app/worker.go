@@ -77,7 +77,7 @@ func Worker(log *zap.Logger, cfg config.Config) error {
 		acts.Webhook = &activities.Webhook{URL: h.URL, Secret: h.Secret, CardsURL: h.CardsURL}
 		log.Info("card events go to a webhook") // its URL may hold a token: not logged
 	}
-	settings := workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, ApproverIssuers: cfg.ApproverIssuers,
+	settings := workflows.Settings{Policy: cfg.Policy, ApprovalTTL: cfg.ApprovalTTL, ApprovalKeys: cfg.ApprovalKeys, WithdrawKeys: cfg.WithdrawKeys, ApproverIssuers: cfg.ApproverIssuers,
 		EscalateAfter: cfg.EscalateAfter, SignInTTL: cfg.SignInTTL, Webhooks: cfg.Webhook != nil}
 	queues := cfg.Queues()
 	log.Info("worker starting", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace), zap.Bool("tls", cfg.Temporal.ConnectionOptions.TLS != nil),
@@ -143,18 +143,21 @@ func metricsMux(m *metrics.Metrics) http.Handler {
 // that a table of its own could stand in for one the owner's functions
 // write; and one whose limits count user IDs rather than people (033),
 // where a decision row that names its person could not be written (033
-// comes after 031's signed card versions and 032's bound seeded secrets).
+// comes after 031's signed card versions and 032's bound seeded secrets);
+// one that cannot record a withdrawn card (034), or spend an MCP
+// requestState once (035).
 // The worker, the card UI and the MCP server check it at start.
 func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var partitioned, ledger, temporary, versioned, personal, withdrawable bool
+	var partitioned, ledger, temporary, versioned, personal, withdrawable, spendable bool
 	var db string
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('public.audit_keys') IS NOT NULL, to_regclass('public.limit_usage') IS NOT NULL,
 		has_database_privilege(current_database(), 'TEMPORARY'), current_database(),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.pending_action') AND attname = 'signed_version' AND NOT attisdropped),
 		EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.limit_usage') AND attname = 'requester_subject' AND NOT attisdropped),
 		EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass('public.audit_log') AND conname = 'audit_log_event_check'
-		        AND pg_get_constraintdef(oid) LIKE '%''withdrawn''%')`).
-		Scan(&partitioned, &ledger, &temporary, &db, &versioned, &personal, &withdrawable); err != nil {
+		        AND pg_get_constraintdef(oid) LIKE '%''withdrawn''%'),
+		to_regprocedure('public.spend_mcp_request_state(text,timestamptz)') IS NOT NULL`).
+		Scan(&partitioned, &ledger, &temporary, &db, &versioned, &personal, &withdrawable, &spendable); err != nil {
 		return fmt.Errorf("read the database's schema: %w", err)
 	}
 	if !partitioned {
@@ -171,6 +174,9 @@ func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if !withdrawable {
 		return errors.New("the database is older than this service: its audit log cannot say a card was withdrawn (migration 034); run starter migrate (make migrate) as the owner first")
+	}
+	if !spendable {
+		return errors.New("the database is older than this service: an MCP requestState cannot be spent once (migration 035); run starter migrate (make migrate) as the owner first")
 	}
 	if temporary {
 		return fmt.Errorf("this service's role may make temporary tables in database %s, so a table of its own could stand in for one the owner's functions write: run starter migrate (make migrate) as the owner (migration 030 revokes it), and where the owner does not own the database, run as the database's owner: REVOKE TEMPORARY ON DATABASE %s FROM PUBLIC",

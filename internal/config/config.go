@@ -46,7 +46,7 @@ var Vars = []string{
 	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH",
 	"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "TOOLGATE_TASK_QUEUE", "TOOLGATE_TASK_QUEUES", "DATABASE_URL", "UPSTREAM_URL", "UPSTREAM_ADDR",
 	"UPSTREAM_TOKEN_KEY", "WORKER_DATABASE_URL", "APPROVALS_DATABASE_URL", "UPSTREAM_DATABASE_URL", "AUDITOR_DATABASE_URL", "METRICS_ADDR", "APPROVALS_ADDR", "APPROVALS_SESSION_KEY", "APPROVALS_SECURE_COOKIES",
-	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY",
+	"TOOL_MAX_RESULT_CHARS", "TOOLGATE_APPROVAL_TTL", "TOOLGATE_APPROVAL_KEYS", "TOOLGATE_APPROVAL_SIGNING_KEY", "TOOLGATE_WITHDRAW_KEYS", "TOOLGATE_WITHDRAW_SIGNING_KEY",
 	"TOOLGATE_CODEC_KEYS", "TOOLGATE_CODEC_KEY_ID", "CODEC_ADDR", "CODEC_CORS_ORIGINS", "LOG_LEVEL", "TOOLGATE_WORKFLOW_CACHE_SIZE", "TOOLGATE_DEV",
 	"TOOLGATE_APPROVER_ISSUERS", "APPROVALS_OIDC_ISSUER", "APPROVALS_OIDC_CLIENT_ID", "APPROVALS_OIDC_CLIENT_SECRET", "APPROVALS_OIDC_REDIRECT_URL",
 	"APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_NAME_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "TOOLGATE_RESOURCE_CLAIMS",
@@ -96,6 +96,13 @@ type Config struct {
 	ApprovalsAddr string
 	// ApprovalKeys (TOOLGATE_APPROVAL_KEYS) verify signed decisions in the worker.
 	ApprovalKeys signoff.ApprovalKeys
+	// WithdrawKeys (TOOLGATE_WITHDRAW_KEYS) verify a requester's withdrawal
+	// alone, never another decision: the MCP server's key, so a server that
+	// is taken over can take calls back but never approve one.
+	WithdrawKeys signoff.ApprovalKeys
+	// WithdrawSigningKey (TOOLGATE_WITHDRAW_SIGNING_KEY) signs withdrawals in
+	// the MCP server.
+	WithdrawSigningKey *signoff.Signer
 	// EscalateAfter (TOOLGATE_ESCALATE_AFTER) is the fraction of the TTL
 	// after which an unanswered card is also offered one role up.
 	EscalateAfter float64
@@ -268,6 +275,14 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("TOOLGATE_APPROVAL_KEYS: %w", err)
 	}
 	c.ApprovalKeys = keys
+	if c.WithdrawKeys, err = signoff.ParseApprovalKeys(env("TOOLGATE_WITHDRAW_KEYS", devEnv("TOOLGATE_WITHDRAW_KEYS"))); err != nil {
+		return c, fmt.Errorf("TOOLGATE_WITHDRAW_KEYS: %w", err)
+	}
+	for id := range c.WithdrawKeys {
+		if _, both := c.ApprovalKeys[id]; both {
+			return c, fmt.Errorf("TOOLGATE_WITHDRAW_KEYS: key ID %q is also one of TOOLGATE_APPROVAL_KEYS; a withdrawal key must have an ID of its own (starter keygen writes one)", id)
+		}
+	}
 	for _, iss := range strings.Split(env("TOOLGATE_APPROVER_ISSUERS", os.Getenv("APPROVALS_OIDC_ISSUER")), ",") {
 		if iss = strings.TrimSpace(iss); iss != "" {
 			c.ApproverIssuers = append(c.ApproverIssuers, iss)
@@ -279,6 +294,13 @@ func FromEnv() (Config, error) {
 			return c, fmt.Errorf("TOOLGATE_APPROVAL_SIGNING_KEY: %w", err)
 		}
 		c.SigningKey = &signoff.Signer{KeyID: id, Key: key}
+	}
+	if v := env("TOOLGATE_WITHDRAW_SIGNING_KEY", devEnv("TOOLGATE_WITHDRAW_SIGNING_KEY")); v != "" {
+		id, key, err := signoff.ParseSigningKey(v)
+		if err != nil {
+			return c, fmt.Errorf("TOOLGATE_WITHDRAW_SIGNING_KEY: %w", err)
+		}
+		c.WithdrawSigningKey = &signoff.Signer{KeyID: id, Key: key}
 	}
 	if v := env("TOOLGATE_CODEC_KEYS", devEnv("TOOLGATE_CODEC_KEYS")); v != "" {
 		cd, err := codec.Parse(v, env("TOOLGATE_CODEC_KEY_ID", devEnv("TOOLGATE_CODEC_KEY_ID")))

@@ -143,7 +143,7 @@ func TestListenersDefaultToLoopback(t *testing.T) {
 // older table its inserts, which name no conflict target, would fail a
 // retried call instead of writing nothing; without the ledger it could
 // count no limit; without 031 it could write no card, without 033 no
-// decision that names its person, without 034 no withdrawn card; and a temporary
+// decision that names its person, without 034 no withdrawn card, without 035 no MCP requestState spent once; and a temporary
 // table of its own could stand in for one the owner's functions write.
 func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	dir := build(t)
@@ -167,6 +167,10 @@ func TestTheWorkerRefusesADatabaseBeforeItsMigrations(t *testing.T) {
 	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 33)}, env...))
 	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 034") {
 		t.Errorf("the worker on a database at migration 033: running=%v:\n%.600s", running, out)
+	}
+	running, out = start(t, filepath.Join(dir, "worker"), append([]string{"DATABASE_URL=" + testenv.DatabaseAt(t, 34)}, env...))
+	if running || !strings.Contains(out, "run starter migrate") || !strings.Contains(out, "migration 035") {
+		t.Errorf("the worker on a database at migration 034: running=%v:\n%.600s", running, out)
 	}
 	// A database whose owner could not take temporary tables from PUBLIC
 	// (migration 030 only warns when the owner does not own the database).

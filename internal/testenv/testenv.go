@@ -87,6 +87,13 @@ func SigningKeyEnv() string {
 // histories recorded by tests (the golden files) stay readable later.
 const CodecKeys = "test:dG9vbGdhdGUtdGVzdC1rZXktb25seS1mb3ItdGVzdHM="
 
+// WithdrawSigner signs the tests' MCP servers' withdrawals; WithdrawKeys
+// verify them, and a withdrawal alone.
+var WithdrawSigner, WithdrawKeys = func() (signoff.Signer, signoff.ApprovalKeys) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	return signoff.Signer{KeyID: "test-withdraw", Key: priv}, signoff.ApprovalKeys{"test-withdraw": pub}
+}()
+
 // ApprovalKeysEnv is the tests' TOOLGATE_APPROVAL_KEYS, for worker processes.
 func ApprovalKeysEnv() string {
 	return "test:" + base64.StdEncoding.EncodeToString(ApprovalKeys["test"])
@@ -536,7 +543,7 @@ func NewStackWith(t testing.TB, o StackOptions) *Stack {
 	s.TaskQueue = "toolgate-test-" + hex.EncodeToString(b)
 	s.Activities.Webhook, s.Activities.Upstreams = o.Webhook, o.Upstreams
 	s.Activities.Exchange, s.Activities.Audiences = o.Exchange, o.Audiences
-	s.settings = workflows.Settings{Policy: s.Policy, ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
+	s.settings = workflows.Settings{Policy: s.Policy, ApprovalTTL: ttl, ApprovalKeys: ApprovalKeys, WithdrawKeys: WithdrawKeys, ApproverIssuers: append([]string{Issuer}, o.ApproverIssuers...), SignInTTL: o.SignInTTL,
 		Webhooks: o.Webhook != nil, EscalateAfter: o.EscalateAfter}
 	s.StartWorker(t)
 	t.Cleanup(s.StopWorker)

@@ -16,6 +16,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
   spent boolean;
 BEGIN
+  -- Expired by this clock, whatever the MCP server's said: NULL, never spent.
+  IF p_expires <= now() THEN
+    RETURN NULL;
+  END IF;
   DELETE FROM public.mcp_request_states WHERE id IN (SELECT id FROM public.mcp_request_states WHERE expires_at < now() LIMIT 100);
   INSERT INTO public.mcp_request_states (id, expires_at) VALUES (p_id, p_expires) ON CONFLICT (id) DO NOTHING RETURNING true INTO spent;
   RETURN coalesce(spent, false);
