@@ -351,19 +351,25 @@ func (s *Server) Inbox(ctx context.Context, role policy.Role, held policy.Resour
 			kinds, ids = append(kinds, kind), append(ids, id)
 		}
 	}
-	rows, err := s.Pool.Query(ctx, inboxSQL, string(role), kinds, ids, InboxSize)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: %w", err)
-	}
-	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CardView, error) {
-		c, err := scanCard(row)
-		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
-		return c, err
-	})
+	cards, err := s.listed(ctx, inboxSQL, string(role), kinds, ids, InboxSize)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	return cards, nil
+}
+
+// listed is the cards a query of cardColumns finds, each with its value
+// and routing as the pack says them.
+func (s *Server) listed(ctx context.Context, sql string, args ...any) ([]CardView, error) {
+	rows, err := s.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (CardView, error) {
+		c, err := scanCard(row)
+		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
+		return c, err
+	})
 }
 
 // inbox lists the pending, unexpired cards routed to the approver's role,
@@ -415,15 +421,7 @@ func (s *Server) Mine(ctx context.Context, sess session) ([]CardView, error) {
 	if sess.Evidence.Issuer == "" || sess.Evidence.Subject == "" {
 		return nil, nil
 	}
-	rows, err := s.Pool.Query(ctx, mineSQL, sess.Evidence.Issuer, sess.Evidence.Subject, InboxSize)
-	if err != nil {
-		return nil, fmt.Errorf("your requests: %w", err)
-	}
-	cards, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CardView, error) {
-		c, err := scanCard(row)
-		c.Value, c.RoutedTo = s.value(c.Tool, c.ValueCents), s.roleLabel(c.ApproverRole)
-		return c, err
-	})
+	cards, err := s.listed(ctx, mineSQL, sess.Evidence.Issuer, sess.Evidence.Subject, InboxSize)
 	if err != nil {
 		return nil, fmt.Errorf("your requests: %w", err)
 	}
