@@ -99,6 +99,26 @@ func TestInboxAtVolume(t *testing.T) {
 			}
 		})
 	}
+	// A person's own waiting requests, listed beside their inbox: theirs
+	// alone, newest first, read through the index of pending cards by
+	// requester (a few hundred entries at most), never the table whole.
+	t.Run("a person's own requests", func(t *testing.T) {
+		var want, got int
+		if err := owner.QueryRow(ctx, `SELECT count(*) FROM pending_action WHERE status = 'pending_approval' AND expires_at > now()
+			AND requester_issuer = 'urn:synth' AND requester_subject = 'user-7'`).Scan(&want); err != nil || want == 0 {
+			t.Fatalf("user-7 has %d pending requests (%v): the synthetic cards name no requester, so this proves nothing", want, err)
+		}
+		if err := owner.QueryRow(ctx, `SELECT count(*) FROM (`+approvals.MineSQL+`) m`, "urn:synth", "user-7", approvals.InboxSize).Scan(&got); err != nil || got != min(want, approvals.InboxSize) {
+			t.Fatalf("user-7's requests: %d (%v), want %d", got, err, min(want, approvals.InboxSize))
+		}
+		var plan []byte
+		if err := owner.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+approvals.MineSQL, "urn:synth", "user-7", approvals.InboxSize).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if seq, read := scans(t, plan, "pending_action"); seq > 0 || read > 2*approvals.InboxSize {
+			t.Fatalf("a person's requests scan pending_action whole (%d) or read %d rows of it:\n%s", seq, read, plan)
+		}
+	})
 }
 
 // scans counts a plan's sequential scans of relation, and the rows its

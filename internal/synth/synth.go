@@ -198,16 +198,18 @@ func (s Shape) LoadCalls(ctx context.Context, db interface {
 // pendingSQL writes $1 synthetic pending cards, put up
 // in the hour before $2 and expiring an hour after it: routed to a store
 // manager (an area manager for one in three, escalated to one for one in
-// ten), over $3 stores from $4, one in a hundred naming no resource.
+// ten), over $3 stores from $4, one in a hundred naming no resource; each
+// asked for by one of 2,000 people, signed in at urn:synth.
 const pendingSQL = `
 INSERT INTO pending_action (workflow_id, run_id, version, tool, requested_by, requester_role, resource_kind, resource_id, args, args_hash, card,
-                            value_cents, approver_role, escalated_role, status, expires_at, created_at, updated_at)
+                            value_cents, approver_role, escalated_role, status, expires_at, created_at, updated_at, requester_issuer, requester_subject)
 SELECT 'synth-pending-' || i, 'run', 1, 'request_stock_transfer', 'user-' || (i % 2000), 'store_manager',
        CASE WHEN i % 100 <> 0 THEN 'store' END, CASE WHEN i % 100 <> 0 THEN ($4 + (i * 7919) % $3)::text END,
        jsonb_build_object('articleId', 40211, 'quantity', 1 + i % 40), md5(i::text), 'Move ' || (1 + i % 40) || ' cases from store 118.',
        960 * (1 + i % 40), CASE WHEN i % 3 = 0 THEN 'area_manager' ELSE 'store_manager' END,
        CASE WHEN i % 10 = 1 THEN 'area_manager' END, 'pending_approval',
-       $2::timestamptz + interval '1 hour', $2::timestamptz - make_interval(secs => i::float8 * 3600 / greatest($1, 1)), $2::timestamptz
+       $2::timestamptz + interval '1 hour', $2::timestamptz - make_interval(secs => i::float8 * 3600 / greatest($1, 1)), $2::timestamptz,
+       'urn:synth', 'user-' || (i % 2000)
 FROM generate_series(1, $1::bigint) i`
 
 // SetPending makes n synthetic cards pending (none when n is 0), replacing
