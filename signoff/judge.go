@@ -3,7 +3,6 @@ package signoff
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -66,9 +65,8 @@ type Judgment struct {
 // may change, and, where several must approve, from someone who has not
 // (nor asked for it). It is a pure function of its arguments.
 func Judge(r Rules, a Approval, now time.Time) Judgment {
-	if a.Decision == Withdraw && len(r.WithdrawKeys) > 0 {
-		r.Keys = maps.Clone(r.Keys)
-		maps.Copy(r.Keys, r.WithdrawKeys)
+	if _, mcp := r.WithdrawKeys[a.KeyID]; mcp && a.Decision == Withdraw {
+		r.Keys = r.WithdrawKeys
 	}
 	if !now.Before(r.Expires) {
 		ok, _ := VerifyApproval(a, r.Card, r.UpAt, r.Expires, r.Keys)
