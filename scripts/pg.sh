@@ -24,9 +24,12 @@ bindir() {
   exit 1
 }
 as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# free_port is the first port from $1 (55432) to 55532 nothing listens on. A port an outgoing
+# connection holds as its local end (the range lies within the kernel's ephemeral one) answers
+# no connect yet cannot be bound: start's retry moves past it.
 free_port() {
   local p
-  for p in $(seq 55432 55532); do
+  for p in $(seq "${1:-55432}" 55532); do
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   echo "no free port in 55432-55532" >&2; exit 1
@@ -46,15 +49,18 @@ case "$cmd" in
         { cat "$dir/initdb.log" >&2; exit 1; }
     fi
     if as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then url; exit 0; fi
-    # Two clusters started at once (make test's make devs) may both find the same port free; the
-    # one that loses the bind tries the next free port.
-    for attempt in 1 2 3 4 5; do
-      port="$(free_port)"; echo "$port" >"$dir/port"
+    # Two clusters started at once (make test's make devs) may both find the same port free, and
+    # an outgoing connection may hold one as its local end: the one that loses the bind tries the
+    # next free port after it.
+    from=55432
+    for attempt in 1 2 3 4 5 6 7 8; do
+      port="$(free_port "$from")"; echo "$port" >"$dir/port"
       if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
         -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" start >/dev/null 2>&1; then
         url; exit 0
       fi
       tail -5 "$dir/postgres.log" | grep -q "Address already in use" || break
+      from=$((port + 1 + RANDOM % 3))
       sleep "0.$((RANDOM % 9 + 1))"
     done
     tail -20 "$dir/postgres.log" >&2; exit 1 ;;
