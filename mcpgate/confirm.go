@@ -8,9 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sentences"
-	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
 )
@@ -100,12 +98,10 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	answer, _ := req.Params.InputResponses[confirmRequest].(*mcp.ElicitResult)
-	if answer != nil && answer.Action == "decline" && s.Signer != nil {
+	if answer != nil && answer.Action == "decline" {
 		// The card the person was shown: one an edit has replaced since is
 		// not withdrawn unseen, and they are asked about it instead.
-		a := signoff.Approval{Decision: signoff.Withdraw, ArgsHash: st.ArgsHash, Approver: policy.Identity{UserID: id.UserID, Role: id.Role},
-			Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
-		if err := workflows.SendDecision(ctx, s.Temporal, st.WorkflowID, a, *s.Signer); err != nil {
+		if err := s.sendWithdrawal(ctx, id, st.WorkflowID, "", st.ArgsHash); err != nil {
 			s.Logger.Info("withdrawal on decline not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))
 		}
 	}

@@ -143,6 +143,11 @@ type Server struct {
 	// spends each one once, and CardsURL is the card UI as people reach it
 	// (TOOLGATE_CARDS_URL): with all three, a client that speaks 2026-07-28
 	// and declares URL elicitation is sent to decide its own card there.
+	// TaskWait is how long a call from a client that declares the tasks
+	// extension waits for its first outcome before it answers with a task
+	// handle (DefaultTaskWait when 0).
+	TaskWait time.Duration
+
 	Codec      *codec.Codec
 	SpendState StateSpender
 	CardsURL   string
@@ -168,7 +173,7 @@ func (s *Server) Handler() http.Handler {
 	sessions := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: maxRequestBytes})
 	stateless := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: maxRequestBytes})
 	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: origin + MetadataPath + Path})
-	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(byRevision(sessions, stateless)))))
+	mux.Handle(Path, bearer(http.NewCrossOriginProtection().Handler(noBatches(s.tasks(byRevision(sessions, stateless))))))
 	if s.Logout != nil && s.Revoke != nil {
 		mux.HandleFunc("POST "+BackChannelLogoutPath, s.backChannelLogout)
 	}
@@ -278,8 +283,12 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 	if !ok {
 		return nil
 	}
+	caps := &mcp.ServerCapabilities{}
+	if s.offersTasks() {
+		caps.AddExtension(TasksExtension, nil)
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: tools behind policy, approval and audit", Version: "1"}, &mcp.ServerOptions{
-		Instructions: sentences.Say(sentences.MCPInstructions)})
+		Instructions: sentences.Say(sentences.MCPInstructions), Capabilities: caps})
 	for _, d := range s.Policy.DefinitionsFor(id.Role) {
 		destructive, open := d.Tier == policy.TierWrite || d.Tier == policy.TierIrreversible, false
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, Annotations: &mcp.ToolAnnotations{
@@ -557,14 +566,16 @@ func (s *Server) outcome(ctx context.Context, id Identity, callID string) *mcp.C
 // share.
 func (s *Server) own(ctx context.Context, id Identity, callID string) (closed, ok bool) {
 	desc, err := s.Temporal.DescribeWorkflow(ctx, callID, "")
-	if err != nil {
-		return false, false
-	}
-	var asker signoff.Person
-	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || asker != (signoff.Person{Issuer: id.Issuer, Subject: id.Subject}) {
+	if err != nil || !ownedBy(desc.GetMemoValue, id) {
 		return false, false
 	}
 	return desc.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() != nil, true
+}
+
+// ownedBy says a call's memo names the person id as the one who started it.
+func ownedBy(memo func(key string, valuePtr any) error, id Identity) bool {
+	var asker signoff.Person
+	return memo(workflows.RequesterMemo, &asker) == nil && asker == (signoff.Person{Issuer: id.Issuer, Subject: id.Subject})
 }
 
 // withdrawWait is how long a withdrawal waits for its card to close before
@@ -594,9 +605,7 @@ func (s *Server) withdraw(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if closed {
 		return s.outcome(ctx, id, args.CallID), nil
 	}
-	a := signoff.Approval{Decision: signoff.Withdraw, Approver: policy.Identity{UserID: id.UserID, Role: id.Role}, Reason: strings.TrimSpace(args.Reason),
-		Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
-	if err := workflows.SendDecision(ctx, s.Temporal, args.CallID, a, *s.Signer); err != nil {
+	if err := s.sendWithdrawal(ctx, id, args.CallID, strings.TrimSpace(args.Reason), ""); err != nil {
 		s.Logger.Info("withdrawal not sent", zap.String("workflowId", args.CallID), zap.Error(err))
 		return failure(sentences.Say(sentences.NotWithdrawable, clipped(args.CallID))), nil
 	}
@@ -608,6 +617,18 @@ func (s *Server) withdraw(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return result(res), nil
 	}
 	return s.outcome(ctx, id, args.CallID), nil
+}
+
+// sendWithdrawal signs the person's withdrawal of the card call wf shows
+// (of the version argsHash names, or the one it shows now), with their
+// sign-in as evidence; the workflow judges it like any decision.
+func (s *Server) sendWithdrawal(ctx context.Context, id Identity, wf, reason, argsHash string) error {
+	if s.Signer == nil {
+		return errNoSigner
+	}
+	a := signoff.Approval{Decision: signoff.Withdraw, ArgsHash: argsHash, Approver: policy.Identity{UserID: id.UserID, Role: id.Role}, Reason: reason,
+		Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339)}}
+	return workflows.SendDecision(ctx, s.Temporal, wf, a, *s.Signer)
 }
 
 func clipped(s string) string {

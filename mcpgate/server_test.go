@@ -39,6 +39,7 @@ type gate struct {
 	idp   *testenv.IdP
 	url   string
 	cards string // the card UI
+	mcp   *mcpgate.Server
 }
 
 var (
@@ -94,6 +95,12 @@ func newGate(t *testing.T, maxWait time.Duration) *gate {
 // from the claim userClaim.
 func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
 	t.Helper()
+	return newGateWith(t, maxWait, userClaim, testenv.StackOptions{})
+}
+
+// newGateWith is newGateUser on a stack with options o.
+func newGateWith(t *testing.T, maxWait time.Duration, userClaim string, o testenv.StackOptions) *gate {
+	t.Helper()
 	cards := &testenv.LateHandler{}
 	cardSrv := httptest.NewServer(cards)
 	t.Cleanup(cardSrv.Close)
@@ -101,7 +108,8 @@ func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	id := testenv.NewIdPForMCP(t, cardSrv.URL, srv.URL)
-	s := testenv.NewStackWith(t, testenv.StackOptions{ApproverIssuers: []string{id.URL}})
+	o.ApproverIssuers = []string{id.URL}
+	s := testenv.NewStackWith(t, o)
 	g := &gate{s: s, idp: id, cards: cardSrv.URL}
 	// The card UI, signing approvers in at the same provider.
 	auth, err := approvals.NewAuth(context.Background(), approvals.OIDC{Roles: approvals.RolesOf(testenv.Policy), Issuer: id.URL, ClientID: id.ClientID, ClientSecret: id.ClientSecret,
@@ -126,11 +134,12 @@ func newGateUser(t *testing.T, maxWait time.Duration, userClaim string) *gate {
 	g.url = srv.URL
 	core, logs := observer.New(zap.DebugLevel)
 	g.logs = logs
-	srv.Config.Handler = (&mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
+	g.mcp = &mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
 		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
 		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.WithdrawSigner,
-		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}).Handler()
+		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}
+	srv.Config.Handler = g.mcp.Handler()
 	return g
 }
 
