@@ -147,6 +147,7 @@ func TestACallThatWaitsIsATask(t *testing.T) {
 		"the extension undeclared": {rpcCall{token: ama, method: "tasks/get", name: taskID, params: map[string]any{"taskId": taskID}}, 400, -32021, true},
 		"another Mcp-Name":         {rpcCall{token: ama, method: "tasks/get", name: taskID, header: "x", params: map[string]any{"taskId": taskID}, tasks: true}, 400, -32020, false},
 		"tasks/result is gone":     {rpcCall{token: ama, method: "tasks/result", name: taskID, params: map[string]any{"taskId": taskID}, tasks: true}, 404, -32601, false},
+		"a tool outside the role":  {rpcCall{token: ama, method: "tools/call", name: "change_price", params: map[string]any{"name": "change_price", "arguments": map[string]any{}}, tasks: true}, 400, -32602, false},
 		"tasks/list is gone":       {rpcCall{token: ama, method: "tasks/list", params: map[string]any{}, tasks: true}, 404, -32601, false},
 	} {
 		a := g.rpc(t, try.call)
