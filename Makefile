@@ -52,11 +52,12 @@ bin/temporal-ui-server:
 test: tools browser node lint
 	$(WITH_PG) $(MAKE) test-all
 
-## node: the npm packages of the tests that drive toolgate from other languages (official SDKs) and of the MCP servers it stands in front of (the reference servers), pinned by package-lock.json.
+## node: the npm packages of the tests that drive toolgate from other languages (official SDKs) and of the MCP servers it stands in front of (the reference servers), and the official MCP conformance suite, pinned by package-lock.json.
 node:
 	@command -v npm >/dev/null 2>&1 || { echo "installing Debian's nodejs and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix mcpgate/testdata/client --no-audit --no-fund --loglevel=error
 	npm ci --prefix mcpgate/testdata/client2 --no-audit --no-fund --loglevel=error
+	npm ci --prefix mcpgate/testdata/conformance --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/temporal-ts --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/mcp --no-audit --no-fund --loglevel=error
 

@@ -283,7 +283,9 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 	if !ok {
 		return nil
 	}
-	caps := &mcp.ServerCapabilities{}
+	// The SDK answers prompts/list whether or not a server has prompts, so
+	// the capability says so (an empty list).
+	caps := &mcp.ServerCapabilities{Prompts: &mcp.PromptCapabilities{}}
 	if s.offersTasks() {
 		caps.AddExtension(TasksExtension, nil)
 	}
