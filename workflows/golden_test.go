@@ -95,6 +95,10 @@ var goldenPaths = []struct {
 			Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "adwoa", ACR: policy.ACRMFA}}, approve(yoofiID)}},
 	{"transfer_withdrawn", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40388,"quantity":12,"reason":"stockout_risk"}`)},
 		[]signoff.Approval{withdraw(efuaID), withdraw(kofiID)}},
+	// The requester decides her own card from its confirmation link (an MCP
+	// client's URL elicitation, /cards/<id>/confirm), signed in as herself.
+	{"transfer_confirmed_by_url", workflows.ToolCallInput{Tool: "request_stock_transfer", Args: json.RawMessage(`{"articleId":40211,"quantity":10,"reason":"stockout_risk"}`)},
+		[]signoff.Approval{{Decision: signoff.Approve, Approver: efuaID, Evidence: &signoff.AuthEvidence{Issuer: testenv.Issuer, Subject: "efua", ACR: policy.ACRPassword}}}},
 	{"signed_out_resumed_read", workflows.ToolCallInput{Tool: "get_stock", Args: json.RawMessage(`{"articleId":40211}`)}, nil},
 	{"signed_out_expired", workflows.ToolCallInput{Tool: "create_task", Args: json.RawMessage(`{"kind":"recount","articleId":40211,"dueBy":"today"}`)}, nil},
 	// PlanCover (packs/plancover): a read that runs as no one, a portal
@@ -165,6 +169,7 @@ var goldenRequesters = map[string]policy.Session{
 	"transfer_edited_stale_then_rejected":        {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(115), SessionID: "s12", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_other_store_refused_then_approved": {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(121), SessionID: "s13", ConversationID: "golden", CredentialRef: "cred-kofi"},
 	"transfer_withdrawn":                         {UserID: "kofi", Role: mangrove.RoleAreaManager, Resources: mangrove.Stores(110), SessionID: "s14", ConversationID: "golden", CredentialRef: "cred-kofi"},
+	"transfer_confirmed_by_url":                  {UserID: "efua", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(118), SessionID: "s15", ConversationID: "golden", CredentialRef: "cred-efua"},
 	"plancover_knowledge_read":                   meera,
 	"plancover_portal_not_found":                 meera,
 	"plancover_hospitals_invalid":                meera,
@@ -176,7 +181,7 @@ var goldenRequesters = map[string]policy.Session{
 // at the identity provider the stack trusts (testenv.Issuer) while the
 // path runs, as one through the MCP server would, so their own decisions
 // (a withdrawal) come from the person who asked.
-var goldenSignedIn = map[string]string{"transfer_withdrawn": "cred-kofi"}
+var goldenSignedIn = map[string]string{"transfer_withdrawn": "cred-kofi", "transfer_confirmed_by_url": "cred-efua"}
 
 // goldenWaits are paths whose decisions wait: an escalation needs the card
 // unanswered past half its TTL (the recording stack's is 2 s).
