@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -110,12 +109,11 @@ func TestTheConformanceSuite(t *testing.T) {
 	g := newGate(t, 0)
 	target, _ := url.Parse(g.url)
 	token := g.token(t, "ama", idp.ACRPassword)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	inner := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		inner(r)
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = target.Host
+		r.Out.Header.Set("Authorization", "Bearer "+token)
+	}}
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 	var passed int

@@ -18,6 +18,8 @@ import (
 	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
+	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 )
 
@@ -42,9 +44,12 @@ const (
 	TaskPollInterval = 2 * time.Second
 	// taskPurpose is what a task handle is sealed for (codec.Seal).
 	taskPurpose = "mcp task v1"
-	// startWait bounds how long a call answered with a task handle goes on
-	// waiting, in the background, for its first outcome.
-	startWait = 5 * time.Minute
+	// startWait bounds the start of a call answered with a task; startDeadline
+	// how long a request waits for its workflow to be there; startPoll how
+	// often it looks.
+	startWait     = 5 * time.Minute
+	startDeadline = 30 * time.Second
+	startPoll     = 200 * time.Millisecond
 )
 
 // The statuses of a task (SEP-2663).
@@ -73,6 +78,7 @@ type taskHandle struct {
 	Issuer     string `json:"iss"`
 	Subject    string `json:"sub"`
 	WorkflowID string `json:"wf"`
+	RunID      string `json:"run"`
 	Created    int64  `json:"created"`
 }
 
@@ -98,16 +104,25 @@ func openTask(c *codec.Codec, taskID string, id Identity) (taskHandle, bool) {
 // rpcRequest is one JSON-RPC request on the wire, and the params of the
 // methods answered here.
 type rpcRequest struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		Name           string                     `json:"name"`
-		Arguments      json.RawMessage            `json:"arguments"`
-		Meta           map[string]any             `json:"_meta"`
-		TaskID         string                     `json:"taskId"`
-		InputResponses map[string]json.RawMessage `json:"inputResponses"`
-		RequestState   string                     `json:"requestState"`
-	} `json:"params"`
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Raw     json.RawMessage `json:"params"`
+	Params  rpcParams       `json:"-"`
+}
+
+// rpcParams are the params of the methods answered here.
+type rpcParams struct {
+	Name           string                     `json:"name"`
+	Arguments      json.RawMessage            `json:"arguments"`
+	Meta           map[string]any             `json:"_meta"`
+	TaskID         string                     `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	RequestState   string                     `json:"requestState"`
+}
+
+func isTaskMethod(m string) bool {
+	return m == taskMethodGet || m == taskMethodUpdate || m == taskMethodCancel
 }
 
 // declaresTasks says the request's own client capabilities name the tasks
@@ -128,28 +143,38 @@ func (s *Server) offersTasks() bool { return s.Codec != nil }
 // other request goes on to the SDK.
 func (s *Server) tasks(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.offersTasks() || r.Method != http.MethodPost || r.Header.Get("MCP-Protocol-Version") < FirstSessionlessRevision {
+		if !s.offersTasks() || r.Method != http.MethodPost || r.Header.Get("MCP-Protocol-Version") != FirstSessionlessRevision {
 			next.ServeHTTP(w, r)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 		if err != nil {
-			writeRPC(w, http.StatusRequestEntityTooLarge, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the request body is too large"})
+			http.Error(w, "the request body is too large", http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var q rpcRequest
-		if json.Unmarshal(body, &q) != nil || len(q.ID) == 0 {
-			next.ServeHTTP(w, r) // the SDK answers a malformed request or a notification
+		if json.Unmarshal(body, &q) != nil || q.JSONRPC != "2.0" || len(q.ID) == 0 || r.Header.Get("MCP-Protocol-Version") != FirstSessionlessRevision {
+			next.ServeHTTP(w, r) // the SDK answers a malformed request, a notification or another revision
 			return
 		}
 		id, ok := identityOf(auth.TokenInfoFromContext(r.Context()))
-		switch {
-		case !ok:
+		if !ok || (!isTaskMethod(q.Method) && q.Method != "tools/call") {
 			next.ServeHTTP(w, r)
-		case q.Method == taskMethodGet || q.Method == taskMethodUpdate || q.Method == taskMethodCancel:
+			return
+		}
+		if len(q.Raw) > 0 && json.Unmarshal(q.Raw, &q.Params) != nil {
+			if isTaskMethod(q.Method) {
+				writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params: taskId must be a string and inputResponses an object"})
+				return
+			}
+			next.ServeHTTP(w, r) // the SDK answers a tools/call's malformed params
+			return
+		}
+		switch {
+		case isTaskMethod(q.Method):
 			s.serveTask(w, r, &q, id)
-		case q.Method == "tools/call" && q.declaresTasks() && q.Params.RequestState == "" && s.offered(id, q.Params.Name):
+		case q.declaresTasks() && q.Params.RequestState == "" && s.offered(id, q.Params.Name):
 			s.callAsTask(w, r, &q, id)
 		default:
 			next.ServeHTTP(w, r)
@@ -173,22 +198,23 @@ func (s *Server) offered(id Identity, tool string) bool {
 // rebinding), the Mcp-Method and Mcp-Name headers match the body
 // (SEP-2243; a task method's name is its task ID), and the protocol
 // version header matches the request's _meta.
-func checkHeaders(r *http.Request, q *rpcRequest, name string) (int, *jsonrpc.Error) {
+func checkHeaders(r *http.Request, q *rpcRequest, name string) *jsonrpc.Error {
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(local.String()) && !loopback(r.Host) {
-		return http.StatusForbidden, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid Host header"}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid Host header"}
 	}
-	mismatch := func(msg string) (int, *jsonrpc.Error) {
-		return http.StatusBadRequest, &jsonrpc.Error{Code: codeHeaderMismatch, Message: msg}
-	}
+	mismatch := func(msg string) *jsonrpc.Error { return &jsonrpc.Error{Code: codeHeaderMismatch, Message: msg} }
+	version, _ := q.Params.Meta[protocolVersionMeta].(string)
 	switch {
+	case version == "":
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing or invalid _meta field " + protocolVersionMeta}
 	case r.Header.Get("Mcp-Method") != q.Method:
 		return mismatch("the Mcp-Method header must be the request's method, " + q.Method)
 	case r.Header.Get("Mcp-Name") != name:
-		return mismatch("the Mcp-Name header must be the request's " + map[bool]string{true: "taskId", false: "name"}[q.Params.TaskID != "" || q.Method != "tools/call"])
-	case q.Params.Meta[protocolVersionMeta] != r.Header.Get("MCP-Protocol-Version"):
+		return mismatch("the Mcp-Name header must be the request's " + map[bool]string{true: "taskId", false: "name"}[isTaskMethod(q.Method)])
+	case version != r.Header.Get("MCP-Protocol-Version"):
 		return mismatch("the MCP-Protocol-Version header must be the request's _meta " + protocolVersionMeta)
 	}
-	return 0, nil
+	return nil
 }
 
 func loopback(hostport string) bool {
@@ -205,14 +231,22 @@ func loopback(hostport string) bool {
 }
 
 // writeRPC writes one JSON-RPC response: a result, or an error with the
-// HTTP status SEP-2575 gives it.
-func writeRPC(w http.ResponseWriter, status int, id json.RawMessage, result any, rpcErr *jsonrpc.Error) {
+// HTTP status SEP-2575 and SEP-2243 give its code (a forged Host is 403).
+func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rpcErr *jsonrpc.Error) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	msg := map[string]any{"jsonrpc": "2.0", "id": id}
+	msg, status := map[string]any{"jsonrpc": "2.0", "id": id}, http.StatusOK
 	if rpcErr != nil {
 		msg["error"] = rpcErr
+		switch rpcErr.Code {
+		case jsonrpc.CodeMethodNotFound:
+			status = http.StatusNotFound
+		case jsonrpc.CodeInvalidParams, codeMissingRequiredCapability, codeHeaderMismatch:
+			status = http.StatusBadRequest
+		case jsonrpc.CodeInvalidRequest:
+			status = http.StatusForbidden
+		}
 	} else {
 		msg["result"] = result
 	}
@@ -239,11 +273,11 @@ func complete(res any) (map[string]any, error) {
 
 // callAsTask starts (or attaches to) a call for a client that declares the
 // tasks extension, and answers its outcome if it is final within
-// TaskWait, the confirmation a card its requester may decide asks for,
-// or else a task handle, once the call's workflow is durably there.
+// Server.TaskWait, the confirmation a card its requester may decide asks
+// for, or else a task handle, once the call's workflow is durably there.
 func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcRequest, id Identity) {
-	if status, err := checkHeaders(r, q, q.Params.Name); err != nil {
-		writeRPC(w, status, q.ID, nil, err)
+	if err := checkHeaders(r, q, q.Params.Name); err != nil {
+		writeRPC(w, q.ID, nil, err)
 		return
 	}
 	req := &mcp.CallToolRequest{Session: &mcp.ServerSession{}, Params: &mcp.CallToolParamsRaw{Name: q.Params.Name, Arguments: q.Params.Arguments, Meta: q.Params.Meta},
@@ -251,10 +285,10 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 	answer := func(res any) {
 		m, err := complete(res)
 		if err != nil {
-			writeRPC(w, http.StatusOK, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be written"})
+			writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be written"})
 			return
 		}
-		writeRPC(w, http.StatusOK, q.ID, m, nil)
+		writeRPC(w, q.ID, m, nil)
 	}
 	in, err := s.input(r.Context(), id, req, q.Params.Name)
 	if err != nil {
@@ -265,21 +299,30 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 	if s.QueueFor != nil {
 		queue = s.QueueFor(q.Params.Name)
 	}
+	wf := workflows.WorkflowID(in.Session.ConversationID, in.ToolCallID)
+	// A workflow already there is an earlier call under the client's key:
+	// its answer (its outcome, or idempotency_conflict) comes from the
+	// update, never a handle to that call taken on the timer.
+	_, absent := s.Temporal.DescribeWorkflow(r.Context(), wf, "")
+	fresh, deadline := absent != nil, time.Now().Add(startDeadline)
+	if !fresh {
+		deadline = time.Now().Add(startWait)
+	}
 	type first struct {
 		out workflows.Outcome
 		run bool
 		err error
 	}
 	started := make(chan first, 1)
+	// The start is bounded, and given up once this request has its answer
+	// or is gone: a handle is only handed out once the workflow is there,
+	// and it runs on whether or not anyone waits for its first outcome.
+	sctx, stop := context.WithTimeout(context.WithoutCancel(r.Context()), startWait)
+	defer stop()
 	go func() {
-		// The call goes on when the answer is a task handle: its first
-		// outcome is awaited here, not by the client.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startWait)
-		defer cancel()
-		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
+		out, run, err := workflows.Call(sctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		started <- first{out, run != nil, err}
 	}()
-	wf := workflows.WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	wait := s.TaskWait
 	if wait <= 0 {
 		wait = DefaultTaskWait
@@ -291,17 +334,26 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 	case got := <-started:
 		f = &got
 	case <-timer.C:
+	case <-r.Context().Done():
+		return
 	}
-	// A handle only once the call's workflow is there (SEP-2663: a tasks/get
-	// for it must resolve), however long its start takes.
+	runID := ""
 	for f == nil {
-		if _, err := s.Temporal.DescribeWorkflow(r.Context(), wf, ""); err == nil {
-			break
+		if fresh {
+			if desc, err := s.Temporal.DescribeWorkflow(r.Context(), wf, ""); err == nil {
+				runID = desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			s.Logger.Warn("a task's call did not start in time", zap.String("workflowId", wf))
+			answer(failure(sentences.Say(sentences.NotStarted, "it did not start in time")))
+			return
 		}
 		select {
 		case got := <-started:
 			f = &got
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(startPoll):
 		case <-r.Context().Done():
 			return
 		}
@@ -315,135 +367,139 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 		case f.out.Status == workflows.StatusPendingApproval && f.run && s.confirmable(req, id, f.out):
 			res, err := s.askToConfirm(q.Params.Name, req, id, f.out.IdempotencyKey, f.out.RunID, f.out.ArgsHash, f.out.Card)
 			if err != nil {
-				writeRPC(w, http.StatusOK, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the confirmation could not be sealed"})
+				writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the confirmation could not be sealed"})
 				return
 			}
 			m, _ := complete(res)
 			m["resultType"] = "input_required"
-			writeRPC(w, http.StatusOK, q.ID, m, nil)
+			writeRPC(w, q.ID, m, nil)
 			return
-		case !f.run || (f.out.Status != workflows.StatusPendingApproval && f.out.Status != workflows.StatusAwaitingSignIn):
+		case !f.run || f.out.Status != workflows.StatusPendingApproval:
+			// Final, or a wait for a sign-in, whose answer tells the person
+			// what to do: the result itself.
+			s.Logger.Info("tool call", zap.String("tool", q.Params.Name), zap.String("user", id.UserID), zap.String("callId", f.out.IdempotencyKey),
+				zap.String("status", string(f.out.Status)), zap.String("code", string(f.out.Code)))
 			answer(result(f.out.ToolCallResult))
 			return
 		}
-		wf = f.out.IdempotencyKey
+		wf, runID = f.out.IdempotencyKey, f.out.RunID
 	}
-	h := taskHandle{Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, Created: time.Now().UnixMilli()}
+	h := taskHandle{Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID, Created: time.Now().UnixMilli()}
 	taskID, err := sealTask(s.Codec, h)
 	if err != nil {
-		writeRPC(w, http.StatusOK, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be sealed"})
+		writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be sealed"})
 		return
 	}
-	task, rpcErr := s.task(r.Context(), taskID, h)
-	if rpcErr != nil {
-		writeRPC(w, http.StatusOK, q.ID, nil, rpcErr)
+	task, res, rpcErr := s.task(r.Context(), taskID, h)
+	switch {
+	case rpcErr != nil:
+		writeRPC(w, q.ID, nil, rpcErr)
+		return
+	case res != nil:
+		answer(result(*res)) // ended already: the result itself, not a handle to it
+		return
+	case task["status"] != taskWorking:
+		writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: sentences.Say(sentences.EndedWithoutResult)})
 		return
 	}
-	if task["status"] != taskWorking {
-		// Final already: the result itself, not a handle to it.
-		if res, ok := task["result"]; ok {
-			answer(res)
-			return
-		}
-	}
-	delete(task, "result")
 	task["resultType"] = "task"
-	s.Logger.Info("tool call answered with a task", zap.String("tool", q.Params.Name), zap.String("callId", wf))
-	writeRPC(w, http.StatusOK, q.ID, task, nil)
+	s.Logger.Info("tool call answered with a task", zap.String("tool", q.Params.Name), zap.String("user", id.UserID), zap.String("callId", wf))
+	writeRPC(w, q.ID, task, nil)
 }
 
 // serveTask answers tasks/get, tasks/update and tasks/cancel for a task of
 // the person's own.
 func (s *Server) serveTask(w http.ResponseWriter, r *http.Request, q *rpcRequest, id Identity) {
-	if status, err := checkHeaders(r, q, q.Params.TaskID); err != nil {
-		writeRPC(w, status, q.ID, nil, err)
+	if err := checkHeaders(r, q, q.Params.TaskID); err != nil {
+		writeRPC(w, q.ID, nil, err)
 		return
 	}
 	if !q.declaresTasks() {
-		writeRPC(w, http.StatusBadRequest, q.ID, nil, &jsonrpc.Error{Code: codeMissingRequiredCapability,
+		writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: codeMissingRequiredCapability,
 			Message: "declare the " + TasksExtension + " extension in this request's _meta " + clientCapabilitiesMeta,
 			Data:    json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + TasksExtension + `":{}}}}`)})
 		return
 	}
 	h, ok := openTask(s.Codec, q.Params.TaskID, id)
 	if !ok {
-		writeRPC(w, http.StatusBadRequest, q.ID, nil, errUnknownTask)
+		writeRPC(w, q.ID, nil, errUnknownTask)
+		return
+	}
+	task, _, err := s.task(r.Context(), q.Params.TaskID, h)
+	if err != nil {
+		writeRPC(w, q.ID, nil, err)
 		return
 	}
 	switch q.Method {
 	case taskMethodGet:
-		task, err := s.task(r.Context(), q.Params.TaskID, h)
-		if err != nil {
-			writeRPC(w, http.StatusBadRequest, q.ID, nil, err)
-			return
-		}
 		task["resultType"] = "complete"
-		writeRPC(w, http.StatusOK, q.ID, task, nil)
+		writeRPC(w, q.ID, task, nil)
 	case taskMethodUpdate:
 		// No input request of a toolgate task is ever outstanding (a card
 		// is decided in the card UI), so every response is ignored.
-		if _, err := s.task(r.Context(), q.Params.TaskID, h); err != nil {
-			writeRPC(w, http.StatusBadRequest, q.ID, nil, err)
-			return
-		}
-		writeRPC(w, http.StatusOK, q.ID, map[string]any{"resultType": "complete"}, nil)
+		writeRPC(w, q.ID, map[string]any{"resultType": "complete"}, nil)
 	case taskMethodCancel:
-		closed, ok := s.own(r.Context(), id, h.WorkflowID)
-		if !ok {
-			writeRPC(w, http.StatusBadRequest, q.ID, nil, errUnknownTask)
-			return
-		}
-		if !closed {
+		if task["status"] == taskWorking {
 			if err := s.sendWithdrawal(r.Context(), id, h.WorkflowID, "", ""); err != nil {
 				s.Logger.Info("a task's cancellation withdrew nothing", zap.String("workflowId", h.WorkflowID), zap.Error(err))
 			}
 		}
-		writeRPC(w, http.StatusOK, q.ID, map[string]any{"resultType": "complete"}, nil)
+		writeRPC(w, q.ID, map[string]any{"resultType": "complete"}, nil)
 	}
 }
 
 var errUnknownTask = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown task: no task of yours has this taskId"}
 
-// task is the detailed task of a call (SEP-2663): working while it waits or
-// runs; completed with the call's result inlined once it has ended, a
-// refusal being a tool result with isError; cancelled once withdrawn;
-// failed when it ended without a result.
-func (s *Server) task(ctx context.Context, taskID string, h taskHandle) (map[string]any, *jsonrpc.Error) {
-	desc, err := s.Temporal.DescribeWorkflow(ctx, h.WorkflowID, "")
+// task is the detailed task of a call's run (SEP-2663): working while it
+// waits or runs; completed with the call's result inlined once it has
+// ended (res), a refusal being a tool result with isError; cancelled once
+// withdrawn; failed when the run ended without a result. A run Temporal
+// does not know is an unknown task; one it cannot read now is an error
+// that changes nothing of the task.
+func (s *Server) task(ctx context.Context, taskID string, h taskHandle) (map[string]any, *workflows.ToolCallResult, *jsonrpc.Error) {
+	unreadable := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the call cannot be read now; ask again"}
+	desc, err := s.Temporal.DescribeWorkflow(ctx, h.WorkflowID, h.RunID)
+	var missing *serviceerror.NotFound
+	if errors.As(err, &missing) {
+		return nil, nil, errUnknownTask
+	}
 	if err != nil {
-		return nil, errUnknownTask
+		return nil, nil, unreadable
 	}
 	created := time.UnixMilli(h.Created).UTC()
 	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	task := map[string]any{"taskId": taskID, "createdAt": created.Format(time.RFC3339Nano), "lastUpdatedAt": created.Format(time.RFC3339Nano),
 		"ttlMs": TaskTTL.Milliseconds(), "pollIntervalMs": TaskPollInterval.Milliseconds(), "status": taskWorking}
 	if info.GetCloseTime() == nil {
-		v, err := s.Temporal.QueryWorkflow(ctx, h.WorkflowID, "", workflows.StatusQuery)
+		v, err := s.Temporal.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflows.StatusQuery)
 		var st workflows.Status
 		if err == nil && v.Get(&st) == nil {
 			task["statusMessage"] = sentences.Say(sentences.StillWaiting, st.Status, st.ExpiresAt)
 		}
-		return task, nil
+		return task, nil, nil
 	}
 	if closed := info.GetCloseTime().AsTime().UTC(); closed.After(created) {
 		task["lastUpdatedAt"] = closed.Format(time.RFC3339Nano)
 	}
-	var res workflows.ToolCallResult
-	if err := s.Temporal.GetWorkflow(ctx, h.WorkflowID, "").Get(ctx, &res); err != nil {
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		task["status"], task["error"] = taskFailed, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: sentences.Say(sentences.EndedWithoutResult)}
-		return task, nil
+		return task, nil, nil
+	}
+	var res workflows.ToolCallResult
+	if err := s.Temporal.GetWorkflow(ctx, h.WorkflowID, h.RunID).Get(ctx, &res); err != nil {
+		return nil, nil, unreadable
 	}
 	if res.Status == workflows.StatusWithdrawn {
 		task["status"], task["statusMessage"] = taskCancelled, res.Message
-		return task, nil
+		return task, &res, nil
 	}
 	inlined, err := complete(result(res))
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be read"}
+		return nil, nil, unreadable
 	}
 	delete(inlined, "resultType")
 	task["status"], task["result"] = taskCompleted, inlined
-	return task, nil
+	return task, &res, nil
 }
 
 // errNoSigner: this server signs no withdrawals.

@@ -26,6 +26,7 @@ type rpcCall struct {
 	token, method, name string
 	params              map[string]any
 	tasks               bool   // declares io.modelcontextprotocol/tasks
+	meta                map[string]any
 	header              string // Mcp-Name when it differs from name
 }
 
@@ -50,7 +51,11 @@ func (g *gate) rpc(t *testing.T, c rpcCall) rpcAnswer {
 	if c.tasks {
 		caps["extensions"] = map[string]any{mcpgate.TasksExtension: map[string]any{}}
 	}
-	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": mcpgate.FirstSessionlessRevision, "io.modelcontextprotocol/clientCapabilities": caps}
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": mcpgate.FirstSessionlessRevision, "io.modelcontextprotocol/clientCapabilities": caps}
+	for k, v := range c.meta {
+		meta[k] = v
+	}
+	params["_meta"] = meta
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": c.method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, g.url+mcpgate.Path, bytes.NewReader(body))
 	name := c.name
@@ -201,6 +206,23 @@ func TestACallThatWaitsIsATask(t *testing.T) {
 	}
 	if a := g.rpc(t, cancel); a.Error != nil || a.Result["resultType"] != "complete" {
 		t.Fatalf("tasks/cancel of a cancelled task: %+v", a)
+	}
+
+	// A task is its call's run: the key of a cancelled task asked again for
+	// other arguments is refused at once, and the task still reads as it was.
+	key := map[string]any{mcpgate.IdempotencyKeyMeta: "k43"}
+	keyed := g.rpc(t, rpcCall{token: ama, method: "tools/call", name: "request_stock_transfer", params: transfer(43), tasks: true, meta: key})
+	k43, _ := keyed.Result["taskId"].(string)
+	if a := g.rpc(t, rpcCall{token: ama, method: "tasks/cancel", name: k43, params: map[string]any{"taskId": k43}, tasks: true}); k43 == "" || a.Error != nil {
+		t.Fatalf("the keyed task: %+v %+v", keyed, a)
+	}
+	g.until(t, ama, k43, "cancelled")
+	again := g.rpc(t, rpcCall{token: ama, method: "tools/call", name: "request_stock_transfer", params: transfer(44), tasks: true, meta: key})
+	if st, _ := again.Result["structuredContent"].(map[string]any); again.Result["taskId"] != nil || st["code"] != "idempotency_conflict" {
+		t.Fatalf("the same key for other arguments: %+v", again)
+	}
+	if now := get(ama, k43); now.Result["status"] != "cancelled" {
+		t.Fatalf("the first task after its key was asked again: %+v", now)
 	}
 
 	// Final at once: a plain result. Undeclared: pending, as before.
