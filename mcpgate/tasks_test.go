@@ -25,7 +25,7 @@ import (
 type rpcCall struct {
 	token, method, name string
 	params              map[string]any
-	tasks               bool   // declares io.modelcontextprotocol/tasks
+	tasks               bool // declares io.modelcontextprotocol/tasks
 	meta                map[string]any
 	header              string // Mcp-Name when it differs from name
 }
