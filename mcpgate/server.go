@@ -139,15 +139,15 @@ type Server struct {
 	// worker takes for withdrawals alone (TOOLGATE_WITHDRAW_SIGNING_KEY),
 	// never an approval; with none, WithdrawTool is not offered.
 	Signer *signoff.Signer
-	// Codec seals the requestState of an input-required result, SpendState
-	// spends each one once, and CardsURL is the card UI as people reach it
-	// (TOOLGATE_CARDS_URL): with all three, a client that speaks 2026-07-28
-	// and declares URL elicitation is sent to decide its own card there.
 	// TaskWait is how long a call from a client that declares the tasks
 	// extension waits for its first outcome before it answers with a task
 	// handle (DefaultTaskWait when 0).
 	TaskWait time.Duration
 
+	// Codec seals the requestState of an input-required result, SpendState
+	// spends each one once, and CardsURL is the card UI as people reach it
+	// (TOOLGATE_CARDS_URL): with all three, a client that speaks 2026-07-28
+	// and declares URL elicitation is sent to decide its own card there.
 	Codec      *codec.Codec
 	SpendState StateSpender
 	CardsURL   string
@@ -327,11 +327,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if err != nil {
 			return failure(err.Error()), nil
 		}
-		queue := s.TaskQueue
-		if s.QueueFor != nil {
-			queue = s.QueueFor(tool)
-		}
-		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
+		out, run, err := workflows.Call(ctx, s.Temporal, s.Policy, s.queue(tool), in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		if err != nil {
 			s.Logger.Warn("tool call not started", zap.String("tool", tool), zap.Error(err))
 			return failure(sentences.Say(sentences.NotStarted, err.Error())), nil
@@ -348,6 +344,14 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		}
 		return result(out.ToolCallResult), nil
 	}
+}
+
+// queue is the task queue tool's calls run on.
+func (s *Server) queue(tool string) string {
+	if s.QueueFor != nil {
+		return s.QueueFor(tool)
+	}
+	return s.TaskQueue
 }
 
 // input is the ToolCall input of an MCP tools/call: the session comes

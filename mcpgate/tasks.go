@@ -295,16 +295,17 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 		answer(failure(err.Error()))
 		return
 	}
-	queue := s.TaskQueue
-	if s.QueueFor != nil {
-		queue = s.QueueFor(q.Params.Name)
-	}
 	wf := workflows.WorkflowID(in.Session.ConversationID, in.ToolCallID)
 	// A workflow already there is an earlier call under the client's key:
 	// its answer (its outcome, or idempotency_conflict) comes from the
-	// update, never a handle to that call taken on the timer.
-	_, absent := s.Temporal.DescribeWorkflow(r.Context(), wf, "")
-	fresh, deadline := absent != nil, time.Now().Add(startDeadline)
+	// update, never a handle to that call taken on the timer. An unkeyed
+	// call's ID is new, so only a keyed one is looked up.
+	fresh := true
+	if _, keyed := q.Params.Meta[IdempotencyKeyMeta]; keyed {
+		_, absent := s.Temporal.DescribeWorkflow(r.Context(), wf, "")
+		fresh = absent != nil
+	}
+	deadline := time.Now().Add(startDeadline)
 	if !fresh {
 		deadline = time.Now().Add(startWait)
 	}
@@ -320,7 +321,7 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 	sctx, stop := context.WithTimeout(context.WithoutCancel(r.Context()), startWait)
 	defer stop()
 	go func() {
-		out, run, err := workflows.Call(sctx, s.Temporal, s.Policy, queue, in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
+		out, run, err := workflows.Call(sctx, s.Temporal, s.Policy, s.queue(q.Params.Name), in, workflows.StartedBy(signoff.Person{Issuer: id.Issuer, Subject: id.Subject}))
 		started <- first{out, run != nil, err}
 	}()
 	wait := s.TaskWait
