@@ -35,7 +35,9 @@ type flow struct {
 	// Next is where the person returns (a path of this card UI).
 	Next string `json:"x"`
 	// Card, for a step-up, is the card that asked for it, and Need what it needs.
-	Card    string              `json:"c,omitempty"`
+	Card string `json:"c,omitempty"`
+	// Call, for a sign-in by URL, is the waiting call it carries on.
+	Call    string              `json:"w,omitempty"`
 	Need    *policy.Requirement `json:"r,omitempty"`
 	Expires int64               `json:"e"`
 }
@@ -71,9 +73,8 @@ func localPath(p string) string {
 // signIn sends the person to the provider. With ?card=ID (a card their
 // session does not satisfy) it asks for that card's acr and max_age.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
-	f := flow{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(), Next: localPath(r.URL.Query().Get("next")),
-		Expires: s.now().Add(10 * time.Minute).Unix()}
-	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce)}
+	f := s.newFlow(localPath(r.URL.Query().Get("next")))
+	var opts []oauth2.AuthCodeOption
 	if id := r.URL.Query().Get("card"); id != "" {
 		sess, ok := s.sessionOf(r)
 		if !ok {
@@ -90,6 +91,18 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 			oauth2.SetAuthURLParam("max_age", strconv.FormatInt(int64(freshFor(c.Evidence).Seconds()), 10)),
 			oauth2.SetAuthURLParam("login_hint", sess.User.UserID))
 	}
+	s.startFlow(w, r, f, opts...)
+}
+
+// newFlow is a new authorization code flow that returns to next.
+func (s *Server) newFlow(next string) flow {
+	return flow{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(), Next: next, Expires: s.now().Add(10 * time.Minute).Unix()}
+}
+
+// startFlow keeps f in its signed cookie and sends the browser to the
+// provider, with PKCE, the nonce and opts.
+func (s *Server) startFlow(w http.ResponseWriter, r *http.Request, f flow, opts ...oauth2.AuthCodeOption) {
+	opts = append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce)}, opts...)
 	body, _ := json.Marshal(f)
 	b64 := base64.RawURLEncoding.EncodeToString(body)
 	// Lax, not Strict: the provider's redirect back is a cross-site navigation.
@@ -157,6 +170,19 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	old, had := s.sessionOf(r)
 	event, msg := eventSignedIn, "signed in"
+	if f.Call != "" {
+		if f.Need != nil && !s.satisfies(session{User: c.User, Evidence: c.Evidence, AuthTime: c.AuthTime}, f.Need) {
+			s.signInFailed(w, r, &c, f.Call, fmt.Sprintf("The sign-in (%s at %s) does not meet what this call needs (%s within %s).",
+				orNone(c.Evidence.ACR), c.Evidence.AuthTime, f.Need.ACR, f.Need.MaxAge()))
+			return
+		}
+		if _, err := s.carryOn(ctx, f.Call, c); err != nil {
+			s.signInFailed(w, r, &c, f.Call, "You are signed in, but the call was not carried on: "+err.Error())
+			return
+		}
+		f.Need, f.Card = nil, f.Call
+		event, msg = eventSignedInForCall, "signed in to carry a waiting call on"
+	}
 	if f.Need != nil {
 		after := session{User: c.User, Evidence: c.Evidence, AuthTime: c.AuthTime}
 		if !s.satisfies(after, f.Need) {
@@ -178,6 +204,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	s.Logger.Info(msg, zap.String("user", c.User.UserID), zap.String("acr", c.Evidence.ACR))
 	// A page, not a redirect: a Lax session cookie set during a cross-site
 	// redirect chain is sent on the next same-site navigation.
+	if f.Call != "" {
+		s.render(w, http.StatusOK, "callsignin.html", pageData{Title: "Signed in", Flash: "You are signed in, and your call carries on with this sign-in. Go back to your agent: it has the outcome."})
+		return
+	}
 	s.render(w, http.StatusOK, "continue.html", pageData{Title: "Signed in", Next: f.Next})
 }
 

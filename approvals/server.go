@@ -141,6 +141,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /cards/{id}", s.signedIn(s.card))
 	mux.HandleFunc("GET /cards/{id}"+workflows.ConfirmSuffix, s.signedIn(s.card))
+	mux.HandleFunc("GET /cards/{id}"+workflows.SignInSuffix, s.signInForCall)
 	mux.HandleFunc("POST /cards/{id}/decision", s.signedIn(s.decide))
 	mux.HandleFunc("POST /cards/{id}/withdraw", s.signedIn(s.withdraw))
 	mux.HandleFunc("POST /cards/batch", s.signedIn(s.decideMany))

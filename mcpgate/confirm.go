@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sentences"
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
@@ -21,20 +22,29 @@ const confirmRequest = "confirm"
 // the call to end before it asks again.
 const confirmWait = 10 * time.Second
 
-// confirmable says the answer to a call whose card out is up may ask its
-// requester to decide it themselves by URL (an input-required result,
-// SEP-2322): this server can seal a requestState, sign a withdrawal (a
-// declined confirmation withdraws) and knows the card UI's address, the
-// client speaks 2026-07-28 and declares URL elicitation, and the person
-// holds the role and the resource the card is routed to, on a card one
-// person decides (the requester never counts among several).
-func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
-	if s.Codec == nil || s.CardsURL == "" || s.SpendState == nil || s.Signer == nil || out.ApprovalsNeeded > 1 ||
-		req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
+// signInRequest is the ID of the one input request a call that waits for
+// its requester to sign in asks for: its URL elicitation.
+const signInRequest = "sign_in"
+
+// asksByURL says the answer to a call may ask its requester for something
+// by URL (an input-required result, SEP-2322): this server can seal and
+// spend a requestState and knows the card UI's address, and the client
+// speaks 2026-07-28 and declares URL elicitation.
+func (s *Server) asksByURL(req *mcp.CallToolRequest) bool {
+	if s.Codec == nil || s.CardsURL == "" || s.SpendState == nil || req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
 		return false
 	}
 	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+}
+
+// confirmable says the answer to a call whose card out is up may ask its
+// requester to decide it themselves by URL (asksByURL): this server can
+// sign a withdrawal (a declined confirmation withdraws), and the person
+// holds the role and the resource the card is routed to, on a card one
+// person decides (the requester never counts among several).
+func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
+	if s.Signer == nil || out.ApprovalsNeeded > 1 || !s.asksByURL(req) {
 		return false
 	}
 	return out.ApproverRole == id.Role && (out.Resource == nil || id.Resources.Holds(out.Resource.Kind, out.Resource.ID))
@@ -45,17 +55,36 @@ func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflow
 // UI, where the person signs in and decides it as any approver does, and
 // a sealed requestState the client echoes when it calls again.
 func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity, wf, runID, argsHash, card string) (*mcp.CallToolResult, error) {
+	return s.ask(tool, req, requestState{Ask: confirmRequest, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID, ArgsHash: argsHash},
+		workflows.ConfirmSuffix, sentences.Say(sentences.MCPConfirm, card))
+}
+
+// askToSignIn answers a call that waits for its requester to sign in with
+// an input-required result: a URL elicitation to the card UI's sign-in
+// page for the call, which signs them in with what the call needs and
+// carries it on when they are the person who asked, and a sealed
+// requestState the client echoes when it calls again.
+func (s *Server) askToSignIn(tool string, req *mcp.CallToolRequest, id Identity, wf, runID string, code policy.Code, until string) (*mcp.CallToolResult, error) {
+	return s.ask(tool, req, requestState{Ask: signInRequest, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID},
+		workflows.SignInSuffix, sentences.Say(sentences.MCPSignIn, workflows.SignInWhy(code), until))
+}
+
+// ask is an input-required result with one URL elicitation, st.Ask, to
+// the card UI's page of the call under suffix, and st sealed for the
+// request it answers.
+func (s *Server) ask(tool string, req *mcp.CallToolRequest, st requestState, suffix, message string) (*mcp.CallToolResult, error) {
 	digest, err := requestDigest(tool, req.Params.Arguments)
 	if err != nil {
 		return failure(err.Error()), nil
 	}
-	state, err := sealState(s.Codec, requestState{Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID, ArgsHash: argsHash, Digest: digest}, time.Now())
+	st.Digest = digest
+	state, err := sealState(s.Codec, st, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	link := s.CardsURL + "/cards/" + url.PathEscape(wf) + workflows.ConfirmSuffix
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{confirmRequest: &mcp.ElicitParams{Mode: "url", URL: link, ElicitationID: wf,
-		Message: sentences.Say(sentences.MCPConfirm, card)}}, RequestState: state}, nil
+	link := s.CardsURL + "/cards/" + url.PathEscape(st.WorkflowID) + suffix
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{st.Ask: &mcp.ElicitParams{Mode: "url", URL: link, ElicitationID: st.WorkflowID,
+		Message: message}}, RequestState: state}, nil
 }
 
 // spend spends st's single use, across every MCP server: ErrStateReplayed
@@ -97,8 +126,11 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		s.Logger.Warn("requestState refused", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("workflowId", st.WorkflowID), zap.Error(err))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	answer, _ := req.Params.InputResponses[confirmRequest].(*mcp.ElicitResult)
-	if answer != nil && answer.Action == "decline" {
+	if st.Ask == "" {
+		st.Ask = confirmRequest // sealed before sign-in by URL
+	}
+	answer, _ := req.Params.InputResponses[st.Ask].(*mcp.ElicitResult)
+	if st.Ask == confirmRequest && answer != nil && answer.Action == "decline" {
 		// The card the person was shown: one an edit has replaced since is
 		// not withdrawn unseen, and they are asked about it instead.
 		if err := s.sendWithdrawal(ctx, id, st.WorkflowID, "", st.ArgsHash); err != nil {
@@ -106,7 +138,7 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		}
 	}
 	wait := confirmWait
-	if answer == nil || answer.Action == "cancel" {
+	if answer == nil || answer.Action == "cancel" || st.Ask == signInRequest && answer.Action == "decline" {
 		wait = 0 // dismissed: where the call stands now
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -119,8 +151,13 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 	if wait > 0 {
 		if v, err := s.Temporal.QueryWorkflow(ctx, st.WorkflowID, st.RunID, workflows.StatusQuery); err == nil {
 			var now workflows.Status
-			if v.Get(&now) == nil && now.Status == workflows.StatusPendingApproval {
-				return s.askToConfirm(tool, req, id, st.WorkflowID, st.RunID, now.ArgsHash, now.Card)
+			if v.Get(&now) == nil {
+				switch {
+				case now.Status == workflows.StatusPendingApproval && st.Ask == confirmRequest:
+					return s.askToConfirm(tool, req, id, st.WorkflowID, st.RunID, now.ArgsHash, now.Card)
+				case now.Status == workflows.StatusAwaitingSignIn && now.SignIn != nil:
+					return s.askToSignIn(tool, req, id, st.WorkflowID, st.RunID, now.SignIn.Code, now.ExpiresAt)
+				}
 			}
 		}
 	}

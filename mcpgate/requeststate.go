@@ -45,7 +45,9 @@ func (e *StateRefusal) Error() string { return e.Name + ": " + e.Why }
 // who it was issued to, the call and card it continues, and the request it
 // answers, sealed with the codec's keys.
 type requestState struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Ask is the input request it answers: confirmRequest or signInRequest.
+	Ask        string `json:"ask,omitempty"`
 	Issuer     string `json:"iss"`
 	Subject    string `json:"sub"`
 	WorkflowID string `json:"wf"`

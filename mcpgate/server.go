@@ -334,6 +334,9 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		}
 		s.Logger.Info("tool call", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("callId", out.IdempotencyKey),
 			zap.String("status", string(out.Status)), zap.String("code", string(out.Code)))
+		if out.Status == workflows.StatusAwaitingSignIn && run != nil && s.asksByURL(req) {
+			return s.askToSignIn(tool, req, id, out.IdempotencyKey, out.RunID, out.Code, out.ExpiresAt)
+		}
 		if out.Status == workflows.StatusPendingApproval && run != nil && s.confirmable(req, id, out) {
 			return s.askToConfirm(tool, req, id, out.IdempotencyKey, out.RunID, out.ArgsHash, out.Card)
 		}

@@ -191,6 +191,7 @@ const (
 	MCPProgress
 	MCPOutcome
 	MCPConfirm
+	MCPSignIn
 
 	keys
 )
@@ -335,4 +336,5 @@ var table = [keys]string{
 	MCPProgress:     "Waiting for a %s to approve: %s (until %s)",
 	MCPOutcome:      "%s (%s): %s",
 	MCPConfirm:      "Confirm or reject this in toolgate's card page, signed in as yourself: %s",
+	MCPSignIn:       "Sign in at this page, as yourself, so the call can carry on (%s); it waits until %s.",
 }

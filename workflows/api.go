@@ -65,6 +65,13 @@ type ToolCallResult struct {
 // subject of their sign-in; a sign-in on the way keeps the path.
 const ConfirmSuffix = "/confirm"
 
+// SignInSuffix ends the path of the card UI's page sent to a call's
+// requester when the call waits for them to sign in (an MCP client's URL
+// elicitation): /cards/<workflow ID>/sign-in signs them in with what the
+// call needs and, when it is the same person (issuer and subject) who
+// asked, carries the call on with that sign-in's credential.
+const SignInSuffix = "/sign-in"
+
 // RequesterMemo is the memo field naming the person (signoff.Person) who
 // started a call through the MCP server (StartedBy).
 const RequesterMemo = "requester"
@@ -113,7 +120,20 @@ type Status struct {
 	// SignedVersion is the card version a decision's signature names; 0 on
 	// cards put up before versions were signed.
 	SignedVersion int `json:"signedVersion,omitempty"`
-	resource      policy.ResourceRef
+	// SignIn is what the call waits for while it is awaiting_sign_in.
+	SignIn   *SignInNeed `json:"signIn,omitempty"`
+	resource policy.ResourceRef
+}
+
+// SignInNeed is what a call awaiting_sign_in waits for: why (the code),
+// and for a step-up the requester tier (an acr) and how recent the
+// sign-in must be. A sign-in page asks the provider for exactly this.
+type SignInNeed struct {
+	Code policy.Code `json:"code"`
+	// Tier is the acr the sign-in must reach; empty when any will do.
+	Tier string `json:"tier,omitempty"`
+	// MaxAgeSeconds is how recent the sign-in must be; 0 when any is.
+	MaxAgeSeconds int64 `json:"maxAgeSeconds,omitempty"`
 }
 
 // CredentialInput is the credential signal's payload.

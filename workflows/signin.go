@@ -25,6 +25,17 @@ type signInNeed struct {
 	result json.RawMessage
 }
 
+// asked is the need as the status query shows it: a step-up names the
+// tier and how recent, from the refusal's details.
+func (n signInNeed) asked() *SignInNeed {
+	out := &SignInNeed{Code: n.code}
+	var up activities.StepUp
+	if n.code == policy.CodeStepUpRequired && json.Unmarshal(n.result, &up) == nil {
+		out.Tier, out.MaxAgeSeconds = up.RequiredTier, up.MaxAgeSeconds
+	}
+	return out
+}
+
 // signInWait is the call's wait for its person to sign in: whether it
 // waits at all (its shape has the wait and it has a person to sign in),
 // what needs it now, the rounds so far, and the one deadline set at the
@@ -63,6 +74,7 @@ func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk
 		return "", ToolCallResult{}, err
 	}
 	b.status.ExpiresAt = w.expires
+	b.status.SignIn = need.asked()
 	b.set(StatusAwaitingSignIn, need.code)
 	msg := sentences.Say(sentences.MustSignIn, signInWhy(need.code), w.expires)
 	if err := bk.audit(activities.AuditInput{Key: fmt.Sprintf("awaiting-sign-in-%d", w.rounds), Event: activities.EventAwaitingSignIn, Reason: need.code,
@@ -81,6 +93,7 @@ func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk
 		sel.AddFuture(w.timer, func(workflow.Future) { expired = true })
 		sel.Select(ctx)
 		if expired {
+			b.status.SignIn = nil
 			b.set(StatusExpired, policy.CodeExpired)
 			msg := sentences.Say(sentences.SignInExpired, w.ttl, b.in.Tool)
 			if err := bk.audit(activities.AuditInput{Key: "expired", Event: activities.EventExpired, Reason: policy.CodeExpired, Message: msg,
@@ -90,7 +103,7 @@ func (w *signInWait) await(ctx workflow.Context, set time.Duration, b *board, bk
 			return "", b.result(StatusExpired, policy.CodeExpired, msg, false, true, nil), nil
 		}
 		if got != nil {
-			b.status.ExpiresAt = ""
+			b.status.ExpiresAt, b.status.SignIn = "", nil
 			b.set(StatusDeciding, "")
 			workflow.GetLogger(ctx).Info("sign-in received; the chain runs again", "tool", b.in.Tool, "round", w.rounds)
 			return got.CredentialRef, ToolCallResult{}, nil
@@ -120,7 +133,11 @@ func (w *signInWait) startTimer(ctx workflow.Context, set time.Duration) error {
 }
 
 // signInWhy says in a few words why a sign-in is needed.
-func signInWhy(code policy.Code) string {
+func signInWhy(code policy.Code) string { return SignInWhy(code) }
+
+// SignInWhy says, for a person, why a call waits for them to sign in with
+// code: a step-up, or no usable sign-in.
+func SignInWhy(code policy.Code) string {
 	if code == policy.CodeStepUpRequired {
 		return sentences.Say(sentences.SignInStronger)
 	}

@@ -1,6 +1,8 @@
 // Drives toolgate's MCP server with the official TypeScript client 2.x at
 // protocol 2026-07-28, declaring URL elicitation, for
-// TestTheTypeScriptClientConfirmsByURL. One JSON object a line on stdout.
+// TestTheTypeScriptClientConfirmsByURL and TestASignInByURLCarriesTheCallOn:
+// it calls MCP_TOOL (request_stock_transfer) with MCP_ARGS, and answers the
+// input request MCP_ASK (confirm). One JSON object a line on stdout.
 //
 // MODE=auto: the client's own multi-round-trip loop. Its elicitation
 // handler prints the URL it is sent to and answers with the next line on
@@ -32,11 +34,12 @@ async function connect(token, autoFulfill) {
   return client;
 }
 
-const call = { name: 'request_stock_transfer', arguments: JSON.parse(process.env.MCP_ARGS), _meta: { 'toolgate/conversation': 'ts2' } };
+const ask = process.env.MCP_ASK ?? 'confirm';
+const call = { name: process.env.MCP_TOOL ?? 'request_stock_transfer', arguments: JSON.parse(process.env.MCP_ARGS), _meta: { 'toolgate/conversation': 'ts2' } };
 const outcome = async (p) => {
   try {
     const r = await p;
-    if (r.resultType === 'input_required') return { inputRequired: true, url: r.inputRequests?.confirm?.params?.url ?? r.inputRequests?.confirm?.url };
+    if (r.resultType === 'input_required') return { inputRequired: true, url: r.inputRequests?.[ask]?.params?.url ?? r.inputRequests?.[ask]?.url };
     return { isError: !!r.isError, status: r.structuredContent?.status, callId: r.structuredContent?.callId };
   } catch (e) {
     return { error: String(e?.message ?? e) };
@@ -47,7 +50,7 @@ if (process.env.MODE === 'manual') {
   const ama = await connect(process.env.MCP_TOKEN, false);
   const first = await ama.callTool(call, { allowInputRequired: true });
   out({ event: 'asked', inputRequired: first.resultType === 'input_required', stateLength: (first.requestState ?? '').length });
-  const echo = (answer) => ({ ...call, requestState: first.requestState, inputResponses: { confirm: { action: answer } } });
+  const echo = (answer) => ({ ...call, requestState: first.requestState, inputResponses: { [ask]: { action: answer } } });
   const other = await connect(process.env.MCP_OTHER_TOKEN, false);
   out({ event: 'other', ...(await outcome(other.callTool(echo('accept'), { allowInputRequired: true }))) });
   out({ event: 'dismissed', ...(await outcome(ama.callTool(echo('cancel'), { allowInputRequired: true }))) });
