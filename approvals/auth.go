@@ -176,8 +176,8 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 				orNone(c.Evidence.ACR), c.Evidence.AuthTime, f.Need.ACR, f.Need.MaxAge()))
 			return
 		}
-		if _, err := s.carryOn(ctx, f.Call, c); err != nil {
-			s.signInFailed(w, r, &c, f.Call, "You are signed in, but the call was not carried on: "+err.Error())
+		if err := s.carryOn(ctx, f.Call, c); err != nil {
+			s.signInFailed(w, r, &c, f.Call, "The sign-in did not count for this call: "+err.Error())
 			return
 		}
 		f.Need, f.Card = nil, f.Call
@@ -205,7 +205,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	// A page, not a redirect: a Lax session cookie set during a cross-site
 	// redirect chain is sent on the next same-site navigation.
 	if f.Call != "" {
-		s.render(w, http.StatusOK, "callsignin.html", pageData{Title: "Signed in", Flash: "You are signed in, and your call carries on with this sign-in. Go back to your agent: it has the outcome."})
+		s.render(w, http.StatusOK, "callsignin.html", pageData{Title: "Signed in", Flash: "You are signed in for your call. Go back to your agent: it carries the call on with this sign-in."})
 		return
 	}
 	s.render(w, http.StatusOK, "continue.html", pageData{Title: "Signed in", Next: f.Next})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signoff"
@@ -33,6 +32,9 @@ func (s *Server) waitingCall(ctx context.Context, id string) (workflows.Status, 
 	if desc.GetMemoValue(workflows.RequesterMemo, &asker) != nil || !asker.Known() {
 		return workflows.Status{}, asker, errNotWaiting
 	}
+	if desc.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() != nil {
+		return workflows.Status{}, asker, errNotWaiting // ended: no worker replays it to say so
+	}
 	v, err := s.Temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
 	if err != nil {
 		return workflows.Status{}, asker, errNotWaiting
@@ -47,8 +49,9 @@ func (s *Server) waitingCall(ctx context.Context, id string) (workflows.Status, 
 // signInForCall is the page an MCP client sends a call's requester to
 // when the call waits for them to sign in: it sends them to the provider
 // for what the call needs (its requester tier and how recent), and the
-// callback carries the call on (carryOn). Someone else signed in here is
-// told the link is not theirs; a call that no longer waits says so.
+// callback records the sign-in for the call (carryOn). Someone else signed
+// in here is told the link is not theirs; a call that no longer waits
+// says so.
 func (s *Server) signInForCall(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	sess, signed := s.sessionOf(r)
@@ -90,28 +93,24 @@ func (s *Server) signInForCall(w http.ResponseWriter, r *http.Request) {
 
 // carryOn finishes a sign-in started for a waiting call: the person must
 // be the one who asked for it (the same issuer and subject, as MCP's URL
-// elicitation requires), and the callback has held the sign-in to what the
-// call waits for (the worker holds the credential to it again); then the vault issues this sign-in's credential and the call is
-// resumed with it. It says why when it does not.
-func (s *Server) carryOn(ctx context.Context, id string, c signInClaims) (string, error) {
+// elicitation requires; the callback has held the sign-in to what the
+// call waits for). It records the sign-in for the call
+// (record_call_sign_in, migration 036) and changes nothing else: the MCP
+// server issues the credential and carries the call on when the client
+// that started it retries with its sealed requestState, under the same
+// person's token. The memo checked here is any Temporal client's to
+// write, so it is the page's courtesy, never what binds the sign-in.
+func (s *Server) carryOn(ctx context.Context, id string, c signInClaims) error {
 	_, asker, err := s.waitingCall(ctx, id)
 	if err != nil {
-		return "", errors.New("the call no longer waits for a sign-in; nothing was changed")
+		return errors.New("the call no longer waits for a sign-in; nothing was changed")
 	}
 	if asker != (signoff.Person{Issuer: c.Evidence.Issuer, Subject: c.Evidence.Subject}) {
-		return "", errors.New("you signed in as someone other than the person who asked for this call; only they can carry it on, and nothing was changed")
+		return errors.New("you signed in as someone other than the person who asked for this call; only they can carry it on, and nothing was changed")
 	}
-	var ref string
-	if err := s.Pool.QueryRow(ctx, `SELECT vault.issue_for_sign_in_grant($1, $2, $3, $4, $5::jsonb, $6, $7, NULL)`,
-		c.User.UserID, c.Evidence.Issuer, c.Evidence.Subject, string(c.User.Role), c.User.Resources, c.Evidence.ACR, c.AuthTime).Scan(&ref); err != nil {
-		s.Logger.Warn("no credential for a sign-in by URL", zap.String("workflowId", id), zap.Error(err))
-		return "", errors.New("the vault issued no credential for this sign-in (a revoked sign-in, or no secret for your systems); nothing was changed")
+	if _, err := s.Pool.Exec(ctx, `SELECT record_call_sign_in($1, $2, $3, $4, $5)`, id, c.Evidence.Issuer, c.Evidence.Subject, c.Evidence.ACR, c.AuthTime); err != nil {
+		s.Logger.Warn("a sign-in by URL was not recorded", zap.String("workflowId", id), zap.Error(err))
+		return errors.New("the sign-in could not be recorded for the call; try again in a moment")
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := workflows.Resume(rctx, s.Temporal, id, ref); err != nil {
-		s.Logger.Warn("a sign-in by URL did not resume its call", zap.String("workflowId", id), zap.Error(err))
-		return "", errors.New("the call did not take the sign-in (it may have ended meanwhile); go back to your agent")
-	}
-	return ref, nil
+	return nil
 }

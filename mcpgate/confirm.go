@@ -137,6 +137,9 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 			s.Logger.Info("withdrawal on decline not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))
 		}
 	}
+	if st.Ask == signInRequest && answer != nil && answer.Action == "accept" {
+		s.carryOn(ctx, id, st)
+	}
 	wait := confirmWait
 	if answer == nil || answer.Action == "cancel" || st.Ask == signInRequest && answer.Action == "decline" {
 		wait = 0 // dismissed: where the call stands now
@@ -162,4 +165,32 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		}
 	}
 	return status, nil
+}
+
+// carryOn carries a call that waits for its requester's sign-in on with
+// the sign-in the card UI recorded for it: by this person (the bearer
+// token's issuer and subject, which the requestState st was sealed to),
+// for this call (st's workflow), taken once. Its credential is this
+// token's, at the recorded sign-in's acr and time (the vault refuses a
+// revoked one), and the call's credential signal carries it. Nothing
+// recorded, or anything refused, leaves the call waiting, and the retry
+// asks again.
+func (s *Server) carryOn(ctx context.Context, id Identity, st requestState) {
+	if s.TakeSignIn == nil {
+		return
+	}
+	acr, at, ok, err := s.TakeSignIn(ctx, st.WorkflowID, id.Issuer, id.Subject)
+	if err != nil || !ok {
+		s.Logger.Info("no sign-in recorded for the call", zap.String("workflowId", st.WorkflowID), zap.String("user", id.UserID), zap.Error(err))
+		return
+	}
+	signed := id
+	signed.ACR, signed.AuthTime = acr, at
+	ref, err := s.credential(ctx, signed)
+	if err != nil {
+		return // credential logged why
+	}
+	if err := workflows.Resume(ctx, s.Temporal, st.WorkflowID, ref); err != nil {
+		s.Logger.Info("a sign-in by URL did not resume its call", zap.String("workflowId", st.WorkflowID), zap.Error(err))
+	}
 }

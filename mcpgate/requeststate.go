@@ -125,3 +125,24 @@ func VaultStates(pool *pgxpool.Pool) StateSpender {
 		return *spent, nil
 	}
 }
+
+// SignInTaker takes, once, the sign-in the card UI recorded for workflow
+// wf by the person issuer and subject: its acr and time, ok false when
+// there is none (none made, taken already, or older than 15 minutes).
+type SignInTaker func(ctx context.Context, wf, issuer, subject string) (acr string, authTime time.Time, ok bool, err error)
+
+// VaultSignIns takes the sign-ins the card UI recorded for waiting calls
+// (take_call_sign_in, migration 036).
+func VaultSignIns(pool *pgxpool.Pool) SignInTaker {
+	return func(ctx context.Context, wf, issuer, subject string) (string, time.Time, bool, error) {
+		var acr *string
+		var at *time.Time
+		if err := pool.QueryRow(ctx, `SELECT acr, auth_time FROM take_call_sign_in($1, $2, $3)`, wf, issuer, subject).Scan(&acr, &at); err != nil {
+			return "", time.Time{}, false, fmt.Errorf("take the sign-in for %s: %w", wf, err)
+		}
+		if acr == nil || at == nil {
+			return "", time.Time{}, false, nil
+		}
+		return *acr, at.UTC(), true, nil
+	}
+}

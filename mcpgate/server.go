@@ -147,10 +147,14 @@ type Server struct {
 	// Codec seals the requestState of an input-required result, SpendState
 	// spends each one once, and CardsURL is the card UI as people reach it
 	// (TOOLGATE_CARDS_URL): with all three, a client that speaks 2026-07-28
-	// and declares URL elicitation is sent to decide its own card there.
+	// and declares URL elicitation is sent to decide its own card there,
+	// and, with TakeSignIn, to sign in there for a call that waits for it.
 	Codec      *codec.Codec
 	SpendState StateSpender
 	CardsURL   string
+	// TakeSignIn takes, once, the sign-in the card UI recorded for a call
+	// by one person (VaultSignIns).
+	TakeSignIn SignInTaker
 	Logger     *zap.Logger
 
 	mu          sync.Mutex
@@ -334,7 +338,7 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		}
 		s.Logger.Info("tool call", zap.String("tool", tool), zap.String("user", id.UserID), zap.String("callId", out.IdempotencyKey),
 			zap.String("status", string(out.Status)), zap.String("code", string(out.Code)))
-		if out.Status == workflows.StatusAwaitingSignIn && run != nil && s.asksByURL(req) {
+		if out.Status == workflows.StatusAwaitingSignIn && run != nil && s.TakeSignIn != nil && s.asksByURL(req) {
 			return s.askToSignIn(tool, req, id, out.IdempotencyKey, out.RunID, out.Code, out.ExpiresAt)
 		}
 		if out.Status == workflows.StatusPendingApproval && run != nil && s.confirmable(req, id, out) {

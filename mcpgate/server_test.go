@@ -138,7 +138,7 @@ func newGateWith(t *testing.T, maxWait time.Duration, userClaim string, o testen
 		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
 		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.WithdrawSigner,
-		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}
+		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), TakeSignIn: mcpgate.VaultSignIns(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}
 	srv.Config.Handler = g.mcp.Handler()
 	return g
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/packs/mangrove"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -59,13 +60,17 @@ func (g *gate) signInAt(t *testing.T, browser context.Context, link, user, want 
 // requester, ama's 2026-07-28 clients, declaring URL elicitation and signed
 // in with a password alone, call it. The answer is an input-required
 // result sending her to the card UI's sign-in page of that call, with a
-// sealed requestState; her retry before she signs in asks again. efua
-// signing in at her link carries nothing on (the page says why and
-// sign_in_log records it). The official TypeScript client's own loop:
-// ama signs in there in Chromium with her second factor, and the client's
-// retry answers the executed call, the same workflow, run once. A spent
-// requestState echoed again is refused as replayed. A client that does not
-// declare URL elicitation gets today's awaiting_sign_in.
+// sealed requestState. What carries the call on is a sign-in the card UI
+// recorded for it by the person whose token retries with that state:
+// another person's recorded sign-in does not (her retry asks again), and
+// efua signing in at her link records nothing (the page says why, and
+// sign_in_log has it). A call another Temporal client started with a memo
+// naming ama is not carried on by her signing in at its link: the card UI
+// records, the MCP server carries on. The official TypeScript client's own
+// loop: ama signs in at the link in Chromium with her second factor, and
+// the client's retry answers the executed call, the same workflow, run
+// once. A spent requestState echoed again is refused as replayed; a client
+// that does not declare URL elicitation gets today's awaiting_sign_in.
 func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 	g := newGateWith(t, 0, mcpgate.DefaultClaims(testenv.Policy).User, testenv.StackOptions{Policy: mfaTasks(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -86,33 +91,61 @@ func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 		if err == nil && res.NeedsInput() {
 			ask, ok = res.InputRequests["sign_in"].(*mcp.ElicitParams)
 		}
-		if !ok || ask.Mode != "url" || !strings.HasPrefix(ask.URL, g.cards+"/cards/toolcall-mcp.") || !strings.HasSuffix(ask.URL, workflows.SignInSuffix) ||
+		if !ok || ask.Mode != "url" || !strings.HasPrefix(ask.URL, g.cards+"/cards/toolcall-") || !strings.HasSuffix(ask.URL, workflows.SignInSuffix) ||
 			!strings.Contains(ask.Message, "stronger sign-in") || res.RequestState == "" {
 			t.Fatalf("not asked to sign in by URL: %v %+v", err, res)
 		}
 		return ask.URL, strings.TrimSuffix(strings.TrimPrefix(ask.URL, g.cards+"/cards/"), workflows.SignInSuffix)
 	}
+	status := func(wf string) workflows.CallStatus {
+		t.Helper()
+		var st workflows.Status
+		if v, err := g.s.Client.QueryWorkflow(ctx, wf, "", workflows.StatusQuery); err != nil || v.Get(&st) != nil {
+			t.Fatalf("the status of %s: %v", wf, err)
+		}
+		return st.Status
+	}
 
 	res, err := call(ama, "gosdk", "", "")
 	link, wf := asked(res, err)
+	if _, err := g.s.Owner.Exec(ctx, `SELECT record_call_sign_in($1, $2, 'not-ama', 'mfa', now())`, wf, g.idp.URL); err != nil {
+		t.Fatal(err)
+	}
 	again, err := call(ama, "gosdk", res.RequestState, "accept")
 	if againLink, againWF := asked(again, err); againLink != link || againWF != wf || again.RequestState == res.RequestState {
 		t.Fatalf("asked again for another call (%s), or with the same state", againLink)
+	}
+	if st := status(wf); st != workflows.StatusAwaitingSignIn {
+		t.Fatalf("another person's recorded sign-in carried ama's call on: %s", st)
 	}
 	if _, err := call(ama, "gosdk", res.RequestState, "accept"); !refusedAs(err, mcpgate.ErrStateReplayed) {
 		t.Fatalf("the first requestState again: %v", err)
 	}
 
 	g.signInAt(t, testenv.Browser(t), link, "efua", `#signin-error`)
-	var st workflows.Status
-	if v, err := g.s.Client.QueryWorkflow(ctx, wf, "", workflows.StatusQuery); err != nil || v.Get(&st) != nil || st.Status != workflows.StatusAwaitingSignIn {
-		t.Fatalf("after efua signed in at ama's link: %v %+v", err, st)
+	var refused, recorded int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT (SELECT count(*) FROM sign_in_log WHERE event = 'sign_in_failed' AND workflow_id = $1 AND user_id = 'efua'
+		AND message LIKE '%someone other than the person who asked%'), (SELECT count(*) FROM call_sign_ins WHERE workflow_id = $1 AND subject <> 'not-ama')`, wf).Scan(&refused, &recorded)
+	if refused != 1 || recorded != 0 {
+		t.Fatalf("efua at ama's link: %d sign_in_failed rows, %d sign-ins recorded", refused, recorded)
 	}
-	var refused int
-	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM sign_in_log WHERE event = 'sign_in_failed' AND workflow_id = $1 AND user_id = 'efua'
-		AND message LIKE '%someone other than the person who asked%'`, wf).Scan(&refused)
-	if refused != 1 {
-		t.Fatalf("%d sign_in_failed rows for efua at ama's call", refused)
+
+	// A call any Temporal client could start, naming ama in its memo.
+	var person signoff.Person
+	sess := policy.Session{UserID: "ama", Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112), SessionID: "forged", ConversationID: "forged"}
+	if err := g.s.Owner.QueryRow(ctx, `SELECT issuer, subject, ref FROM vault.credentials WHERE user_id = 'ama' AND issuer = $1 LIMIT 1`, g.idp.URL).Scan(
+		&person.Issuer, &person.Subject, &sess.CredentialRef); err != nil {
+		t.Fatal(err)
+	}
+	forged, _, err := workflows.Call(ctx, g.s.Client, g.s.Policy, g.s.TaskQueue, workflows.ToolCallInput{Tool: mangrove.ToolCreateTask, ToolCallID: "forged",
+		Args: []byte(`{"kind":"shelf_check","dueBy":"today"}`), Session: sess}, workflows.StartedBy(person))
+	if err != nil || forged.Status != workflows.StatusAwaitingSignIn {
+		t.Fatalf("a call started with ama's memo: %v %+v", err, forged)
+	}
+	g.signInAt(t, testenv.Browser(t), g.cards+"/cards/"+forged.IdempotencyKey+workflows.SignInSuffix, "ama", `#call-sign-in`)
+	time.Sleep(2 * time.Second)
+	if st := status(forged.IdempotencyKey); st != workflows.StatusAwaitingSignIn {
+		t.Fatalf("ama's sign-in at the link of a call she never made through MCP carried it on: %s", st)
 	}
 
 	// The TypeScript client's own loop, for another call of ama's.

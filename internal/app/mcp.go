@@ -43,7 +43,7 @@ func MCP(log *zap.Logger, cfg config.Config) error {
 	srv := httpserver.New(set.Addr, (&mcpgate.Server{Temporal: c, TaskQueue: cfg.TaskQueue, QueueFor: cfg.QueueFor, Policy: cfg.Policy, Verify: verify, Credential: mcpgate.VaultCredentials(pool, cfg.Exchange, log), Revoked: mcpgate.VaultRevocations(pool), Seal: mcpgate.VaultSeal(pool),
 		Logout: logout, Revoke: mcpgate.VaultRevoke(pool),
 		Resource: set.Resource, AuthorizationServer: set.Issuer, MaxWait: set.MaxWait, Signer: cfg.WithdrawSigningKey,
-		Codec: cfg.Codec, SpendState: mcpgate.VaultStates(pool), CardsURL: set.CardsURL, Logger: log}).Handler())
+		Codec: cfg.Codec, SpendState: mcpgate.VaultStates(pool), TakeSignIn: mcpgate.VaultSignIns(pool), CardsURL: set.CardsURL, Logger: log}).Handler())
 	// A tools/call holds its response open while a card waits (MaxWait):
 	// the write deadline leaves room for the answer after the longest wait.
 	srv.WriteTimeout = max(srv.WriteTimeout, set.MaxWait+httpserver.WriteTimeout)
