@@ -2,6 +2,7 @@ package mcpgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -70,7 +71,8 @@ func (g *gate) signInAt(t *testing.T, browser context.Context, link, user, want 
 // loop: ama signs in at the link in Chromium with her second factor, and
 // the client's retry answers the executed call, the same workflow, run
 // once. A spent requestState echoed again is refused as replayed; a client
-// that does not declare URL elicitation gets today's awaiting_sign_in.
+// that declares tasks too is asked the same; a client that does not declare
+// URL elicitation gets today's awaiting_sign_in.
 func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 	g := newGateWith(t, 0, mcpgate.DefaultClaims(testenv.Policy).User, testenv.StackOptions{Policy: mfaTasks(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -168,6 +170,14 @@ func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 		(SELECT count(*) FROM sign_in_log WHERE event = 'signed_in_for_call' AND workflow_id = $1 AND user_id = 'ama' AND acr = 'mfa')`, tsWF).Scan(&tasks, &executed, &carried)
 	if tasks != 1 || executed != 1 || carried != 1 {
 		t.Fatalf("%d tasks upstream, %d executed rows, %d signed_in_for_call rows; want 1, 1 and 1", tasks, executed, carried)
+	}
+
+	// A client that declares tasks as well is asked the same, not given a task.
+	task := g.rpc(t, rpcCall{token: amaToken, method: "tools/call", name: mangrove.ToolCreateTask, tasks: true, elicitURL: true,
+		params: map[string]any{"name": mangrove.ToolCreateTask, "arguments": map[string]any{"kind": "shelf_check", "dueBy": "today"}}, meta: map[string]any{mcpgate.ConversationMeta: "task"}})
+	if b, _ := json.Marshal(task.Result); task.Result["resultType"] != "input_required" || task.Result["requestState"] == nil ||
+		!strings.Contains(string(b), `"sign_in"`) || !strings.Contains(string(b), workflows.SignInSuffix+`"`) {
+		t.Fatalf("a client declaring tasks and URL elicitation: %d %s", task.status, b)
 	}
 
 	// Without URL elicitation declared: awaiting_sign_in, as before.

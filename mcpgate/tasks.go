@@ -366,14 +366,10 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 			answer(failure(sentences.Say(sentences.NotStarted, f.err.Error())))
 			return
 		case f.out.Status == workflows.StatusPendingApproval && f.run && s.confirmable(req, id, f.out):
-			res, err := s.askToConfirm(q.Params.Name, req, id, f.out.IdempotencyKey, f.out.RunID, f.out.ArgsHash, f.out.Card)
-			if err != nil {
-				writeRPC(w, q.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the confirmation could not be sealed"})
-				return
-			}
-			m, _ := complete(res)
-			m["resultType"] = "input_required"
-			writeRPC(w, q.ID, m, nil)
+			inputRequired(w, q.ID)(s.askToConfirm(q.Params.Name, req, id, f.out.IdempotencyKey, f.out.RunID, f.out.ArgsHash, f.out.Card))
+			return
+		case f.out.Status == workflows.StatusAwaitingSignIn && f.run && s.TakeSignIn != nil && s.asksByURL(req):
+			inputRequired(w, q.ID)(s.askToSignIn(q.Params.Name, req, id, f.out.IdempotencyKey, f.out.RunID, f.out.Code, f.out.ExpiresAt))
 			return
 		case !f.run || f.out.Status != workflows.StatusPendingApproval:
 			// Final, or a wait for a sign-in, whose answer tells the person
@@ -505,3 +501,17 @@ func (s *Server) task(ctx context.Context, taskID string, h taskHandle) (map[str
 
 // errNoSigner: this server signs no withdrawals.
 var errNoSigner = errors.New("this server holds no withdrawal key")
+
+// inputRequired writes an input-required result (askToConfirm's or
+// askToSignIn's) as the answer to request id.
+func inputRequired(w http.ResponseWriter, id json.RawMessage) func(*mcp.CallToolResult, error) {
+	return func(res *mcp.CallToolResult, err error) {
+		if err != nil {
+			writeRPC(w, id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the requestState could not be sealed"})
+			return
+		}
+		m, _ := complete(res)
+		m["resultType"] = "input_required"
+		writeRPC(w, id, m, nil)
+	}
+}

@@ -26,6 +26,7 @@ type rpcCall struct {
 	token, method, name string
 	params              map[string]any
 	tasks               bool // declares io.modelcontextprotocol/tasks
+	elicitURL           bool // declares URL elicitation
 	meta                map[string]any
 	header              string // Mcp-Name when it differs from name
 }
@@ -50,6 +51,9 @@ func (g *gate) rpc(t *testing.T, c rpcCall) rpcAnswer {
 	caps := map[string]any{}
 	if c.tasks {
 		caps["extensions"] = map[string]any{mcpgate.TasksExtension: map[string]any{}}
+	}
+	if c.elicitURL {
+		caps["elicitation"] = map[string]any{"url": map[string]any{}}
 	}
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": mcpgate.FirstSessionlessRevision, "io.modelcontextprotocol/clientCapabilities": caps}
 	for k, v := range c.meta {
