@@ -120,9 +120,19 @@ def prove(tree, env, name, path, guard, removed, cmd):
         return False, f"FAIL  {name}: {path} was not restored"
     if "[build failed]" in r.stdout or "[setup failed]" in r.stdout:
         return False, f"FAIL  {name}: the mutant does not compile, so it proves nothing; fix register/guards.json"
+    took = time.monotonic() - began
+    with lock:
+        durations.append((took, name))
     if r.returncode == 0:
         return False, f"FAIL  {name}: the suite passed with the guard removed"
-    return True, f"ok    {name}: removed, suite failed, {path} restored ({time.monotonic() - began:.0f}s)"
+    return True, f"ok    {name}: removed, suite failed, {path} restored ({took:.0f}s)"
+
+
+# How long each mutant took, for the slowest list at the end: a mutant
+# that makes its test wait out a timeout, rather than fail at once, is
+# what makes the proof slow.
+durations = []
+lock = threading.Lock()
 
 
 def pool(trees, items, work):
@@ -156,7 +166,6 @@ def main():
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="prove-")
     proved, failures = [], []
-    lock = threading.Lock()
     try:
         trees = [os.path.join(work, str(i)) for i in range(jobs)]
         pool(trees, trees, lambda _, tree: copy_tree(tree))
@@ -200,6 +209,11 @@ def main():
         pool(trees, tried, mutant)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    slowest = sorted(durations, reverse=True)[:10]
+    if len(durations) > 10:
+        print("the slowest mutants (a test that waits out a timeout instead of failing at once):")
+        for took, name in slowest:
+            print(f"  {took:4.0f}s  {name}")
     untried = len(tried) - len(proved) - len(failures)
     print(f"{len(proved)} of {len(tried)} guards proved, {len(failures)} unnoticed, {untried} not tried, "
           f"{jobs} at a time, in {(time.monotonic() - started) / 60:.0f} minutes")
