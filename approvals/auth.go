@@ -181,7 +181,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Need, f.Card = nil, f.Call
-		event, msg = eventSignedInForCall, "signed in to carry a waiting call on"
+		event, msg = eventSignedInForCall, "signed in for a waiting call"
 	}
 	if f.Need != nil {
 		after := session{User: c.User, Evidence: c.Evidence, AuthTime: c.AuthTime}

@@ -14,7 +14,8 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// eventSignedInForCall is a sign-in that carried a waiting call on.
+// eventSignedInForCall is a sign-in recorded for a waiting call, which
+// the MCP server carries the call on with when its client retries.
 const eventSignedInForCall = "signed_in_for_call"
 
 // errNotWaiting is a call that does not wait for a sign-in (now, or ever).

@@ -62,8 +62,9 @@ func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity
 // askToSignIn answers a call that waits for its requester to sign in with
 // an input-required result: a URL elicitation to the card UI's sign-in
 // page for the call, which signs them in with what the call needs and
-// carries it on when they are the person who asked, and a sealed
-// requestState the client echoes when it calls again.
+// records the sign-in for the call when they are the person who asked,
+// and a sealed requestState the client echoes when it calls again, which
+// carries the call on with it (carryOn).
 func (s *Server) askToSignIn(tool string, req *mcp.CallToolRequest, id Identity, wf, runID string, code policy.Code, until string) (*mcp.CallToolResult, error) {
 	return s.ask(tool, req, requestState{Ask: signInRequest, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID},
 		workflows.SignInSuffix, sentences.Say(sentences.MCPSignIn, workflows.SignInWhy(code), until))

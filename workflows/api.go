@@ -69,7 +69,8 @@ const ConfirmSuffix = "/confirm"
 // requester when the call waits for them to sign in (an MCP client's URL
 // elicitation): /cards/<workflow ID>/sign-in signs them in with what the
 // call needs and, when it is the same person (issuer and subject) who
-// asked, carries the call on with that sign-in's credential.
+// asked, records that sign-in for the call; the MCP server carries the
+// call on with it when the client that asked retries.
 const SignInSuffix = "/sign-in"
 
 // RequesterMemo is the memo field naming the person (signoff.Person) who
