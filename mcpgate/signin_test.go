@@ -99,17 +99,23 @@ func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 		}
 		return ask.URL, strings.TrimSuffix(strings.TrimPrefix(ask.URL, g.cards+"/cards/"), workflows.SignInSuffix)
 	}
-	status := func(wf string) workflows.CallStatus {
+	query := func(wf string) workflows.Status {
 		t.Helper()
 		var st workflows.Status
 		if v, err := g.s.Client.QueryWorkflow(ctx, wf, "", workflows.StatusQuery); err != nil || v.Get(&st) != nil {
 			t.Fatalf("the status of %s: %v", wf, err)
 		}
-		return st.Status
+		return st
 	}
+	status := func(wf string) workflows.CallStatus { t.Helper(); return query(wf).Status }
 
 	res, err := call(ama, "gosdk", "", "")
 	link, wf := asked(res, err)
+	// What the page asks the provider for: the row's tier and its age.
+	if need := query(wf).SignIn; need == nil || *need != (workflows.SignInNeed{Code: policy.CodeStepUpRequired, Tier: policy.ACRMFA,
+		MaxAgeSeconds: int64(policy.RequesterTierMaxAge.Seconds())}) {
+		t.Fatalf("the need the status shows: %+v", need)
+	}
 	if _, err := g.s.Owner.Exec(ctx, `SELECT record_call_sign_in($1, $2, 'not-ama', 'mfa', now())`, wf, g.idp.URL); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func (c *call) executeFailed(d decision, args json.RawMessage, ap *approvedCard,
 	code, msg, retryable, auth := upstreamFailure(err, spec.Idempotent, c.system)
 	// The credential is exchanged before anything is sent upstream, so a
 	// call refused for it ran nothing and may wait for a sign-in.
-	if !unverified(err) && c.signIn.ask(code, refusalResult(err, nil), ap != nil) {
+	if !unverified(err) && c.signIn.ask(code, refusalResult(err, nil), ap != nil, d.verdict) {
 		return ToolCallResult{}, nil
 	}
 	workflow.GetLogger(c.ctx).Warn("tool call failed", "tool", c.in.Tool, "code", code)

@@ -19,18 +19,22 @@ const DefaultSignInTTL = 10 * time.Minute
 // credential that still falls short after this many ends the call failed.
 const MaxSignInRounds = 3
 
-// signInNeed is why a call must wait for a sign-in before it can go on.
+// signInNeed is why a call must wait for a sign-in before it can go on,
+// and the requester tier its row names (the verdict's), whatever the code:
+// the sign-in a page asks for must reach it.
 type signInNeed struct {
-	code   policy.Code
-	result json.RawMessage
+	code          policy.Code
+	result        json.RawMessage
+	tier          string
+	maxAgeSeconds int64
 }
 
-// asked is the need as the status query shows it: a step-up names the
-// tier and how recent, from the refusal's details.
+// asked is the need as the status query shows it: the row's requester
+// tier and how recent, else a step-up's from the refusal's details.
 func (n signInNeed) asked() *SignInNeed {
-	out := &SignInNeed{Code: n.code}
+	out := &SignInNeed{Code: n.code, Tier: n.tier, MaxAgeSeconds: n.maxAgeSeconds}
 	var up activities.StepUp
-	if n.code == policy.CodeStepUpRequired && json.Unmarshal(n.result, &up) == nil {
+	if out.Tier == "" && n.code == policy.CodeStepUpRequired && json.Unmarshal(n.result, &up) == nil {
 		out.Tier, out.MaxAgeSeconds = up.RequiredTier, up.MaxAgeSeconds
 	}
 	return out
@@ -53,11 +57,11 @@ type signInWait struct {
 // carry on after one: it waits for sign-ins, nothing was approved yet (an
 // approved card runs with the credential it was approved with, or not at
 // all), the code is one a sign-in answers, and it has rounds left.
-func (w *signInWait) ask(code policy.Code, result json.RawMessage, approved bool) bool {
+func (w *signInWait) ask(code policy.Code, result json.RawMessage, approved bool, v policy.Verdict) bool {
 	if !w.waits || approved || w.rounds >= MaxSignInRounds || (code != policy.CodeCredentialUnavailable && code != policy.CodeStepUpRequired) {
 		return false
 	}
-	w.need = &signInNeed{code: code, result: result}
+	w.need = &signInNeed{code: code, result: result, tier: v.RequesterTier, maxAgeSeconds: v.RequesterMaxAgeSeconds}
 	return true
 }
 

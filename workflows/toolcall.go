@@ -165,7 +165,7 @@ func start(ctx workflow.Context, in ToolCallInput, s Settings) (*call, error) {
 func (c *call) decide() (*decision, ToolCallResult, error) {
 	v := c.check(c.req.Args, nil)
 	d := decision{facts: v.Tool}
-	if !v.Allowed() && v.Step == policy.StepCredential && c.signIn.ask(v.Code, nil, false) {
+	if !v.Allowed() && v.Step == policy.StepCredential && c.signIn.ask(v.Code, nil, false, v) {
 		return nil, ToolCallResult{}, nil
 	}
 	if v.Allowed() && v.NeedsPreview {
@@ -236,7 +236,7 @@ func (c *call) readFailed(d decision, v policy.Verdict, err error, dryRun bool) 
 		d.refusal, d.verdict = refusalResult(err, nil), policy.Verdict{Decision: policy.DecisionDeny, Code: code, Message: msg, Args: v.Args, Resource: v.Resource}
 		return c.denied(d)
 	}
-	if c.signIn.ask(code, refusalResult(err, nil), false) {
+	if c.signIn.ask(code, refusalResult(err, nil), false, v) {
 		return ToolCallResult{}, nil
 	}
 	if !dryRun {
