@@ -44,10 +44,16 @@ func (s *Server) asksByURL(req *mcp.CallToolRequest) bool {
 // holds the role and the resource the card is routed to, on a card one
 // person decides (the requester never counts among several).
 func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
-	if s.Signer == nil || out.ApprovalsNeeded > 1 || !s.asksByURL(req) {
+	return s.mayConfirm(req, id, out.ApproverRole, out.ApprovalsNeeded, out.Resource)
+}
+
+// mayConfirm is confirmable of a card routed to role over resource (nil
+// for none) that needs approvals people.
+func (s *Server) mayConfirm(req *mcp.CallToolRequest, id Identity, role policy.Role, approvals int, resource *policy.ResourceRef) bool {
+	if s.Signer == nil || approvals > 1 || !s.asksByURL(req) {
 		return false
 	}
-	return out.ApproverRole == id.Role && (out.Resource == nil || id.Resources.Holds(out.Resource.Kind, out.Resource.ID))
+	return role == id.Role && (resource == nil || id.Resources.Holds(resource.Kind, resource.ID))
 }
 
 // askToConfirm answers a call whose card its requester may decide with an
@@ -157,7 +163,8 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 			var now workflows.Status
 			if v.Get(&now) == nil {
 				switch {
-				case now.Status == workflows.StatusPendingApproval && st.Ask == confirmRequest:
+				case now.Status == workflows.StatusPendingApproval && (st.Ask == confirmRequest ||
+					s.mayConfirm(req, id, now.ApproverRole, now.ApprovalsNeeded, now.CardResource)):
 					return s.askToConfirm(tool, req, id, st.WorkflowID, st.RunID, now.ArgsHash, now.Card)
 				case now.Status == workflows.StatusAwaitingSignIn && now.SignIn != nil:
 					return s.askToSignIn(tool, req, id, st.WorkflowID, st.RunID, now.SignIn.Code, now.ExpiresAt)

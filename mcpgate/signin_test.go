@@ -19,12 +19,12 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// mfaTasks is the Mangrove pack with create_task needing an mfa requester
-// (the shipped table has no requester tier).
+// mfaTasks is the Mangrove pack with create_task and stock transfers
+// needing an mfa requester (the shipped table has no requester tier).
 func mfaTasks(t *testing.T) *policy.Policy {
 	return testenv.Mangrove(t, func(d *policy.Pack) {
 		for i := range d.Rows {
-			if d.Rows[i].Tool == mangrove.ToolCreateTask {
+			if d.Rows[i].Tool == mangrove.ToolCreateTask || d.Rows[i].Tool == mangrove.ToolRequestStockTransfer {
 				d.Rows[i].RequesterTier = policy.ACRMFA
 			}
 		}
@@ -70,7 +70,9 @@ func (g *gate) signInAt(t *testing.T, browser context.Context, link, user, want 
 // records, the MCP server carries on. The official TypeScript client's own
 // loop: ama signs in at the link in Chromium with her second factor, and
 // the client's retry answers the executed call, the same workflow, run
-// once. A spent requestState echoed again is refused as replayed; a client
+// once; a transfer she may decide herself is, once she has signed in for
+// it, asked to confirm. A spent requestState echoed again is refused as
+// replayed; a client
 // that declares tasks too is asked the same; a client that does not declare
 // URL elicitation gets today's awaiting_sign_in.
 func TestASignInByURLCarriesTheCallOn(t *testing.T) {
@@ -176,6 +178,19 @@ func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 		(SELECT count(*) FROM sign_in_log WHERE event = 'signed_in_for_call' AND workflow_id = $1 AND user_id = 'ama' AND acr = 'mfa')`, tsWF).Scan(&tasks, &executed, &carried)
 	if tasks != 1 || executed != 1 || carried != 1 {
 		t.Fatalf("%d tasks upstream, %d executed rows, %d signed_in_for_call rows; want 1, 1 and 1", tasks, executed, carried)
+	}
+
+	// Signed in, a call that goes on to a card she may decide herself asks
+	// her to confirm it, in the same retry.
+	transfer := &mcp.CallToolParams{Name: mangrove.ToolRequestStockTransfer, Arguments: map[string]any{"articleId": 40211, "quantity": 40, "reason": "stockout_risk"},
+		Meta: mcp.Meta{mcpgate.ConversationMeta: "transfer"}}
+	res, err = ama.CallTool(ctx, transfer)
+	link, _ = asked(res, err)
+	g.signInAt(t, testenv.Browser(t), link, "ama", `#call-sign-in`)
+	transfer.RequestState, transfer.InputResponses = res.RequestState, mcp.InputResponseMap{"sign_in": &mcp.ElicitResult{Action: "accept"}}
+	res, err = ama.CallTool(ctx, transfer)
+	if confirm, ok := res.InputRequests["confirm"].(*mcp.ElicitParams); err != nil || !ok || !strings.HasSuffix(confirm.URL, workflows.ConfirmSuffix) || res.RequestState == "" {
+		t.Fatalf("the transfer once ama signed in: %v %+v", err, res)
 	}
 
 	// A client that declares tasks as well is asked the same, not given a task.

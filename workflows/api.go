@@ -122,8 +122,11 @@ type Status struct {
 	// cards put up before versions were signed.
 	SignedVersion int `json:"signedVersion,omitempty"`
 	// SignIn is what the call waits for while it is awaiting_sign_in.
-	SignIn   *SignInNeed `json:"signIn,omitempty"`
-	resource policy.ResourceRef
+	SignIn *SignInNeed `json:"signIn,omitempty"`
+	// CardResource is what the card's action acts on, while a card is up
+	// and when it names one: with ApproverRole, who may decide it.
+	CardResource *policy.ResourceRef `json:"resource,omitempty"`
+	resource     policy.ResourceRef
 }
 
 // SignInNeed is what a call awaiting_sign_in waits for: why (the code),

@@ -79,7 +79,10 @@ func (b *board) show(k *card) {
 	s := &b.status
 	s.Card, s.ValueCents, s.ApproverRole, s.ArgsHash = k.pending.Card, k.pending.ValueCents, k.Role, k.ArgsHash
 	s.ExpiresAt, s.SignedVersion, s.ApprovalsNeeded, s.EscalatedTo = k.pending.ExpiresAt, k.Card.Version, k.Need, k.escalatedTo
-	s.resource, s.ApprovedBy, s.Version = k.d.verdict.Resource, nil, 0
+	s.resource, s.ApprovedBy, s.Version, s.CardResource = k.d.verdict.Resource, nil, 0, nil
+	if r := k.d.verdict.Resource; r.Kind != "" {
+		s.CardResource = &r
+	}
 	for _, a := range k.pending.Approvals {
 		s.ApprovedBy = append(s.ApprovedBy, a.UserID)
 	}
