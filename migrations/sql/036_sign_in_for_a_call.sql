@@ -20,12 +20,14 @@ CREATE TABLE call_sign_ins (
   at          timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (workflow_id, issuer, subject)
 );
+CREATE INDEX call_sign_ins_at ON call_sign_ins (at);
 COMMENT ON TABLE call_sign_ins IS 'Sign-ins the card UI made for a waiting call (sign-in by URL), until the MCP server takes each once (take_call_sign_in) or 15 minutes pass.';
 REVOKE ALL ON call_sign_ins FROM PUBLIC;
 
 CREATE FUNCTION record_call_sign_in(p_workflow text, p_issuer text, p_subject text, p_acr text, p_auth_time timestamptz) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
-  DELETE FROM public.call_sign_ins WHERE at < now() - interval '15 minutes';
+  DELETE FROM public.call_sign_ins WHERE (workflow_id, issuer, subject) IN
+    (SELECT workflow_id, issuer, subject FROM public.call_sign_ins WHERE at < now() - interval '15 minutes' LIMIT 100);
   INSERT INTO public.call_sign_ins (workflow_id, issuer, subject, acr, auth_time) VALUES (p_workflow, p_issuer, p_subject, p_acr, p_auth_time)
   ON CONFLICT (workflow_id, issuer, subject) DO UPDATE SET acr = excluded.acr, auth_time = excluded.auth_time, at = now();
 $$;
