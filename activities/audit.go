@@ -161,9 +161,12 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	if in.Approver != nil {
 		approverID, approverRole = clean(in.Approver.UserID), clean(string(in.Approver.Role))
 	}
-	var issuer, subject, acr, authTime any
+	var issuer, subject, acr, authTime, via any
 	if e := in.Evidence; e != nil && in.Approver != nil {
 		issuer, subject, acr = clean(e.Issuer), clean(e.Subject), clean(e.ACR)
+		if e.Via == signoff.ConfirmedInClient {
+			via = e.Via
+		}
 		if t, err := time.Parse(time.RFC3339, e.AuthTime); err == nil {
 			authTime = t
 		}
@@ -180,12 +183,13 @@ func (a *Activities) insertAudit(ctx context.Context, db execer, workflowID, run
 	tag, err := db.Exec(ctx, `
 		INSERT INTO audit_log (event, reason, tool, user_id, role, session_id, conversation_id, args, resource_kind, resource_id, value_cents,
 		                       workflow_id, run_id, event_key, approver_id, approver_role, message, result, claimed_approver_id,
-		                       approver_issuer, approver_subject, approver_acr, approver_auth_time, requester_issuer, requester_subject)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22, $24, $25)`,
+		                       approver_issuer, approver_subject, approver_acr, approver_auth_time, requester_issuer, requester_subject,
+		                       approver_via)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $23, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18, $19, $20, $21, $22, $24, $25, $26)`,
 		in.Event, string(in.Reason), clean(in.Tool), clean(in.Session.UserID), clean(string(in.Session.Role)),
 		clean(in.Session.SessionID), clean(in.Session.ConversationID), args, kind, in.Value,
 		workflowID, runID, in.Key, approverID, approverRole, clean(in.Message), result, claimed, issuer, subject, acr, authTime, id,
-		requesterIssuer, requesterSubject)
+		requesterIssuer, requesterSubject, via)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.Routine == noPartitionRoutine {

@@ -282,6 +282,7 @@ func (r Reader) eventOf(row map[string]any) (Event, error) {
 		Issuer       *string         `json:"approver_issuer"`
 		ACR          *string         `json:"approver_acr"`
 		AuthTime     *time.Time      `json:"approver_auth_time"`
+		Via          *string         `json:"approver_via"`
 		Claimed      *string         `json:"claimed_approver_id"`
 		Message      *string         `json:"message"`
 		Result       json.RawMessage `json:"result"`
@@ -303,7 +304,7 @@ func (r Reader) eventOf(row map[string]any) (Event, error) {
 	}
 	e := Event{At: a.At, RunID: a.RunID, Event: a.Event, Reason: a.Reason, Tool: a.Tool, UserID: a.UserID, Role: a.Role, SessionID: a.SessionID,
 		Conversation: a.Conversation, ValueCents: a.ValueCents, Args: raw(a.Args), Approver: s(a.Approver), ApproverRole: s(a.ApproverRole),
-		Issuer: s(a.Issuer), ACR: s(a.ACR), AuthTime: a.AuthTime, Claimed: s(a.Claimed), Message: s(a.Message), Result: raw(a.Result)}
+		Issuer: s(a.Issuer), ACR: s(a.ACR), AuthTime: a.AuthTime, Via: s(a.Via), Claimed: s(a.Claimed), Message: s(a.Message), Result: raw(a.Result)}
 	if a.Kind != nil && a.ID != nil {
 		e.Resource = &policy.ResourceRef{Kind: *a.Kind, ID: *a.ID}
 	}

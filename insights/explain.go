@@ -40,9 +40,12 @@ type Event struct {
 	Issuer       string          `json:"approverIssuer,omitempty"`
 	ACR          string          `json:"approverAcr,omitempty"`
 	AuthTime     *time.Time      `json:"approverAuthTime,omitempty"`
-	Claimed      string          `json:"claimedApprover,omitempty"`
-	Message      string          `json:"message,omitempty"`
-	Result       json.RawMessage `json:"result,omitempty"`
+	// Via is confirmed_in_client for a decision its requester made in
+	// their own MCP client.
+	Via     string          `json:"approverVia,omitempty"`
+	Claimed string          `json:"claimedApprover,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
 	// Receipt is what the call made, as its tool's result names it
 	// ("transfer TR-00012").
 	Receipt string `json:"receipt,omitempty"`
@@ -123,7 +126,7 @@ func (r Reader) describeValue(e *Event) {
 // storySQL is the one query behind a call's story.
 const storySQL = `SELECT at, run_id, event, reason, tool, user_id, role, session_id, conversation_id, resource_kind, resource_id, value_cents, args, coalesce(approver_id, ''),
 	coalesce(approver_role, ''), coalesce(approver_issuer, ''), coalesce(approver_acr, ''), approver_auth_time, coalesce(claimed_approver_id, ''),
-	coalesce(message, ''), result
+	coalesce(message, ''), result, coalesce(approver_via, '')
 FROM audit_log WHERE workflow_id = $1 ORDER BY id`
 
 // Explain reads a call's story: its audit rows through the reader, and its
@@ -139,7 +142,7 @@ func (r Reader) Explain(ctx context.Context, c client.Client, workflowID string)
 		var args, result []byte
 		var kind, id *string
 		err := row.Scan(&e.At, &e.RunID, &e.Event, &e.Reason, &e.Tool, &e.UserID, &e.Role, &e.SessionID, &e.Conversation, &kind, &id, &e.ValueCents, &args,
-			&e.Approver, &e.ApproverRole, &e.Issuer, &e.ACR, &e.AuthTime, &e.Claimed, &e.Message, &result)
+			&e.Approver, &e.ApproverRole, &e.Issuer, &e.ACR, &e.AuthTime, &e.Claimed, &e.Message, &result, &e.Via)
 		e.Args, e.Result = args, result
 		if kind != nil && id != nil {
 			e.Resource = &policy.ResourceRef{Kind: *kind, ID: *id}
@@ -359,6 +362,9 @@ func what(e Event) string {
 			if e.Issuer != "" {
 				s += " at " + e.Issuer
 			}
+		}
+		if e.Via != "" {
+			s += ", " + strings.ReplaceAll(e.Via, "_", " ") + " (weaker than a sign-in at the card UI)"
 		}
 	}
 	if e.Claimed != "" {

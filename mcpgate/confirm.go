@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/sentences"
+	"github.com/toolgate/toolgate/signoff"
 	"github.com/toolgate/toolgate/workflows"
 	"go.uber.org/zap"
 )
@@ -38,32 +39,100 @@ func (s *Server) asksByURL(req *mcp.CallToolRequest) bool {
 	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }
 
-// confirmable says the answer to a call whose card out is up may ask its
-// requester to decide it themselves by URL (asksByURL): this server can
-// sign a withdrawal (a declined confirmation withdraws), and the person
-// holds the role and the resource the card is routed to, on a card one
-// person decides (the requester never counts among several).
-func (s *Server) confirmable(req *mcp.CallToolRequest, id Identity, out workflows.Outcome) bool {
-	return s.mayConfirm(req, id, out.ApproverRole, out.ApprovalsNeeded, out.Resource)
-}
+// confirmInClientRequest is the ID of the one input request a card whose
+// row allows a decision in the requester's own client asks for: a form of
+// the card's text and approve or reject.
+const confirmInClientRequest = "confirm_in_client"
 
-// mayConfirm is confirmable of a card routed to role over resource (nil
-// for none) that needs approvals people.
-func (s *Server) mayConfirm(req *mcp.CallToolRequest, id Identity, role policy.Role, approvals int, resource *policy.ResourceRef) bool {
-	if s.Signer == nil || approvals > 1 || !s.asksByURL(req) {
+// asksInForm says the answer to a call may ask its requester to decide in
+// a form: this server can seal and spend a requestState and sign a
+// decision, and the client speaks 2026-07-28 and declares form elicitation
+// (an elicitation capability that names no mode means form).
+func (s *Server) asksInForm(req *mcp.CallToolRequest) bool {
+	if s.Codec == nil || s.SpendState == nil || s.Signer == nil || req.Extra == nil || req.Extra.Header.Get("Mcp-Protocol-Version") < FirstSessionlessRevision {
 		return false
 	}
-	return role == id.Role && (resource == nil || id.Resources.Holds(resource.Kind, resource.ID))
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
 }
 
-// askToConfirm answers a call whose card its requester may decide with an
-// input-required result: a URL elicitation to the card's page in the card
-// UI, where the person signs in and decides it as any approver does, and
-// a sealed requestState the client echoes when it calls again.
-func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity, wf, runID, argsHash, card string) (*mcp.CallToolResult, error) {
-	return s.ask(tool, req, requestState{Ask: confirmRequest, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID, ArgsHash: argsHash},
-		workflows.ConfirmSuffix, sentences.Say(sentences.MCPConfirm, card))
+// pendingCard is what the answer to a call whose card is up needs to ask
+// its requester to decide it: who may decide it, and what it shows.
+type pendingCard struct {
+	wf, runID, argsHash, card string
+	role                      policy.Role
+	approvals                 int
+	resource                  *policy.ResourceRef
+	// inClient is the sign-in a decision in the client needs; nil where
+	// the card's row allows none.
+	inClient *policy.Requirement
 }
+
+// outcomeCard is the card of a first outcome.
+func outcomeCard(out workflows.Outcome) pendingCard {
+	return pendingCard{wf: out.IdempotencyKey, runID: out.RunID, argsHash: out.ArgsHash, card: out.Card, role: out.ApproverRole,
+		approvals: out.ApprovalsNeeded, resource: out.Resource, inClient: out.ConfirmInClient}
+}
+
+// statusCard is the card a status query shows for run runID of wf.
+func statusCard(wf, runID string, st workflows.Status) pendingCard {
+	return pendingCard{wf: wf, runID: runID, argsHash: st.ArgsHash, card: st.Card, role: st.ApproverRole,
+		approvals: st.ApprovalsNeeded, resource: st.CardResource, inClient: st.ConfirmInClient}
+}
+
+// confirmMode is how the answer may ask the requester to decide their own
+// card c: by URL at the card UI (confirmRequest, the stronger evidence,
+// whenever the client takes one), in a form in the client
+// (confirmInClientRequest) where the row allows it and the sign-in behind
+// the token meets the card's evidence now, or not at all (""). Either way
+// the server can sign (a declined confirmation withdraws), and the person
+// holds the role and the resource the card is routed to, on a card one
+// person decides (the requester never counts among several).
+func (s *Server) confirmMode(req *mcp.CallToolRequest, id Identity, c pendingCard) string {
+	if s.Signer == nil || c.approvals > 1 || c.role != id.Role || c.resource != nil && !id.Resources.Holds(c.resource.Kind, c.resource.ID) {
+		return ""
+	}
+	switch {
+	case s.asksByURL(req):
+		return confirmRequest
+	case c.inClient != nil && s.asksInForm(req) && signedInFor(id, *c.inClient, time.Now()):
+		return confirmInClientRequest
+	}
+	return ""
+}
+
+// signedInFor says the sign-in behind id's token meets requirement r at
+// now: its level or stronger, and no older than r allows.
+func signedInFor(id Identity, r policy.Requirement, now time.Time) bool {
+	return policy.Satisfies(id.ACR, r.ACR) && !id.AuthTime.IsZero() && now.Sub(id.AuthTime) <= r.MaxAge()
+}
+
+// askToConfirm answers a call whose card c its requester may decide in
+// mode (confirmMode) with an input-required result, and a sealed
+// requestState the client echoes when it calls again. By URL: the card's
+// page in the card UI, where the person signs in and decides it as any
+// approver does. In a form: the card's text and a decision, approve or
+// reject, which this server signs as theirs (confirmInClient).
+func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity, mode string, c pendingCard) (*mcp.CallToolResult, error) {
+	st := requestState{Ask: mode, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: c.wf, RunID: c.runID, ArgsHash: c.argsHash}
+	if mode == confirmInClientRequest {
+		return s.ask(tool, req, st, &mcp.ElicitParams{Mode: "form", Message: sentences.Say(sentences.MCPConfirmInClient, c.card), RequestedSchema: decisionForm})
+	}
+	return s.ask(tool, req, st, s.byURL(c.wf, workflows.ConfirmSuffix, sentences.Say(sentences.MCPConfirm, c.card)))
+}
+
+// decisionForm is the form a decision in the client fills in: one field,
+// approve or reject.
+var decisionForm = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		decisionField: map[string]any{"type": "string", "title": "Decision", "enum": []string{signoff.Approve, signoff.Reject}},
+	},
+	"required": []string{decisionField},
+}
+
+// decisionField is the form's one field.
+const decisionField = "decision"
 
 // askToSignIn answers a call that waits for its requester to sign in with
 // an input-required result: a URL elicitation to the card UI's sign-in
@@ -73,13 +142,18 @@ func (s *Server) askToConfirm(tool string, req *mcp.CallToolRequest, id Identity
 // carries the call on with it (carryOn).
 func (s *Server) askToSignIn(tool string, req *mcp.CallToolRequest, id Identity, wf, runID string, code policy.Code, until string) (*mcp.CallToolResult, error) {
 	return s.ask(tool, req, requestState{Ask: signInRequest, Issuer: id.Issuer, Subject: id.Subject, WorkflowID: wf, RunID: runID},
-		workflows.SignInSuffix, sentences.Say(sentences.MCPSignIn, workflows.SignInWhy(code), until))
+		s.byURL(wf, workflows.SignInSuffix, sentences.Say(sentences.MCPSignIn, workflows.SignInWhy(code), until)))
 }
 
-// ask is an input-required result with one URL elicitation, st.Ask, to
-// the card UI's page of the call under suffix, and st sealed for the
-// request it answers.
-func (s *Server) ask(tool string, req *mcp.CallToolRequest, st requestState, suffix, message string) (*mcp.CallToolResult, error) {
+// byURL is a URL elicitation of the card UI's page of call wf under
+// suffix.
+func (s *Server) byURL(wf, suffix, message string) *mcp.ElicitParams {
+	return &mcp.ElicitParams{Mode: "url", URL: s.CardsURL + "/cards/" + url.PathEscape(wf) + suffix, ElicitationID: wf, Message: message}
+}
+
+// ask is an input-required result with one elicitation, st.Ask, and st
+// sealed for the request it answers.
+func (s *Server) ask(tool string, req *mcp.CallToolRequest, st requestState, params *mcp.ElicitParams) (*mcp.CallToolResult, error) {
 	digest, err := requestDigest(tool, req.Params.Arguments)
 	if err != nil {
 		return failure(err.Error()), nil
@@ -89,9 +163,7 @@ func (s *Server) ask(tool string, req *mcp.CallToolRequest, st requestState, suf
 	if err != nil {
 		return nil, err
 	}
-	link := s.CardsURL + "/cards/" + url.PathEscape(st.WorkflowID) + suffix
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{st.Ask: &mcp.ElicitParams{Mode: "url", URL: link, ElicitationID: st.WorkflowID,
-		Message: message}}, RequestState: state}, nil
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{st.Ask: params}, RequestState: state}, nil
 }
 
 // spend spends st's single use, across every MCP server: ErrStateReplayed
@@ -137,7 +209,10 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		st.Ask = confirmRequest // sealed before sign-in by URL
 	}
 	answer, _ := req.Params.InputResponses[st.Ask].(*mcp.ElicitResult)
-	if st.Ask == confirmRequest && answer != nil && answer.Action == "decline" {
+	if st.Ask == confirmInClientRequest && answer != nil && answer.Action == "accept" {
+		s.confirmInClient(ctx, id, st, answer)
+	}
+	if st.Ask != signInRequest && answer != nil && answer.Action == "decline" {
 		// The card the person was shown: one an edit has replaced since is
 		// not withdrawn unseen, and they are asked about it instead.
 		if err := s.sendWithdrawal(ctx, id, st.WorkflowID, "", st.ArgsHash); err != nil {
@@ -162,10 +237,10 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		if v, err := s.Temporal.QueryWorkflow(ctx, st.WorkflowID, st.RunID, workflows.StatusQuery); err == nil {
 			var now workflows.Status
 			if v.Get(&now) == nil {
-				switch {
-				case now.Status == workflows.StatusPendingApproval && (st.Ask == confirmRequest ||
-					s.mayConfirm(req, id, now.ApproverRole, now.ApprovalsNeeded, now.CardResource)):
-					return s.askToConfirm(tool, req, id, st.WorkflowID, st.RunID, now.ArgsHash, now.Card)
+				c := statusCard(st.WorkflowID, st.RunID, now)
+				switch mode := s.confirmMode(req, id, c); {
+				case now.Status == workflows.StatusPendingApproval && mode != "":
+					return s.askToConfirm(tool, req, id, mode, c)
 				case now.Status == workflows.StatusAwaitingSignIn && now.SignIn != nil:
 					return s.askToSignIn(tool, req, id, st.WorkflowID, st.RunID, now.SignIn.Code, now.ExpiresAt)
 				}
@@ -173,6 +248,28 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		}
 	}
 	return status, nil
+}
+
+// confirmInClient sends the decision the requester made in the form
+// (answer), approve or reject, as theirs: signed by this server, with the
+// sign-in behind their bearer token as its evidence, marked
+// ConfirmedInClient, for the card st was sealed for (a card an edit has
+// replaced since is not decided unseen). The workflow judges it as any
+// decision, and counts it only where the card's row allows it. A sign-in
+// that no longer meets the card's evidence sends nothing, and the retry
+// asks again as it can.
+func (s *Server) confirmInClient(ctx context.Context, id Identity, st requestState, answer *mcp.ElicitResult) {
+	decision, _ := answer.Content[decisionField].(string)
+	if decision != signoff.Approve && decision != signoff.Reject {
+		s.Logger.Info("a confirmation in the client named no decision", zap.String("workflowId", st.WorkflowID), zap.String("user", id.UserID))
+		return
+	}
+	a := signoff.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: policy.Identity{UserID: id.UserID, Role: id.Role, Resources: id.Resources},
+		Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339),
+			Via: signoff.ConfirmedInClient}}
+	if err := workflows.SendDecision(ctx, s.Temporal, st.WorkflowID, a, *s.Signer); err != nil {
+		s.Logger.Info("a confirmation in the client not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))
+	}
 }
 
 // carryOn carries a call that waits for its requester's sign-in on with

@@ -46,7 +46,8 @@ func (e *StateRefusal) Error() string { return e.Name + ": " + e.Why }
 // answers, sealed with the codec's keys.
 type requestState struct {
 	ID string `json:"id"`
-	// Ask is the input request it answers: confirmRequest or signInRequest.
+	// Ask is the input request it answers: confirmRequest,
+	// confirmInClientRequest or signInRequest.
 	Ask        string `json:"ask,omitempty"`
 	Issuer     string `json:"iss"`
 	Subject    string `json:"sub"`

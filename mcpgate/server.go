@@ -341,8 +341,8 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if out.Status == workflows.StatusAwaitingSignIn && run != nil && s.TakeSignIn != nil && s.asksByURL(req) {
 			return s.askToSignIn(tool, req, id, out.IdempotencyKey, out.RunID, out.Code, out.ExpiresAt)
 		}
-		if out.Status == workflows.StatusPendingApproval && run != nil && s.confirmable(req, id, out) {
-			return s.askToConfirm(tool, req, id, out.IdempotencyKey, out.RunID, out.ArgsHash, out.Card)
+		if mode := s.confirmMode(req, id, outcomeCard(out)); out.Status == workflows.StatusPendingApproval && run != nil && mode != "" {
+			return s.askToConfirm(tool, req, id, mode, outcomeCard(out))
 		}
 		if out.Status == workflows.StatusPendingApproval && run != nil {
 			if final, done := s.await(ctx, req, run, out); done {

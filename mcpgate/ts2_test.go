@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/toolgate/toolgate/idp"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/mcpgate"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -24,6 +25,7 @@ type ts2Line struct {
 	Event, Mode, URL, Message, Status, CallID, Error string
 	InputRequired, IsError                           bool
 	StateLength                                      int
+	Choices                                          []string
 }
 
 // runTS2 starts the TypeScript 2.x client in mode with env and returns its
@@ -80,6 +82,33 @@ func next(t *testing.T, lines <-chan ts2Line, event string) ts2Line {
 		t.Fatalf("the TypeScript client said nothing, waiting for %s", event)
 	}
 	return ts2Line{}
+}
+
+// TestTheTypeScriptClientConfirmsInAForm: on a row that takes a
+// confirmation in the client, the official TypeScript client 2.4.0,
+// declaring form elicitation alone, is asked to approve or reject ama's
+// $384 transfer in a form of the card; its own loop hands the form to its
+// handler, which approves, and the client's retry returns the executed
+// call, run once and audited as confirmed in her client.
+func TestTheTypeScriptClientConfirmsInAForm(t *testing.T) {
+	g := newGateWith(t, 0, mcpgate.DefaultClaims(testenv.Policy).User, testenv.StackOptions{Policy: inClientStock(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lines, answer := runTS2(t, ctx, "auto", "MCP_URL="+g.url+"/mcp", "MCP_TOKEN="+g.token(t, "ama", idp.ACRMFA), "MCP_ELICIT=form",
+		`MCP_ARGS={"articleId":40211,"quantity":40,"reason":"stockout_risk"}`)
+	defer answer.Close()
+	ask := next(t, lines, "elicit")
+	if ask.Mode != "form" || ask.URL != "" || !strings.Contains(ask.Message, "Move 40 cases") || strings.Join(ask.Choices, " ") != "approve reject" {
+		t.Fatalf("the elicitation: %+v", ask)
+	}
+	fmt.Fprintln(answer, "approve")
+	got := next(t, lines, "result")
+	var transfers, inClient int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, got.CallID).Scan(&transfers)
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event = 'approved' AND approver_via = 'confirmed_in_client'`, got.CallID).Scan(&inClient)
+	if got.IsError || got.Status != "executed" || transfers != 1 || inClient != 1 {
+		t.Fatalf("the client's result: %+v; %d transfers, %d approvals confirmed in the client", got, transfers, inClient)
+	}
 }
 
 // TestTheTypeScriptClientConfirmsByURL: the official TypeScript client

@@ -228,11 +228,12 @@ func TestACredentialHoldsASecretForOnePackOrAGrant(t *testing.T) {
 	}
 }
 
-// TestAMonthArchivedBefore033KeepsItsDigest: migration 033 adds columns to
-// the audit log, and a month's digest hashes each row's JSON; a month
-// archived before it must still match the digest its archive recorded, or
-// it could never be dropped without archiving it again. A row that names a
-// person (from 033) is archived with them.
+// TestAMonthArchivedBefore033KeepsItsDigest: migrations 033 and 037 add
+// columns to the audit log, and a month's digest hashes each row's JSON; a
+// month archived before them must still match the digest its archive
+// recorded, or it could never be dropped without archiving it again. A row
+// that names a person (from 033), or a decision made in the requester's
+// client (from 037), is archived with them.
 func TestAMonthArchivedBefore033KeepsItsDigest(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.DatabaseAt(t, 32)
@@ -272,6 +273,15 @@ func TestAMonthArchivedBefore033KeepsItsDigest(t *testing.T) {
 	if err := owner.QueryRow(ctx, `SELECT audit_row_text(a) FROM audit_log a WHERE workflow_id = 'wf-named'`).Scan(&text); err != nil ||
 		!strings.Contains(text, `"requester_subject": "ama-1"`) || !strings.Contains(text, `"requester_issuer": "https://id.test"`) {
 		t.Fatalf("a row that names a person, as archived: %v %s", err, text)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO audit_log (at, event, reason, tool, user_id, role, session_id, conversation_id, workflow_id, run_id, event_key,
+		approver_id, approver_via) VALUES ($1::timestamptz + interval '31 hours', 'approved', 'ok', 'get_stock', 'ama', 'store_manager', 's', 'c', 'wf-named', 'run', 'approved',
+		'ama', 'confirmed_in_client')`, starts); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.QueryRow(ctx, `SELECT audit_row_text(a) FROM audit_log a WHERE workflow_id = 'wf-named' AND event = 'approved'`).Scan(&text); err != nil ||
+		!strings.Contains(text, `"approver_via": "confirmed_in_client"`) {
+		t.Fatalf("a decision made in the client, as archived: %v %s", err, text)
 	}
 	if digest() == before {
 		t.Fatal("a row added to the month left its digest as it was")

@@ -95,7 +95,7 @@ func TestUpgradeKeepsTheLog(t *testing.T) {
 	if err := migrations.Apply(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	if n, d := snapshot("seconds", "version_by", "requester_issuer", "requester_subject"); n != rows || d != digest { // the columns the upgrade adds
+	if n, d := snapshot("seconds", "version_by", "requester_issuer", "requester_subject", "approver_via"); n != rows || d != digest { // the columns the upgrade adds
 		t.Fatalf("after the upgrade %d rows (digest %s), before %d (%s): a row was lost or changed", n, d, rows, digest)
 	}
 	// Admission counts from the ledger the upgrade fills (migration 029).

@@ -222,6 +222,9 @@ func New(packs ...Pack) (*Policy, error) {
 		if err := e.compile(); err != nil {
 			return nil, fmt.Errorf("policy: pack %s: tool %s: %w", d.Name, n, err)
 		}
+		if e.row.ConfirmInClient && e.row.Decision == DecisionDeny {
+			return nil, fmt.Errorf("policy: pack %s: tool %s: the row denies every call, so no card is put up to confirm in the client: drop ConfirmInClient or make it approve", d.Name, n)
+		}
 		for _, name := range e.row.Editable {
 			if _, ok := fieldByName(e.spec.Args, name); !ok {
 				return nil, fmt.Errorf("policy: pack %s: tool %s: the row lets approvers edit %q, which is not one of its args", d.Name, n, name)
@@ -410,6 +413,9 @@ type Verdict struct {
 	Approvals int `json:"approvals,omitempty"`
 	// Editable are the args an approver may change (Row.Editable).
 	Editable []string `json:"editable,omitempty"`
+	// ConfirmInClient says the requester may decide the card in their own
+	// MCP client (Row.ConfirmInClient), on a card of one approver.
+	ConfirmInClient bool `json:"confirmInClient,omitempty"`
 }
 
 // ToolFacts are the parts of a tool's spec that decide how a call runs
@@ -644,6 +650,7 @@ func (p *Policy) steps4to6(v *Verdict, e *entry, args any, s *Session, held []st
 		if n := row.ApprovalsFor(deref(valueCents)); n > 1 {
 			v.Approvals = n
 		}
+		v.ConfirmInClient = row.ConfirmInClient && v.Approvals <= 1
 		v.Editable = row.Editable
 		v.Evidence = e.evidenceFor(deref(valueCents))
 	}

@@ -442,6 +442,38 @@ func TestQuorums(t *testing.T) {
 	}
 }
 
+// TestConfirmInClientIsTheRowsOnACardOfOne: a row that allows a
+// confirmation in the requester's client says so on its approve verdicts
+// of one approver, never on a card two must approve (which takes none
+// from its requester); the shipped row allows none; a deny row that
+// claims one is refused at start.
+func TestConfirmInClientIsTheRowsOnACardOfOne(t *testing.T) {
+	rows := slices.Clone(mangrove.Table)
+	for i := range rows {
+		rows[i].ConfirmInClient = rows[i].Tool == mangrove.ToolRequestStockTransfer
+	}
+	p, err := policy.New(withRows(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for value, want := range map[int64]bool{38400: true, 150000: true, 150001: false} {
+		c := baseCall(t, p, mangrove.ToolRequestStockTransfer)
+		if v := p.Check(c.req, &value); v.Decision != policy.DecisionApprove || v.ConfirmInClient != want {
+			t.Errorf("%s: %s, confirm in the client %v, want %v", policy.Dollars(value), v.Decision, v.ConfirmInClient, want)
+		}
+	}
+	c := baseCall(t, mangrovePolicy(), mangrove.ToolRequestStockTransfer)
+	if v := mangrovePolicy().Check(c.req, c.facts.ValueCents); v.ConfirmInClient {
+		t.Errorf("the shipped row allows a confirmation in the client")
+	}
+	for i := range rows {
+		rows[i].ConfirmInClient = rows[i].Decision == policy.DecisionDeny
+	}
+	if _, err := policy.New(withRows(rows)); err == nil || !strings.Contains(err.Error(), "no card is put up to confirm in the client") {
+		t.Errorf("a deny row that takes a confirmation in the client: %v", err)
+	}
+}
+
 func TestDryRunToolsWaitForTheirValue(t *testing.T) {
 	p := mangrovePolicy()
 	c := baseCall(t, p, "request_stock_transfer")

@@ -115,6 +115,12 @@ type Row struct {
 	// Editable are the args an approver may change on the card (an edit
 	// runs the chain again and puts the card up as a new version).
 	Editable []string
+	// ConfirmInClient lets the requester decide their own card of one
+	// approver in the MCP client that asked (a form of the card's text and
+	// approve or reject), where they hold its role and resource: evidence
+	// weaker than a sign-in at the card UI (signoff.ConfirmedInClient),
+	// which the row must allow.
+	ConfirmInClient bool
 }
 
 // Quorum is the two-person rule (or more): a card worth more than

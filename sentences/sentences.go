@@ -192,6 +192,7 @@ const (
 	MCPOutcome
 	MCPConfirm
 	MCPSignIn
+	MCPConfirmInClient
 
 	keys
 )
@@ -331,10 +332,11 @@ var table = [keys]string{
 	CutPageNote: "Cut to fit %d characters: showing %d of %d items on this page. Call again with cursor %q for the rest.",
 	CutNote:     "Cut to fit %d characters: showing %d of %d items; ask a narrower question for the rest.",
 
-	MCPInstructions: "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next.",
-	MCPPending:      "A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.",
-	MCPProgress:     "Waiting for a %s to approve: %s (until %s)",
-	MCPOutcome:      "%s (%s): %s",
-	MCPConfirm:      "Confirm or reject this in toolgate's card page, signed in as yourself: %s",
-	MCPSignIn:       "Sign in at this page, as yourself, so the call can carry on (%s); it waits until %s.",
+	MCPInstructions:    "Every call is checked against toolgate's policy for the signed-in person; some wait for a person to approve. Follow each result's message: it says what to do next.",
+	MCPPending:         "A person must approve this before it runs. The card: %s\n%s\nLater, call %s with callId %q to read the outcome.",
+	MCPProgress:        "Waiting for a %s to approve: %s (until %s)",
+	MCPOutcome:         "%s (%s): %s",
+	MCPConfirm:         "Confirm or reject this in toolgate's card page, signed in as yourself: %s",
+	MCPSignIn:          "Sign in at this page, as yourself, so the call can carry on (%s); it waits until %s.",
+	MCPConfirmInClient: "Approve or reject this yourself; your answer is recorded as confirmed in your client, signed in as you are here: %s",
 }

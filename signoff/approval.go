@@ -187,6 +187,8 @@ func (a Approval) validate() error {
 			return fmt.Errorf("evidence.iss and evidence.sub are text of at most 256 and 255 bytes")
 		case len(e.ACR) > 64 || len(e.AuthTime) > 40 || len(e.AMR) > 8:
 			return fmt.Errorf("evidence.acr, evidence.authTime and evidence.amr are at most 64 bytes, 40 bytes and 8 methods")
+		case e.Via != "" && e.Via != ConfirmedInClient:
+			return fmt.Errorf("evidence.via is %q or absent, not %q", ConfirmedInClient, toolargs.Clip(e.Via))
 		}
 		for _, m := range e.AMR {
 			if len(m) > 32 || !roleName.MatchString(m) {

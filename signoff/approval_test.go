@@ -117,26 +117,31 @@ func TestDecodeApproval(t *testing.T) {
 	if a, err := signoff.DecodeApproval([]byte(good)); err != nil || a.Approver.UserID != "ama" || !a.Approver.Resources.Holds("store", "112") {
 		t.Fatalf("good decision: %+v %v", a, err)
 	}
+	inClient := strings.Replace(good, `"reason":"ok"`, `"reason":"ok","evidence":{"iss":"https://id.test","sub":"ama","acr":"pwd","authTime":"2026-12-07T10:00:00Z","via":"confirmed_in_client"}`, 1)
+	if a, err := signoff.DecodeApproval([]byte(inClient)); err != nil || !signoff.InClient(a) {
+		t.Fatalf("a decision made in the client: %+v %v", a, err)
+	}
 	for name, raw := range map[string]string{
-		"a bare string":         `"x"`,
-		"null":                  `null`,
-		"empty":                 ``,
-		"stores as text":        strings.Replace(good, `[112]`, `"112"`, 1),
-		"unknown field":         strings.Replace(good, `"reason"`, `"approved":true,"reason"`, 1),
-		"duplicate decision":    strings.Replace(good, `"decision":"approve"`, `"decision":"reject","decision":"approve"`, 1),
-		"case-variant twin":     strings.Replace(good, `"decision":"approve"`, `"decision":"reject","Decision":"approve"`, 1),
-		"nested duplicate":      strings.Replace(good, `"userId":"ama"`, `"userId":"ama","userId":"kofi"`, 1),
-		"trailing data":         good + `{}`,
-		"decision yes":          strings.Replace(good, `"approve"`, `"yes"`, 1),
-		"short hash":            strings.Replace(good, hash, "abc", 1),
-		"no approver":           strings.Replace(good, `"userId":"ama"`, `"userId":""`, 1),
-		"approver with a space": strings.Replace(good, `"userId":"ama"`, `"userId":"ama kofi"`, 1),
-		"100 KB reason":         strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("x", 100_000)+`"`, 1),
-		"501-char reason":       strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", signoff.MaxReasonRunes+1)+`"`, 1),
-		"65 stores":             strings.Replace(good, `[112]`, "["+strings.Repeat("112,", policy.MaxResources)+"112]", 1),
-		"store -1":              strings.Replace(good, `[112]`, `[-1]`, 1),
-		"role with capitals":    strings.Replace(good, `"store_manager"`, `"Store_Manager"`, 1),
-		"long signature":        strings.Replace(good, `"reason":"ok"`, `"reason":"ok","signature":"`+strings.Repeat("A", 200)+`"`, 1),
+		"evidence via anything else": strings.Replace(inClient, `"confirmed_in_client"`, `"the_card_ui"`, 1),
+		"a bare string":              `"x"`,
+		"null":                       `null`,
+		"empty":                      ``,
+		"stores as text":             strings.Replace(good, `[112]`, `"112"`, 1),
+		"unknown field":              strings.Replace(good, `"reason"`, `"approved":true,"reason"`, 1),
+		"duplicate decision":         strings.Replace(good, `"decision":"approve"`, `"decision":"reject","decision":"approve"`, 1),
+		"case-variant twin":          strings.Replace(good, `"decision":"approve"`, `"decision":"reject","Decision":"approve"`, 1),
+		"nested duplicate":           strings.Replace(good, `"userId":"ama"`, `"userId":"ama","userId":"kofi"`, 1),
+		"trailing data":              good + `{}`,
+		"decision yes":               strings.Replace(good, `"approve"`, `"yes"`, 1),
+		"short hash":                 strings.Replace(good, hash, "abc", 1),
+		"no approver":                strings.Replace(good, `"userId":"ama"`, `"userId":""`, 1),
+		"approver with a space":      strings.Replace(good, `"userId":"ama"`, `"userId":"ama kofi"`, 1),
+		"100 KB reason":              strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("x", 100_000)+`"`, 1),
+		"501-char reason":            strings.Replace(good, `"reason":"ok"`, `"reason":"`+strings.Repeat("é", signoff.MaxReasonRunes+1)+`"`, 1),
+		"65 stores":                  strings.Replace(good, `[112]`, "["+strings.Repeat("112,", policy.MaxResources)+"112]", 1),
+		"store -1":                   strings.Replace(good, `[112]`, `[-1]`, 1),
+		"role with capitals":         strings.Replace(good, `"store_manager"`, `"Store_Manager"`, 1),
+		"long signature":             strings.Replace(good, `"reason":"ok"`, `"reason":"ok","signature":"`+strings.Repeat("A", 200)+`"`, 1),
 	} {
 		if _, err := signoff.DecodeApproval([]byte(raw)); err == nil {
 			t.Errorf("%s: accepted", name)

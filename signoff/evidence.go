@@ -22,7 +22,23 @@ type AuthEvidence struct {
 	AMR []string `json:"amr,omitempty"`
 	// AuthTime is when the person last authenticated, RFC 3339.
 	AuthTime string `json:"authTime"`
+	// Via is ConfirmedInClient for a requester's decision made in their own
+	// MCP client; absent for one made signed in at the card UI.
+	Via string `json:"via,omitempty"`
 }
+
+// ConfirmedInClient is the evidence of a decision the requester made in
+// the MCP client that asked (a form of the card in the agent's own host),
+// signed by the MCP server with the sign-in behind their bearer token. It
+// is weaker than a sign-in at the card UI: the host, not toolgate, drew
+// the card and took the answer, so it proves the token's holder answered,
+// not that the person read this card. It counts only where the card's row
+// allows it (Rules.ConfirmInClient).
+const ConfirmedInClient = "confirmed_in_client"
+
+// InClient reports whether decision a was made in the requester's own
+// client (its evidence says ConfirmedInClient).
+func InClient(a Approval) bool { return a.Evidence != nil && a.Evidence.Via == ConfirmedInClient }
 
 // CheckEvidence decides whether an approval's evidence meets a card's
 // requirement at time now (the workflow's): a trusted issuer, the acr

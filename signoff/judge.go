@@ -26,8 +26,10 @@ type Rules struct {
 	Card          CardRef
 	UpAt, Expires time.Time
 	Keys          ApprovalKeys
-	// WithdrawKeys sign a withdrawal alone (the MCP server's): any other
-	// decision signed by one does not verify.
+	// WithdrawKeys are the MCP server's: they sign a withdrawal, or a
+	// decision made in the requester's own client (InClient), alone; any
+	// other decision signed by one does not verify, nor does a decision in
+	// the client signed by any other key.
 	WithdrawKeys ApprovalKeys
 	Issuers      []string
 	// Evidence is the sign-in an approval needs; nil on cards recorded
@@ -49,6 +51,9 @@ type Rules struct {
 	// Withdrawable says the requester may withdraw the card (Withdraw);
 	// cards put up before withdrawals refuse one as an unknown decision.
 	Withdrawable bool
+	// ConfirmInClient says the card's row lets its requester approve or
+	// reject it in their own client (policy.Row.ConfirmInClient).
+	ConfirmInClient bool
 }
 
 // Judgment is whether a decision counts (Code is CodeOK) and, when it
@@ -65,7 +70,7 @@ type Judgment struct {
 // may change, and, where several must approve, from someone who has not
 // (nor asked for it). It is a pure function of its arguments.
 func Judge(r Rules, a Approval, now time.Time) Judgment {
-	if _, mcp := r.WithdrawKeys[a.KeyID]; mcp && a.Decision == Withdraw {
+	if _, mcp := r.WithdrawKeys[a.KeyID]; mcp && a.Decision == Withdraw || InClient(a) {
 		r.Keys = r.WithdrawKeys
 	}
 	if !now.Before(r.Expires) {
@@ -83,6 +88,11 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 	if a.Decision == Withdraw {
 		j.Code, j.Why = r.checkWithdrawal(a, now)
 		return j
+	}
+	if InClient(a) {
+		if j.Code, j.Why = r.checkInClient(a); j.Code != policy.CodeOK {
+			return j
+		}
 	}
 	role := r.Role
 	if r.Escalated && a.Approver.Role == r.EscalateTo {
@@ -141,6 +151,25 @@ func (r Rules) checkWithdrawal(a Approval, now time.Time) (policy.Code, string) 
 	}
 	if !r.IsRequester(a) {
 		return policy.CodeRole, fmt.Sprintf("only the person who asked for this call may withdraw it, and %s did not", toolargs.Clip(a.Approver.UserID))
+	}
+	return policy.CodeOK, ""
+}
+
+// checkInClient holds a decision made in the requester's own client to
+// what its weaker evidence may decide: a card whose row allows it (a card
+// several must approve takes none from its requester, as Judge holds
+// after), approved or rejected (an edit is made at the card UI), by the
+// very person who asked (the issuer and subject of their sign-in; no
+// operator vouches for one). The role, resource, args hash and sign-in
+// level and age are checked after, as for any decision.
+func (r Rules) checkInClient(a Approval) (policy.Code, string) {
+	switch {
+	case !r.ConfirmInClient:
+		return policy.CodeStepUpRequired, "this card's row does not take a confirmation in the requester's own client: decide it signed in at the card UI"
+	case a.Decision != Approve && a.Decision != Reject:
+		return policy.CodeInvalidArguments, fmt.Sprintf("a confirmation in the client approves or rejects the card, never %q: make any other decision at the card UI", toolargs.Clip(a.Decision))
+	case !r.RequesterPerson.Known() || PersonOf(a) != r.RequesterPerson:
+		return policy.CodeRole, fmt.Sprintf("only the person who asked for this call may confirm it in their own client, and %s did not", toolargs.Clip(a.Approver.UserID))
 	}
 	return policy.CodeOK, ""
 }

@@ -50,6 +50,16 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 	byWithdrawKey := func(a signoff.Approval) signoff.Approval {
 		return signoff.SignApproval(a, rules.Card, "mcp", wpriv, now.Format(time.RFC3339))
 	}
+	// cara confirms her own card in her client: she holds the card's role.
+	inClient := func(change func(*signoff.Approval)) signoff.Approval {
+		return byWithdrawKey(decision("cara", "card_supervisor", func(a *signoff.Approval) {
+			a.Evidence.Via = signoff.ConfirmedInClient
+			if change != nil {
+				change(a)
+			}
+		}))
+	}
+	allowsInClient := func(r *signoff.Rules) { withWithdrawKey(r); r.ConfirmInClient = true }
 	rows := []struct {
 		name     string
 		rules    func(*signoff.Rules)
@@ -123,6 +133,28 @@ func TestJudgeIsDataInDecisionOut(t *testing.T) {
 		{name: "an approval signed with the withdrawal key", a: byWithdrawKey(decision("sam", "card_supervisor", nil)), rules: withWithdrawKey, want: policy.CodeCredentialUnavailable},
 		{name: "a rejection signed with the withdrawal key", a: byWithdrawKey(decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Decision = signoff.Reject })),
 			rules: withWithdrawKey, want: policy.CodeCredentialUnavailable},
+		{name: "the requester confirms in the client", a: inClient(nil), rules: allowsInClient, want: policy.CodeOK, verified: true},
+		{name: "the requester rejects in the client", a: inClient(func(a *signoff.Approval) { a.Decision = signoff.Reject }), rules: allowsInClient,
+			want: policy.CodeOK, verified: true},
+		{name: "a confirmation in the client the row does not allow", a: inClient(nil), rules: withWithdrawKey, want: policy.CodeStepUpRequired, verified: true},
+		{name: "a confirmation in the client signed by the card UI's key", a: signoff.SignApproval(inClient(nil), rules.Card, "k1", priv, now.Format(time.RFC3339)),
+			rules: allowsInClient, want: policy.CodeCredentialUnavailable},
+		{name: "an edit in the client", a: inClient(func(a *signoff.Approval) { a.Decision, a.Edit = signoff.Edit, json.RawMessage(`{"fee":1500}`) }),
+			rules: allowsInClient, want: policy.CodeInvalidArguments, verified: true},
+		{name: "a confirmation in the client on a card two must approve", a: inClient(nil), rules: func(r *signoff.Rules) { allowsInClient(r); r.Need = 2 },
+			want: policy.CodeRole, verified: true},
+		{name: "an approver confirms in the client", a: byWithdrawKey(decision("sam", "card_supervisor", func(a *signoff.Approval) { a.Evidence.Via = signoff.ConfirmedInClient })),
+			rules: allowsInClient, want: policy.CodeRole, verified: true},
+		{name: "the requester's user ID with another subject confirms in the client", a: inClient(func(a *signoff.Approval) { a.Evidence.Subject = "mallory" }),
+			rules: allowsInClient, want: policy.CodeRole, verified: true},
+		{name: "an operator's word for the requester in the client", a: inClient(func(a *signoff.Approval) { a.Evidence.Issuer = signoff.OperatorIssuer }),
+			rules: func(r *signoff.Rules) { allowsInClient(r); r.Issuers = append(r.Issuers, signoff.OperatorIssuer) }, want: policy.CodeRole, verified: true},
+		{name: "a confirmation in the client without the role", a: inClient(func(a *signoff.Approval) { a.Approver.Role = "card_agent" }), rules: allowsInClient,
+			want: policy.CodeRole, verified: true},
+		{name: "a confirmation in the client with a sign-in too old", a: inClient(func(a *signoff.Approval) { a.Evidence.AuthTime = now.Add(-2 * time.Hour).Format(time.RFC3339) }),
+			rules: allowsInClient, want: policy.CodeStepUpRequired, verified: true},
+		{name: "a confirmation in the client of another action", a: inClient(func(a *signoff.Approval) { a.ArgsHash = strings.Repeat("b", 64) }), rules: allowsInClient,
+			want: policy.CodeInvalidArguments, verified: true},
 		{name: "a withdrawal after the expiry", a: withdrawal("cara", nil), rules: withdrawable, at: up.Add(31 * time.Minute), want: policy.CodeExpired, verified: true},
 	}
 	for _, row := range rows {

@@ -96,6 +96,9 @@ type Outcome struct {
 	// ApprovalsNeeded is how many distinct people must approve the card,
 	// when more than one (never its requester).
 	ApprovalsNeeded int `json:"approvalsNeeded,omitempty"`
+	// ConfirmInClient is the sign-in a decision in the requester's own
+	// client needs (the card's evidence), when the card's row allows one.
+	ConfirmInClient *policy.Requirement `json:"confirmInClient,omitempty"`
 }
 
 // Status answers the status query.
@@ -126,7 +129,11 @@ type Status struct {
 	// CardResource is what the card's action acts on, while a card is up
 	// and when it names one: with ApproverRole, who may decide it.
 	CardResource *policy.ResourceRef `json:"resource,omitempty"`
-	resource     policy.ResourceRef
+	// ConfirmInClient is the sign-in a decision in the requester's own
+	// client needs (the card's evidence), while a card is up whose row
+	// allows one.
+	ConfirmInClient *policy.Requirement `json:"confirmInClient,omitempty"`
+	resource        policy.ResourceRef
 }
 
 // SignInNeed is what a call awaiting_sign_in waits for: why (the code),

@@ -74,7 +74,7 @@ func (c *call) cardFor(d decision) (*card, error) {
 		Card: signoff.CardRef{WorkflowID: c.key, RunID: c.board.status.RunID, ExpiresAt: expires.UTC().Format(time.RFC3339)}, UpAt: now, Expires: expires,
 		Keys: held.Trust.Keys, WithdrawKeys: held.Trust.WithdrawKeys, Issuers: held.Trust.Issuers, Evidence: v.Evidence, Need: max(1, v.Approvals), Requester: c.in.Session.UserID,
 		RequesterPerson: d.requester, BySignIn: held.Judging >= judgeBySignIn, Action: action, Editable: v.Editable,
-		Withdrawable: held.Judging >= judgeWithdrawable}
+		Withdrawable: held.Judging >= judgeWithdrawable, ConfirmInClient: v.ConfirmInClient}
 	if held.Judging >= judgeVersioned {
 		k.Card.Version = firstCardVersion
 	}

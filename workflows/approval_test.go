@@ -58,7 +58,7 @@ func (f *fixture) run(t *testing.T, conv, callID, tool, args string, sess policy
 	if f.policy != nil {
 		pol = f.policy
 	}
-	workflows.Register(env, workflows.Settings{Policy: pol, ApprovalKeys: testenv.ApprovalKeys, ApproverIssuers: []string{testenv.Issuer}, Webhooks: f.webhooks})
+	workflows.Register(env, workflows.Settings{Policy: pol, ApprovalKeys: testenv.ApprovalKeys, WithdrawKeys: testenv.WithdrawKeys, ApproverIssuers: []string{testenv.Issuer}, Webhooks: f.webhooks})
 	f.acts.Policy = pol
 	activities.Register(env, f.acts)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.WorkflowID(conv, callID)})

@@ -149,7 +149,7 @@ func (k *card) revised(nv policy.Verdict, pv activities.PreviewResult, action js
 	}
 	next.pending, next.version, next.escalatedTo = p, p.CardVersion, p.EscalatedTo
 	next.Role, next.ArgsHash, next.Evidence, next.Need, next.Approvals, next.Action = nv.ApproverRole, hash, nv.Evidence, need, nil, action
-	next.EscalateTo, next.Card.Version = nv.EscalateTo, p.SignedVersion
+	next.EscalateTo, next.Card.Version, next.ConfirmInClient = nv.EscalateTo, p.SignedVersion, nv.ConfirmInClient
 	return &next
 }
 

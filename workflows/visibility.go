@@ -79,9 +79,13 @@ func (b *board) show(k *card) {
 	s := &b.status
 	s.Card, s.ValueCents, s.ApproverRole, s.ArgsHash = k.pending.Card, k.pending.ValueCents, k.Role, k.ArgsHash
 	s.ExpiresAt, s.SignedVersion, s.ApprovalsNeeded, s.EscalatedTo = k.pending.ExpiresAt, k.Card.Version, k.Need, k.escalatedTo
-	s.resource, s.ApprovedBy, s.Version, s.CardResource = k.d.verdict.Resource, nil, 0, nil
+	s.resource, s.ApprovedBy, s.Version, s.CardResource, s.ConfirmInClient = k.d.verdict.Resource, nil, 0, nil, nil
 	if r := k.d.verdict.Resource; r.Kind != "" {
 		s.CardResource = &r
+	}
+	if k.ConfirmInClient && k.Evidence != nil {
+		e := *k.Evidence
+		s.ConfirmInClient = &e
 	}
 	for _, a := range k.pending.Approvals {
 		s.ApprovedBy = append(s.ApprovedBy, a.UserID)
@@ -162,6 +166,7 @@ func (b *board) outcome(res ToolCallResult) *Outcome {
 		if b.status.ApprovalsNeeded > 1 {
 			o.ApprovalsNeeded = b.status.ApprovalsNeeded
 		}
+		o.ConfirmInClient = b.status.ConfirmInClient
 	}
 	return o
 }

@@ -116,6 +116,7 @@ type filePolicy struct {
 	Approvers       []fileApprover `yaml:"approvers"`
 	Quorum          []fileQuorum   `yaml:"quorum"`
 	Editable        []string       `yaml:"editable"`
+	ConfirmInClient bool           `yaml:"confirmInClient"`
 	RequesterTier   string         `yaml:"requesterTier"`
 	RequesterMaxAge string         `yaml:"requesterMaxAge"`
 	Evidence        []fileEvidence `yaml:"evidence"`
@@ -478,11 +479,15 @@ func (r *reader) route(at string, fr *fileRoute, args reflect.Type, filled strin
 }
 
 func (r *reader) row(at, tool, tier string, valued, scoped bool, p filePolicy) (policy.Row, []policy.EvidenceRule, error) {
-	row := policy.Row{Tool: tool, Decision: policy.Decision(p.Decision), HardLimitCents: p.HardLimit, Editable: p.Editable, RequesterTier: p.RequesterTier}
+	row := policy.Row{Tool: tool, Decision: policy.Decision(p.Decision), HardLimitCents: p.HardLimit, Editable: p.Editable, RequesterTier: p.RequesterTier,
+		ConfirmInClient: p.ConfirmInClient}
 	switch row.Decision {
 	case policy.DecisionAllow, policy.DecisionApprove, policy.DecisionDeny:
 	default:
 		return row, nil, r.errorf(at+".decision", "%q: use allow, approve or deny", p.Decision)
+	}
+	if row.ConfirmInClient && row.Decision == policy.DecisionDeny {
+		return row, nil, r.errorf(at+".confirmInClient", "a deny row puts up no card to confirm: drop confirmInClient, or make the decision approve")
 	}
 	for _, role := range p.Roles {
 		row.Roles = append(row.Roles, policy.Role(role))

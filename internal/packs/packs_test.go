@@ -263,6 +263,7 @@ func TestWhatAFileSaysIsWhatIsKept(t *testing.T) {
 		"a boolean default":       {`{type: boolean, title: Urgent,`, `{type: boolean, default: false, title: Urgent,`, ""},
 		"a hard limit on nothing": {"      decision: approve\n", "      decision: approve\n      hardLimit: 1000\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
 		"a quorum on nothing":     {"      decision: approve\n", "      decision: approve\n      quorum: [{above: 0, approvals: 2}]\n", "hardLimit, maxValue and quorum judge a call's value, and this tool has none"},
+		"a denied call confirmed": {"      decision: approve\n      approvers: [{role: editor}]\n", "      decision: deny\n      confirmInClient: true\n", "policy.confirmInClient: a deny row puts up no card to confirm"},
 		"an edit of no arg":       {"      decision: approve\n", "      decision: approve\n      editable: [title]\n", `editable: "title" is not one of the tool's args`},
 		"a write nobody approves": {"      decision: approve\n      approvers: [{role: editor}]\n", "      decision: allow\n", "a write tool, which a person always approves) needs its approvers"},
 		"a receipt's path":        {"    tier: write\n", "    tier: write\n    receipt: {name: edit, field: edit.id}\n", `tools[1].receipt: a receipt "edit" in field "edit.id"`},

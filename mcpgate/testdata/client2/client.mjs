@@ -3,6 +3,9 @@
 // TestTheTypeScriptClientConfirmsByURL and TestASignInByURLCarriesTheCallOn:
 // it calls MCP_TOOL (request_stock_transfer) with MCP_ARGS, and answers the
 // input request MCP_ASK (confirm). One JSON object a line on stdout.
+// MCP_ELICIT=form declares form elicitation alone (for
+// TestTheTypeScriptClientConfirmsInAForm): a line approve or reject
+// answers the form with that decision, decline or cancel as itself.
 //
 // MODE=auto: the client's own multi-round-trip loop. Its elicitation
 // handler prints the URL it is sent to and answers with the next line on
@@ -21,13 +24,16 @@ const nextLine = () => new Promise((resolve) => waiting.push(resolve));
 
 async function connect(token, autoFulfill) {
   const client = new Client({ name: 'toolgate-ts2-test', version: '1' }, {
-    capabilities: { elicitation: { url: {} } },
+    capabilities: { elicitation: process.env.MCP_ELICIT === 'form' ? { form: {} } : { url: {} } },
     versionNegotiation: { mode: { pin: '2026-07-28' } },
     inputRequired: { autoFulfill },
   });
   client.setRequestHandler('elicitation/create', async (request) => {
-    out({ event: 'elicit', mode: request.params.mode, url: request.params.url, message: request.params.message });
-    return { action: await nextLine() };
+    out({ event: 'elicit', mode: request.params.mode ?? 'form', url: request.params.url, message: request.params.message,
+      choices: request.params.requestedSchema?.properties?.decision?.enum });
+    const line = await nextLine();
+    if (line === 'approve' || line === 'reject') return { action: 'accept', content: { decision: line } };
+    return { action: line };
   });
   await client.connect(new StreamableHTTPClientTransport(new URL(process.env.MCP_URL),
     { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
