@@ -60,9 +60,10 @@ func refusedAs(err, want error) bool {
 // URL elicitation, asks for a transfer she may approve herself: the answer
 // is an input-required result sending her to the card's page, with a
 // sealed requestState. Echoed by efua, for other arguments, altered, it is
-// refused by name; once she has decided, her client's retry answers the
-// executed call, and the same state again is refused as replayed. A
-// client that does not declare URL elicitation gets today's answer.
+// refused by name; once she has decided, her client's retry, to an MCP
+// server restarted since it asked, answers the executed call, and the same
+// state again is refused as replayed. A client that does not declare URL
+// elicitation gets today's answer.
 func TestAClientConfirmsItsOwnCardByURL(t *testing.T) {
 	g := newGate(t, 0)
 	ctx := context.Background()
@@ -111,9 +112,10 @@ func TestAClientConfirmsItsOwnCardByURL(t *testing.T) {
 		Role: mangrove.RoleStoreManager, Resources: mangrove.Stores(112)}, Evidence: testenv.Evidence("ama", time.Now())}, testenv.ApprovalSigner); err != nil {
 		t.Fatal(err)
 	}
+	g.restart() // between the ask and the retry
 	res, err = call(ama, args, state, "accept")
 	if err != nil || res.NeedsInput() || structured(t, res)["status"] != "executed" || structured(t, res)["callId"] != wf {
-		t.Fatalf("the retry after ama approved: %v %s", err, text(res))
+		t.Fatalf("the retry after ama approved, to a restarted MCP server: %v %s", err, text(res))
 	}
 	var transfers int
 	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM mangrove.transfers WHERE idempotency_key = $1`, wf).Scan(&transfers)
@@ -202,6 +204,7 @@ func TestAClientConfirmsInItsOwnFormWhereTheRowAllowsIt(t *testing.T) {
 	}
 
 	state, wf := asked(40)
+	g.restart() // between the ask and the retry
 	res, err := call(ama, 40, state, decided("approve"))
 	if err != nil || res.NeedsInput() || structured(t, res)["status"] != "executed" || structured(t, res)["callId"] != wf {
 		t.Fatalf("the retry that approves in the form: %v %s", err, text(res))

@@ -40,6 +40,18 @@ type gate struct {
 	url   string
 	cards string // the card UI
 	mcp   *mcpgate.Server
+	// front serves mcp; fresh makes another MCP server of the same
+	// settings (restart).
+	front *testenv.LateHandler
+	fresh func() *mcpgate.Server
+}
+
+// restart replaces the MCP server with a new one of the same settings at
+// the same address, as a restarted process is: nothing it held in memory
+// carries over.
+func (g *gate) restart() {
+	g.mcp = g.fresh()
+	g.front.Set(g.mcp.Handler())
 }
 
 var (
@@ -104,8 +116,8 @@ func newGateWith(t *testing.T, maxWait time.Duration, userClaim string, o testen
 	cards := &testenv.LateHandler{}
 	cardSrv := httptest.NewServer(cards)
 	t.Cleanup(cardSrv.Close)
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
+	front := &testenv.LateHandler{}
+	srv := httptest.NewServer(front)
 	t.Cleanup(srv.Close)
 	id := testenv.NewIdPForMCP(t, cardSrv.URL, srv.URL)
 	o.ApproverIssuers = []string{id.URL}
@@ -134,12 +146,14 @@ func newGateWith(t *testing.T, maxWait time.Duration, userClaim string, o testen
 	g.url = srv.URL
 	core, logs := observer.New(zap.DebugLevel)
 	g.logs = logs
-	g.mcp = &mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
-		Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
-		Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
-		Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.WithdrawSigner,
-		Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), TakeSignIn: mcpgate.VaultSignIns(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}
-	srv.Config.Handler = g.mcp.Handler()
+	g.front, g.fresh = front, func() *mcpgate.Server {
+		return &mcpgate.Server{Temporal: s.Client, TaskQueue: s.TaskQueue, Policy: s.Policy, Verify: verify,
+			Credential: mcpgate.VaultCredentials(mcpPool, nil, nil), Revoked: mcpgate.VaultRevocations(mcpPool),
+			Logout: logout, Revoke: mcpgate.VaultRevoke(mcpPool),
+			Resource: srv.URL + mcpgate.Path, AuthorizationServer: g.idp.URL, MaxWait: maxWait, Signer: &testenv.WithdrawSigner,
+			Codec: testenv.Codec, SpendState: mcpgate.VaultStates(mcpPool), TakeSignIn: mcpgate.VaultSignIns(mcpPool), CardsURL: cardSrv.URL, Logger: zap.New(core)}
+	}
+	g.restart()
 	return g
 }
 

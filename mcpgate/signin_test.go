@@ -69,8 +69,8 @@ func (g *gate) signInAt(t *testing.T, browser context.Context, link, user, want 
 // naming ama is not carried on by her signing in at its link: the card UI
 // records, the MCP server carries on. The official TypeScript client's own
 // loop: ama signs in at the link in Chromium with her second factor, and
-// the client's retry answers the executed call, the same workflow, run
-// once; a transfer she may decide herself is, once she has signed in for
+// the client's retry, to an MCP server restarted since it asked, answers
+// the executed call, the same workflow, run once; a transfer she may decide herself is, once she has signed in for
 // it, asked to confirm. A spent requestState echoed again is refused as
 // replayed; a client
 // that declares tasks too is asked the same; a client that does not declare
@@ -166,6 +166,7 @@ func TestASignInByURLCarriesTheCallOn(t *testing.T) {
 		t.Fatalf("the TypeScript client's elicitation: %+v", elicit)
 	}
 	g.signInAt(t, testenv.Browser(t), elicit.URL, "ama", `#call-sign-in`)
+	g.restart() // between the ask and the retry: the seal, the spent states and the recorded sign-in outlive it
 	fmt.Fprintln(answer, "accept")
 	got := next(t, lines, "result")
 	tsWF := strings.TrimSuffix(strings.TrimPrefix(elicit.URL, g.cards+"/cards/"), workflows.SignInSuffix)
