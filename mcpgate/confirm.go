@@ -209,8 +209,9 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		st.Ask = confirmRequest // sealed before sign-in by URL
 	}
 	answer, _ := req.Params.InputResponses[st.Ask].(*mcp.ElicitResult)
+	unsent := false
 	if st.Ask == confirmInClientRequest && answer != nil && answer.Action == "accept" {
-		s.confirmInClient(ctx, id, st, answer)
+		unsent = !s.confirmInClient(ctx, id, st, answer)
 	}
 	if st.Ask != signInRequest && answer != nil && answer.Action == "decline" {
 		// The card the person was shown: one an edit has replaced since is
@@ -223,7 +224,7 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 		s.carryOn(ctx, id, st)
 	}
 	wait := confirmWait
-	if answer == nil || answer.Action == "cancel" || st.Ask == signInRequest && answer.Action == "decline" {
+	if answer == nil || answer.Action == "cancel" || st.Ask == signInRequest && answer.Action == "decline" || unsent {
 		wait = 0 // dismissed: where the call stands now
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -255,21 +256,33 @@ func (s *Server) resume(ctx context.Context, tool string, req *mcp.CallToolReque
 // sign-in behind their bearer token as its evidence, marked
 // ConfirmedInClient, for the card st was sealed for (a card an edit has
 // replaced since is not decided unseen). The workflow judges it as any
-// decision, and counts it only where the card's row allows it. A sign-in
-// that no longer meets the card's evidence sends nothing, and the retry
-// asks again as it can.
-func (s *Server) confirmInClient(ctx context.Context, id Identity, st requestState, answer *mcp.ElicitResult) {
+// decision, and counts it only where the card's row allows it. Nothing
+// is sent for a card that is no longer up in the run st names, or whose
+// row takes no confirmation in the client, or whose evidence the token's
+// sign-in no longer meets: the retry then asks as it can now, never the
+// same form again, so a refusal never counts towards the card's lock. It
+// reports whether the decision was sent.
+func (s *Server) confirmInClient(ctx context.Context, id Identity, st requestState, answer *mcp.ElicitResult) bool {
 	decision, _ := answer.Content[decisionField].(string)
 	if decision != signoff.Approve && decision != signoff.Reject {
 		s.Logger.Info("a confirmation in the client named no decision", zap.String("workflowId", st.WorkflowID), zap.String("user", id.UserID))
-		return
+		return false
+	}
+	var now workflows.Status
+	if v, err := s.Temporal.QueryWorkflow(ctx, st.WorkflowID, st.RunID, workflows.StatusQuery); err != nil || v.Get(&now) != nil ||
+		now.Status != workflows.StatusPendingApproval || now.RunID != st.RunID || now.ConfirmInClient == nil || !signedInFor(id, *now.ConfirmInClient, time.Now()) {
+		s.Logger.Info("a confirmation in the client not sent: the card, or the sign-in, no longer allows one", zap.String("workflowId", st.WorkflowID),
+			zap.String("user", id.UserID), zap.Error(err))
+		return false
 	}
 	a := signoff.Approval{Decision: decision, ArgsHash: st.ArgsHash, Approver: policy.Identity{UserID: id.UserID, Role: id.Role, Resources: id.Resources},
 		Evidence: &signoff.AuthEvidence{Issuer: id.Issuer, Subject: id.Subject, ACR: id.ACR, AuthTime: id.AuthTime.UTC().Format(time.RFC3339),
 			Via: signoff.ConfirmedInClient}}
 	if err := workflows.SendDecision(ctx, s.Temporal, st.WorkflowID, a, *s.Signer); err != nil {
 		s.Logger.Info("a confirmation in the client not sent", zap.String("workflowId", st.WorkflowID), zap.Error(err))
+		return false
 	}
+	return true
 }
 
 // carryOn carries a call that waits for its requester's sign-in on with

@@ -166,9 +166,9 @@ func inClientStock(t *testing.T) *policy.Policy {
 // executed call, run once, and its audit row says she confirmed in her
 // client. Rejected there, nothing runs. Her client signed in with a
 // password alone, which the card's mfa evidence needs more than, is not
-// asked in a form, nor is a $960 card, routed to the area manager; a
-// client that also declares URL elicitation is sent to the card UI
-// instead, the stronger evidence.
+// asked in a form, nor is its answer to a form her stronger client was
+// asked sent; a client that also declares URL elicitation is sent to the
+// card UI instead, the stronger evidence.
 func TestAClientConfirmsInItsOwnFormWhereTheRowAllowsIt(t *testing.T) {
 	g := newGateWith(t, 0, mcpgate.DefaultClaims(testenv.Policy).User, testenv.StackOptions{Policy: inClientStock(t)})
 	ctx := context.Background()
@@ -246,8 +246,17 @@ func TestAClientConfirmsInItsOwnFormWhereTheRowAllowsIt(t *testing.T) {
 	if res, err := call(weak, 7, "", nil); err != nil || res.NeedsInput() || structured(t, res)["status"] != "pending_approval" {
 		t.Fatalf("a form client whose sign-in falls short of the card's evidence: %v %+v", err, res)
 	}
-	if res, err := call(ama, 100, "", nil); err != nil || res.NeedsInput() || structured(t, res)["status"] != "pending_approval" {
-		t.Fatalf("a card whose evidence her sign-in does not meet: %v %+v", err, res)
+	// Asked signed in strongly, answered by her weaker token: nothing is
+	// sent (no refusal spends the card's lock), and the answer says where
+	// the card stands.
+	state, wf = asked(8)
+	if res, err := call(weak, 8, state, decided("approve")); err != nil || res.NeedsInput() || structured(t, res)["status"] != "pending_approval" {
+		t.Fatalf("an approval in the form by a sign-in that no longer meets the card: %v %+v", err, res)
+	}
+	var refused int
+	_ = g.s.Owner.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE workflow_id = $1 AND event IN ('approval_refused', 'approved')`, wf).Scan(&refused)
+	if refused != 0 {
+		t.Fatalf("%d decisions audited for a confirmation that should not have been sent", refused)
 	}
 	both := g.connectWith(t, mfa, mcpgate.FirstSessionlessRevision,
 		&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}})

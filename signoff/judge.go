@@ -93,6 +93,9 @@ func Judge(r Rules, a Approval, now time.Time) Judgment {
 		if j.Code, j.Why = r.checkInClient(a); j.Code != policy.CodeOK {
 			return j
 		}
+		// The requester's own provider vouches for the sign-in, as it did
+		// when the call was admitted, whether or not it names approvers.
+		r.Issuers = append(slices.Clip(r.Issuers), r.RequesterPerson.Issuer)
 	}
 	role := r.Role
 	if r.Escalated && a.Approver.Role == r.EscalateTo {
@@ -166,6 +169,8 @@ func (r Rules) checkInClient(a Approval) (policy.Code, string) {
 	switch {
 	case !r.ConfirmInClient:
 		return policy.CodeStepUpRequired, "this card's row does not take a confirmation in the requester's own client: decide it signed in at the card UI"
+	case r.Evidence == nil:
+		return policy.CodeStepUpRequired, "this card names no sign-in an approval needs, so a confirmation in the client has nothing to meet: decide it at the card UI"
 	case a.Decision != Approve && a.Decision != Reject:
 		return policy.CodeInvalidArguments, fmt.Sprintf("a confirmation in the client approves or rejects the card, never %q: make any other decision at the card UI", toolargs.Clip(a.Decision))
 	case !r.RequesterPerson.Known() || PersonOf(a) != r.RequesterPerson:

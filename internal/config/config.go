@@ -98,7 +98,9 @@ type Config struct {
 	ApprovalKeys signoff.ApprovalKeys
 	// WithdrawKeys (TOOLGATE_WITHDRAW_KEYS) verify a requester's withdrawal
 	// alone, never another decision: the MCP server's key, so a server that
-	// is taken over can take calls back but never approve one.
+	// is taken over can take calls back but never approve one, but for the
+	// requester's own card on a row that allows a confirmation in the
+	// client (signoff.ConfirmedInClient).
 	WithdrawKeys signoff.ApprovalKeys
 	// WithdrawSigningKey (TOOLGATE_WITHDRAW_SIGNING_KEY) signs withdrawals in
 	// the MCP server.
