@@ -32,7 +32,7 @@ type OIDC struct {
 	UserClaim, NameClaim, RoleClaim string
 	// ACRValues maps toolgate's levels (pwd, mfa) to the provider's acr
 	// values, both for asking (acr_values) and for reading the ID token.
-	ACRValues map[string]string
+	ACRValues policy.ACRValues
 	// Roles are the packs' roles a sign-in may carry (policy.Roles), in
 	// the order the card UI names them; auditor is always one more.
 	Roles []policy.Role
@@ -75,36 +75,16 @@ func OIDCFromEnv() (OIDC, error) {
 		slices.Sort(missing)
 		return o, fmt.Errorf("the card UI signs people in with OpenID Connect: set %s (make dev sets them for its demo provider; docs/identity.md shows a real provider's settings)", strings.Join(missing, ", "))
 	}
-	if v := os.Getenv("APPROVALS_OIDC_ACR_VALUES"); v != "" {
-		o.ACRValues = map[string]string{}
-		for _, pair := range strings.Split(v, ",") {
-			level, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
-			if !ok || !slices.Contains(policy.ACRLevels, level) || value == "" {
-				return o, fmt.Errorf("APPROVALS_OIDC_ACR_VALUES=%q: want level=provider-value pairs such as pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any; levels are %v", v, policy.ACRLevels)
-			}
-			o.ACRValues[level] = value
-		}
-	}
-	return o, nil
+	var err error
+	o.ACRValues, err = policy.ParseACRValues("APPROVALS_OIDC_ACR_VALUES", os.Getenv("APPROVALS_OIDC_ACR_VALUES"))
+	return o, err
 }
 
 // providerACR is the provider's acr value for a toolgate level.
-func (o OIDC) providerACR(level string) string {
-	if v, ok := o.ACRValues[level]; ok {
-		return v
-	}
-	return level
-}
+func (o OIDC) providerACR(level string) string { return o.ACRValues.Provider(level) }
 
 // level is the toolgate level of a provider's acr value, "" when unknown.
-func (o OIDC) level(acr string) string {
-	for _, l := range policy.ACRLevels {
-		if o.providerACR(l) == acr {
-			return l
-		}
-	}
-	return ""
-}
+func (o OIDC) level(acr string) string { return o.ACRValues.Level(acr) }
 
 // Auth is the card UI's relying party: the provider's discovery, the
 // OAuth client and the ID token verifier.

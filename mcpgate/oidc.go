@@ -20,6 +20,9 @@ type Claims struct {
 	User, Role string
 	Policy     *policy.Policy
 	Resources  policy.ClaimMap
+	// ACR reads the provider's acr values as toolgate's levels (nil: it
+	// says pwd and mfa).
+	ACR policy.ACRValues
 }
 
 // DefaultClaims are the demo provider's user and role claims and the
@@ -61,7 +64,8 @@ func NewVerifier(ctx context.Context, issuer, audience string, claims Claims, wa
 		if id.Resources, err = claims.Policy.ResourcesFromClaims(claims.Resources, byName); err != nil {
 			return Identity{}, fmt.Errorf("the token: %w", err)
 		}
-		id.ACR, _ = all["acr"].(string)
+		acr, _ := all["acr"].(string)
+		id.ACR = claims.ACR.Level(acr)
 		if at, ok := all["auth_time"].(float64); ok {
 			id.AuthTime = time.Unix(int64(at), 0).UTC()
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // Settings are the MCP server's environment (MCP_*), with loopback defaults.
@@ -23,6 +25,10 @@ type Settings struct {
 	// ClientID is the MCP client registered at the provider, the audience
 	// of its logout tokens (MCP_OIDC_CLIENT_ID, toolgate-mcp).
 	ClientID string
+	// ACR reads the provider's acr values as toolgate's levels
+	// (MCP_OIDC_ACR_VALUES, else APPROVALS_OIDC_ACR_VALUES: the same
+	// provider's words; unset, it says pwd and mfa).
+	ACR policy.ACRValues
 	// CardsURL is the card UI as people reach it (TOOLGATE_CARDS_URL): where
 	// a client that declares URL elicitation sends a person to decide
 	// their own card; none when unset.
@@ -42,6 +48,14 @@ func SettingsFromEnv() (Settings, error) {
 	s.Audience = env("MCP_AUDIENCE", s.Resource)
 	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
 	s.ClientID = env("MCP_OIDC_CLIENT_ID", "toolgate-mcp")
+	acrSetting := "MCP_OIDC_ACR_VALUES"
+	if os.Getenv(acrSetting) == "" {
+		acrSetting = "APPROVALS_OIDC_ACR_VALUES"
+	}
+	var err error
+	if s.ACR, err = policy.ParseACRValues(acrSetting, os.Getenv(acrSetting)); err != nil {
+		return s, err
+	}
 	s.CardsURL = strings.TrimRight(env("TOOLGATE_CARDS_URL", ""), "/")
 	wait, err := time.ParseDuration(env("MCP_MAX_WAIT", "2m"))
 	if err != nil || wait < 0 {

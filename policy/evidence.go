@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,6 +21,48 @@ var ACRLevels = []string{ACRPassword, ACRMFA}
 
 // acrRank is an acr's place in ACRLevels, or -1 when it is unknown.
 func acrRank(acr string) int { return slices.Index(ACRLevels, acr) }
+
+// ACRValues maps toolgate's levels (ACRLevels) to an identity provider's
+// own acr values, for a provider that does not say pwd and mfa (Okta's
+// urn:okta:loa:2fa:any, say): how toolgate asks for a level and reads the
+// one a sign-in reached. A level it does not map is its own word.
+type ACRValues map[string]string
+
+// ParseACRValues reads level=value pairs separated by commas (setting is
+// the variable's name, for the error).
+func ParseACRValues(setting, s string) (ACRValues, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	v := ACRValues{}
+	for _, pair := range strings.Split(s, ",") {
+		level, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || !slices.Contains(ACRLevels, level) || value == "" {
+			return nil, fmt.Errorf("%s=%q: want level=provider-value pairs such as pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any; levels are %v", setting, s, ACRLevels)
+		}
+		v[level] = value
+	}
+	return v, nil
+}
+
+// Provider is the provider's acr value for a toolgate level.
+func (v ACRValues) Provider(level string) string {
+	if p, ok := v[level]; ok {
+		return p
+	}
+	return level
+}
+
+// Level is the toolgate level a provider's acr value names, "" when it
+// names none.
+func (v ACRValues) Level(acr string) string {
+	for _, l := range ACRLevels {
+		if v.Provider(l) == acr {
+			return l
+		}
+	}
+	return ""
+}
 
 // Satisfies reports whether a sign-in at acr meets a requirement of want.
 func Satisfies(acr, want string) bool {

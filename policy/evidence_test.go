@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/packs/mangrove"
@@ -84,5 +85,34 @@ func TestEscalationGoesOneRoleUp(t *testing.T) {
 	value = 96000
 	if v := mangrovePolicy().Check(baseCall(t, mangrovePolicy(), mangrove.ToolRequestStockTransfer).req, &value); v.EscalateTo != "" {
 		t.Fatalf("a $960.00 card escalates to %q", v.EscalateTo)
+	}
+}
+
+// TestACRValuesAreAProvidersWords: a provider's acr values read as
+// toolgate's levels and back (Okta's, say); a value no level names reads as
+// none; unset, pwd and mfa are their own words; a pair that is not
+// level=value, or names no level toolgate has, is refused with the setting
+// and what to write.
+func TestACRValuesAreAProvidersWords(t *testing.T) {
+	okta, err := policy.ParseACRValues("APPROVALS_OIDC_ACR_VALUES", "pwd=urn:okta:loa:1fa:any, mfa=urn:okta:loa:2fa:any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for acr, level := range map[string]string{"urn:okta:loa:1fa:any": policy.ACRPassword, "urn:okta:loa:2fa:any": policy.ACRMFA, "mfa": "", "": ""} {
+		if got := okta.Level(acr); got != level {
+			t.Errorf("Okta's %q reads as %q, want %q", acr, got, level)
+		}
+	}
+	if okta.Provider(policy.ACRMFA) != "urn:okta:loa:2fa:any" {
+		t.Errorf("toolgate's mfa is asked of Okta as %q", okta.Provider(policy.ACRMFA))
+	}
+	unset, err := policy.ParseACRValues("MCP_OIDC_ACR_VALUES", " ")
+	if err != nil || unset.Level(policy.ACRMFA) != policy.ACRMFA || unset.Level("urn:x") != "" || unset.Provider(policy.ACRPassword) != policy.ACRPassword {
+		t.Errorf("unset: %v %v", unset, err)
+	}
+	for _, bad := range []string{"mfa", "gold=urn:x", "pwd=", "pwd=1,mfa"} {
+		if _, err := policy.ParseACRValues("MCP_OIDC_ACR_VALUES", bad); err == nil || !strings.Contains(err.Error(), "MCP_OIDC_ACR_VALUES=") || !strings.Contains(err.Error(), "want level=provider-value pairs") {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }
