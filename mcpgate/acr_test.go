@@ -2,6 +2,7 @@ package mcpgate_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,36 @@ func TestATokensACRIsReadInToolgatesLevels(t *testing.T) {
 		if err != nil || id.ACR != c.reads {
 			t.Errorf("%s: the token's %s reads as %q (%v), want %q", name, c.acr, id.ACR, err, c.reads)
 		}
+	}
+}
+
+// TestATokensClaimsAreTheProvidersNames: the MCP server reads a token's
+// user ID, role and acr by the names a team's provider gives them: its
+// own settings, else the card UI's (the same provider), else the demo
+// provider's.
+func TestATokensClaimsAreTheProvidersNames(t *testing.T) {
+	t.Setenv("MCP_OIDC_ISSUER", "https://sso.example.com")
+	for name, c := range map[string]struct {
+		env             map[string]string
+		user, role, mfa string
+	}{
+		"the demo provider's": {nil, "preferred_username", "toolgate_role", policy.ACRMFA},
+		"the card UI's": {map[string]string{"APPROVALS_OIDC_USER_CLAIM": "email", "APPROVALS_OIDC_ROLE_CLAIM": "groups",
+			"APPROVALS_OIDC_ACR_VALUES": "pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any"}, "email", "groups", "urn:okta:loa:2fa:any"},
+		"its own": {map[string]string{"APPROVALS_OIDC_USER_CLAIM": "email", "APPROVALS_OIDC_ROLE_CLAIM": "groups", "APPROVALS_OIDC_ACR_VALUES": "mfa=2",
+			"MCP_OIDC_USER_CLAIM": "upn", "MCP_OIDC_ROLE_CLAIM": "roles", "MCP_OIDC_ACR_VALUES": "mfa=urn:x:2fa"}, "upn", "roles", "urn:x:2fa"},
+	} {
+		for _, k := range []string{"APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_ACR_VALUES", "MCP_OIDC_USER_CLAIM", "MCP_OIDC_ROLE_CLAIM", "MCP_OIDC_ACR_VALUES"} {
+			t.Setenv(k, c.env[k])
+		}
+		s, err := mcpgate.SettingsFromEnv()
+		claims := s.Claims(testenv.Policy, nil)
+		if err != nil || claims.User != c.user || claims.Role != c.role || claims.ACR.Level(c.mfa) != policy.ACRMFA {
+			t.Errorf("%s: %+v %v, want %s, %s and mfa said %s", name, claims, err, c.user, c.role, c.mfa)
+		}
+	}
+	t.Setenv("MCP_OIDC_ACR_VALUES", "gold=1")
+	if _, err := mcpgate.SettingsFromEnv(); err == nil || !strings.Contains(err.Error(), "MCP_OIDC_ACR_VALUES=") {
+		t.Errorf("a level toolgate does not have: %v", err)
 	}
 }

@@ -25,6 +25,11 @@ type Settings struct {
 	// ClientID is the MCP client registered at the provider, the audience
 	// of its logout tokens (MCP_OIDC_CLIENT_ID, toolgate-mcp).
 	ClientID string
+	// UserClaim and RoleClaim name the access token's claims of the
+	// person's user ID and role (MCP_OIDC_USER_CLAIM, MCP_OIDC_ROLE_CLAIM;
+	// else the card UI's APPROVALS_OIDC_USER_CLAIM, APPROVALS_OIDC_ROLE_CLAIM:
+	// the same provider's words; else preferred_username, toolgate_role).
+	UserClaim, RoleClaim string
 	// ACR reads the provider's acr values as toolgate's levels
 	// (MCP_OIDC_ACR_VALUES, else APPROVALS_OIDC_ACR_VALUES: the same
 	// provider's words; unset, it says pwd and mfa).
@@ -48,6 +53,8 @@ func SettingsFromEnv() (Settings, error) {
 	s.Audience = env("MCP_AUDIENCE", s.Resource)
 	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
 	s.ClientID = env("MCP_OIDC_CLIENT_ID", "toolgate-mcp")
+	s.UserClaim = env("MCP_OIDC_USER_CLAIM", env("APPROVALS_OIDC_USER_CLAIM", "preferred_username"))
+	s.RoleClaim = env("MCP_OIDC_ROLE_CLAIM", env("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role"))
 	acrSetting := "MCP_OIDC_ACR_VALUES"
 	if os.Getenv(acrSetting) == "" {
 		acrSetting = "APPROVALS_OIDC_ACR_VALUES"
@@ -66,4 +73,10 @@ func SettingsFromEnv() (Settings, error) {
 		return s, fmt.Errorf("MCP_OIDC_ISSUER (or APPROVALS_OIDC_ISSUER) must name the OpenID provider that issues the MCP server's access tokens")
 	}
 	return s, nil
+}
+
+// Claims are how the access tokens these settings name are read, for the
+// packs of p, whose resource kinds' claims are resources.
+func (s Settings) Claims(p *policy.Policy, resources policy.ClaimMap) Claims {
+	return Claims{User: s.UserClaim, Role: s.RoleClaim, Policy: p, Resources: resources, ACR: s.ACR}
 }

@@ -18,8 +18,7 @@ func MCP(log *zap.Logger, cfg config.Config) error {
 	}
 	ctx, stop := stopping()
 	defer stop()
-	claims := mcpgate.Claims{User: "preferred_username", Role: "toolgate_role", Policy: cfg.Policy, Resources: cfg.Claims, ACR: set.ACR}
-	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, claims, 30*time.Second)
+	verify, err := mcpgate.NewVerifier(ctx, set.Issuer, set.Audience, set.Claims(cfg.Policy, cfg.Claims), 30*time.Second)
 	if err != nil {
 		return err
 	}
