@@ -62,17 +62,30 @@ func TestATokensClaimsAreTheProvidersNames(t *testing.T) {
 		"the demo provider's": {nil, "preferred_username", "toolgate_role", policy.ACRMFA},
 		"the card UI's": {map[string]string{"APPROVALS_OIDC_USER_CLAIM": "email", "APPROVALS_OIDC_ROLE_CLAIM": "groups",
 			"APPROVALS_OIDC_ACR_VALUES": "pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any"}, "email", "groups", "urn:okta:loa:2fa:any"},
-		"its own": {map[string]string{"APPROVALS_OIDC_USER_CLAIM": "email", "APPROVALS_OIDC_ROLE_CLAIM": "groups", "APPROVALS_OIDC_ACR_VALUES": "mfa=2",
-			"MCP_OIDC_USER_CLAIM": "upn", "MCP_OIDC_ROLE_CLAIM": "roles", "MCP_OIDC_ACR_VALUES": "mfa=urn:x:2fa"}, "upn", "roles", "urn:x:2fa"},
+		"its own": {map[string]string{"APPROVALS_OIDC_USER_CLAIM": "email", "APPROVALS_OIDC_ROLE_CLAIM": "groups", "APPROVALS_OIDC_ACR_VALUES": "pwd=1,mfa=2",
+			"MCP_OIDC_USER_CLAIM": "upn", "MCP_OIDC_ROLE_CLAIM": "roles", "MCP_OIDC_ACR_VALUES": "pwd=urn:x:1fa,mfa=urn:x:2fa"}, "upn", "roles", "urn:x:2fa"},
 	} {
 		for _, k := range []string{"APPROVALS_OIDC_USER_CLAIM", "APPROVALS_OIDC_ROLE_CLAIM", "APPROVALS_OIDC_ACR_VALUES", "MCP_OIDC_USER_CLAIM", "MCP_OIDC_ROLE_CLAIM", "MCP_OIDC_ACR_VALUES"} {
 			t.Setenv(k, c.env[k])
 		}
+		t.Setenv("APPROVALS_OIDC_ISSUER", "https://sso.example.com")
 		s, err := mcpgate.SettingsFromEnv()
 		claims := s.Claims(testenv.Policy, nil)
 		if err != nil || claims.User != c.user || claims.Role != c.role || claims.ACR.Level(c.mfa) != policy.ACRMFA {
 			t.Errorf("%s: %+v %v, want %s, %s and mfa said %s", name, claims, err, c.user, c.role, c.mfa)
 		}
+	}
+	// Another provider than the card UI's: its names are not the MCP server's.
+	t.Setenv("APPROVALS_OIDC_ISSUER", "https://cards.example.com")
+	t.Setenv("MCP_OIDC_USER_CLAIM", "")
+	t.Setenv("MCP_OIDC_ROLE_CLAIM", "")
+	t.Setenv("MCP_OIDC_ACR_VALUES", "")
+	if s, err := mcpgate.SettingsFromEnv(); err != nil || s.UserClaim != "preferred_username" || s.RoleClaim != "toolgate_role" || s.ACR != nil {
+		t.Errorf("another provider than the card UI's: %+v %v", s, err)
+	}
+	t.Setenv("MCP_OIDC_ACR_VALUES", "pwd=a,mfa=b")
+	if s, err := mcpgate.SettingsFromEnv(); err != nil || s.ACR.Level("b") != policy.ACRMFA {
+		t.Errorf("its own mapping, for another provider than the card UI's: %+v %v", s, err)
 	}
 	t.Setenv("MCP_OIDC_ACR_VALUES", "gold=1")
 	if _, err := mcpgate.SettingsFromEnv(); err == nil || !strings.Contains(err.Error(), "MCP_OIDC_ACR_VALUES=") {

@@ -53,14 +53,22 @@ func SettingsFromEnv() (Settings, error) {
 	s.Audience = env("MCP_AUDIENCE", s.Resource)
 	s.Issuer = env("MCP_OIDC_ISSUER", os.Getenv("APPROVALS_OIDC_ISSUER"))
 	s.ClientID = env("MCP_OIDC_CLIENT_ID", "toolgate-mcp")
-	s.UserClaim = env("MCP_OIDC_USER_CLAIM", env("APPROVALS_OIDC_USER_CLAIM", "preferred_username"))
-	s.RoleClaim = env("MCP_OIDC_ROLE_CLAIM", env("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role"))
-	acrSetting := "MCP_OIDC_ACR_VALUES"
-	if os.Getenv(acrSetting) == "" {
-		acrSetting = "APPROVALS_OIDC_ACR_VALUES"
+	// The card UI's names are the same provider's words only when it is
+	// the same provider.
+	cardUI := func(k, def string) string {
+		if s.Issuer == env("APPROVALS_OIDC_ISSUER", "") {
+			return env(k, def)
+		}
+		return def
+	}
+	s.UserClaim = env("MCP_OIDC_USER_CLAIM", cardUI("APPROVALS_OIDC_USER_CLAIM", "preferred_username"))
+	s.RoleClaim = env("MCP_OIDC_ROLE_CLAIM", cardUI("APPROVALS_OIDC_ROLE_CLAIM", "toolgate_role"))
+	acrSetting, acr := "MCP_OIDC_ACR_VALUES", env("MCP_OIDC_ACR_VALUES", "")
+	if acr == "" {
+		acrSetting, acr = "APPROVALS_OIDC_ACR_VALUES", cardUI("APPROVALS_OIDC_ACR_VALUES", "")
 	}
 	var err error
-	if s.ACR, err = policy.ParseACRValues(acrSetting, os.Getenv(acrSetting)); err != nil {
+	if s.ACR, err = policy.ParseACRValues(acrSetting, acr); err != nil {
 		return s, err
 	}
 	s.CardsURL = strings.TrimRight(env("TOOLGATE_CARDS_URL", ""), "/")

@@ -29,18 +29,37 @@ func acrRank(acr string) int { return slices.Index(ACRLevels, acr) }
 type ACRValues map[string]string
 
 // ParseACRValues reads level=value pairs separated by commas (setting is
-// the variable's name, for the error).
+// the variable's name, for the error): every level once, each its own
+// value, none another level's name, so no mapping can read a weaker
+// sign-in as a stronger level, or leave a level in toolgate's own word.
 func ParseACRValues(setting, s string) (ACRValues, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
+	bad := func(why string) (ACRValues, error) {
+		return nil, fmt.Errorf("%s=%q: %s; want level=provider-value pairs such as pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any, naming each of %v once", setting, s, why, ACRLevels)
+	}
 	v := ACRValues{}
+	seen := map[string]string{}
 	for _, pair := range strings.Split(s, ",") {
 		level, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || !slices.Contains(ACRLevels, level) || value == "" {
-			return nil, fmt.Errorf("%s=%q: want level=provider-value pairs such as pwd=urn:okta:loa:1fa:any,mfa=urn:okta:loa:2fa:any; levels are %v", setting, s, ACRLevels)
+		level, value = strings.TrimSpace(level), strings.TrimSpace(value)
+		switch {
+		case !ok || !slices.Contains(ACRLevels, level) || value == "":
+			return bad(fmt.Sprintf("%q is not a level=value pair", strings.TrimSpace(pair)))
+		case v[level] != "":
+			return bad(fmt.Sprintf("%s is named twice", level))
+		case seen[value] != "":
+			return bad(fmt.Sprintf("%s and %s are both %q, so one could not be told from the other", seen[value], level, value))
+		case value != level && slices.Contains(ACRLevels, value):
+			return bad(fmt.Sprintf("%s is %q, the name of another level", level, value))
 		}
-		v[level] = value
+		v[level], seen[value] = value, level
+	}
+	for _, l := range ACRLevels {
+		if v[l] == "" {
+			return bad(fmt.Sprintf("%s is not named, and would be read in toolgate's own word", l))
+		}
 	}
 	return v, nil
 }

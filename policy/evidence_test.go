@@ -94,7 +94,7 @@ func TestEscalationGoesOneRoleUp(t *testing.T) {
 // level=value, or names no level toolgate has, is refused with the setting
 // and what to write.
 func TestACRValuesAreAProvidersWords(t *testing.T) {
-	okta, err := policy.ParseACRValues("APPROVALS_OIDC_ACR_VALUES", "pwd=urn:okta:loa:1fa:any, mfa=urn:okta:loa:2fa:any")
+	okta, err := policy.ParseACRValues("APPROVALS_OIDC_ACR_VALUES", "pwd=urn:okta:loa:1fa:any, mfa = urn:okta:loa:2fa:any")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,15 @@ func TestACRValuesAreAProvidersWords(t *testing.T) {
 	if err != nil || unset.Level(policy.ACRMFA) != policy.ACRMFA || unset.Level("urn:x") != "" || unset.Provider(policy.ACRPassword) != policy.ACRPassword {
 		t.Errorf("unset: %v %v", unset, err)
 	}
-	for _, bad := range []string{"mfa", "gold=urn:x", "pwd=", "pwd=1,mfa"} {
-		if _, err := policy.ParseACRValues("MCP_OIDC_ACR_VALUES", bad); err == nil || !strings.Contains(err.Error(), "MCP_OIDC_ACR_VALUES=") || !strings.Contains(err.Error(), "want level=provider-value pairs") {
-			t.Errorf("%q: %v", bad, err)
+	for bad, why := range map[string]string{
+		"mfa": "not a level=value pair", "gold=urn:x,pwd=1,mfa=2": "not a level=value pair", "pwd=,mfa=2": "not a level=value pair", "pwd=1,mfa": "not a level=value pair",
+		"pwd=1,mfa=2,mfa=3": "mfa is named twice",
+		"pwd=X,mfa=X":       "pwd and mfa are both",
+		"pwd=mfa,mfa=pwd":   "the name of another level",
+		"pwd=urn:okta:1fa":  "mfa is not named",
+	} {
+		if _, err := policy.ParseACRValues("MCP_OIDC_ACR_VALUES", bad); err == nil || !strings.Contains(err.Error(), "MCP_OIDC_ACR_VALUES=") || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v, want %s", bad, err, why)
 		}
 	}
 }
