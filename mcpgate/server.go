@@ -341,8 +341,10 @@ func (s *Server) call(tool string) mcp.ToolHandler {
 		if out.Status == workflows.StatusAwaitingSignIn && run != nil && s.TakeSignIn != nil && s.asksByURL(req) {
 			return s.askToSignIn(tool, req, id, out.IdempotencyKey, out.RunID, out.Code, out.ExpiresAt)
 		}
-		if mode := s.confirmMode(req, id, outcomeCard(out)); out.Status == workflows.StatusPendingApproval && run != nil && mode != "" {
-			return s.askToConfirm(tool, req, id, mode, outcomeCard(out))
+		if card := outcomeCard(out); out.Status == workflows.StatusPendingApproval && run != nil {
+			if mode := s.confirmMode(req, id, card); mode != "" {
+				return s.askToConfirm(tool, req, id, mode, card)
+			}
 		}
 		if out.Status == workflows.StatusPendingApproval && run != nil {
 			if final, done := s.await(ctx, req, run, out); done {

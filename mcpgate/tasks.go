@@ -360,13 +360,15 @@ func (s *Server) callAsTask(w http.ResponseWriter, r *http.Request, q *rpcReques
 		}
 	}
 	if f != nil {
+		card := outcomeCard(f.out)
+		mode := s.confirmMode(req, id, card)
 		switch {
 		case f.err != nil:
 			s.Logger.Warn("tool call not started", zap.String("tool", q.Params.Name), zap.Error(f.err))
 			answer(failure(sentences.Say(sentences.NotStarted, f.err.Error())))
 			return
-		case f.out.Status == workflows.StatusPendingApproval && f.run && s.confirmMode(req, id, outcomeCard(f.out)) != "":
-			inputRequired(w, q.ID)(s.askToConfirm(q.Params.Name, req, id, s.confirmMode(req, id, outcomeCard(f.out)), outcomeCard(f.out)))
+		case f.out.Status == workflows.StatusPendingApproval && f.run && mode != "":
+			inputRequired(w, q.ID)(s.askToConfirm(q.Params.Name, req, id, mode, card))
 			return
 		case f.out.Status == workflows.StatusAwaitingSignIn && f.run && s.TakeSignIn != nil && s.asksByURL(req):
 			inputRequired(w, q.ID)(s.askToSignIn(q.Params.Name, req, id, f.out.IdempotencyKey, f.out.RunID, f.out.Code, f.out.ExpiresAt))
